@@ -1,0 +1,138 @@
+"""The interpreter's public Python API: results, container records, errors and the `Interpreter` interface.
+
+The in-process pool (`pool.WorkerPool`) and the HTTP client (`client.HTTPInterpreter`) both implement
+`Interpreter`, so the gateway can run the sandbox in its own process or share a pool over HTTP.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ContainerInfo",
+    "ContainerNotFound",
+    "ExecutionResult",
+    "FileInfo",
+    "Interpreter",
+    "InterpreterError",
+    "PoolExhausted",
+]
+
+ErrorKind = Literal["exception", "timeout", "memory", "crashed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """What one `execute` call produced.
+
+    - `logs`: stdout and stderr in the order written, then the repr of a final expression (as a
+      notebook shows it), then the traceback of an uncaught exception; truncated with a marker past
+      the configured cap.
+    - `images`: PNG bytes of every matplotlib figure the code left open (closed afterwards).
+    - `error`: None on success; else a short message (exception line, "timed out after 30 s", ...).
+    - `error_kind`: "exception" for a Python exception (the container lives on); "timeout",
+      "memory", "crashed" when the worker was interrupted, recycled or died; "cancelled" when the
+      caller went away.
+    - `worker_restarted`: True when the container's worker was replaced and its state is gone.
+    """
+
+    logs: str
+    images: tuple[bytes, ...] = ()
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    duration_s: float = 0.0
+    worker_restarted: bool = False
+    files_changed: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    id: str
+    created_at: float
+    last_active_at: float
+    expires_after_s: float
+    status: Literal["running", "expired"] = "running"
+    name: str | None = None
+    memory_limit: str | None = None
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    id: str
+    container_id: str
+    path: str
+    bytes: int
+    created_at: float
+    source: Literal["user", "assistant"] = "assistant"
+
+
+class InterpreterError(Exception):
+    """Base of the interpreter's errors."""
+
+
+class ContainerNotFound(InterpreterError):
+    """No live container with that id (never created, deleted or expired)."""
+
+
+class PoolExhausted(InterpreterError):
+    """Every worker is owned by a container and no more may be started."""
+
+
+class Interpreter(ABC):
+    """A pool of sandboxed Python containers. Use as `async with` (start, warm up; stop, kill all)."""
+
+    async def __aenter__(self) -> Interpreter:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @abstractmethod
+    async def start(self) -> None: ...
+
+    @abstractmethod
+    async def aclose(self) -> None: ...
+
+    @abstractmethod
+    async def create_container(
+        self, *, name: str | None = None, memory_limit: str | None = None
+    ) -> ContainerInfo:
+        """Hand out a warm worker as a new container. Raises `PoolExhausted` when none can be had."""
+
+    @abstractmethod
+    async def get_container(self, container_id: str) -> ContainerInfo:
+        """Raises `ContainerNotFound`."""
+
+    @abstractmethod
+    async def list_containers(self) -> list[ContainerInfo]: ...
+
+    @abstractmethod
+    async def delete_container(self, container_id: str) -> None:
+        """Kill the container's worker. Raises `ContainerNotFound`."""
+
+    @abstractmethod
+    async def execute(
+        self, container_id: str, code: str, *, timeout_s: float | None = None
+    ) -> ExecutionResult:
+        """Run `code` in the container (calls to one container queue; different containers run in
+        parallel). A Python exception, timeout, memory error or crash comes back as a result with
+        `error` set, never raised. Cancelling the awaiting task interrupts the code. Raises
+        `ContainerNotFound` only for an unknown container."""
+
+    @abstractmethod
+    async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
+        """Put a file into the container's filesystem (under /mnt/data unless `path` is absolute)."""
+
+    @abstractmethod
+    async def read_file(self, container_id: str, path: str) -> bytes: ...
+
+    @abstractmethod
+    async def list_files(self, container_id: str) -> list[FileInfo]:
+        """Files under /mnt/data, the folder code is told to write its outputs to."""

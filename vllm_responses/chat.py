@@ -1,0 +1,224 @@
+"""Plain data exchanged with a model: conversation turns and tool specs in, output deltas out.
+
+This is a leaf module (it imports nothing from the package). The agent loop turns Responses API items
+into `Turn`s, an engine renders them into a prompt, and the engine's tool-call parser turns the model's
+text back into `Delta`s. Everything here is a frozen dataclass; the wire models live in `protocol/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "CODE_TOOL_NAME",
+    "Delta",
+    "EngineEvent",
+    "Finish",
+    "FinishReason",
+    "ForcedTool",
+    "GenerateRequest",
+    "Message",
+    "ReasoningDelta",
+    "Role",
+    "Sampling",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "ToolChoice",
+    "ToolResult",
+    "ToolSpec",
+    "Turn",
+    "Usage",
+    "code_tool_spec",
+]
+
+# The name under which the built-in code interpreter is offered to models (a `{"code": str}` tool).
+CODE_TOOL_NAME = "python"
+
+Role = Literal["system", "developer", "user", "assistant"]
+
+
+# --- conversation turns (agent loop -> engine) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """A plain text turn."""
+
+    role: Role
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the assistant made earlier: a function call or a code-interpreter call.
+
+    `arguments` is JSON object text; for the code interpreter it is `{"code": "..."}`.
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returned for `call_id` (function output, or code-interpreter logs)."""
+
+    call_id: str
+    name: str
+    output: str
+
+
+Turn = Union[Message, ToolCall, ToolResult]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model. `parameters` is a JSON schema for the arguments object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    code_interpreter: bool = False
+    strict: bool = False
+
+
+def code_tool_spec(name: str = CODE_TOOL_NAME, description: str | None = None) -> ToolSpec:
+    """The code interpreter as a function-style tool taking `{"code": str}`."""
+    return ToolSpec(
+        name=name,
+        description=description
+        or (
+            "Run Python code in a stateful sandbox (Pyodide) and get back what it printed, the value "
+            "of its last expression, and any matplotlib figures. numpy, pandas, matplotlib, scipy and "
+            "scikit-learn are available; there is no network."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+            "required": ["code"],
+        },
+        code_interpreter=True,
+    )
+
+
+@dataclass(frozen=True)
+class ForcedTool:
+    """`tool_choice` naming one tool: the model must call it."""
+
+    name: str
+
+
+ToolChoice = Union[Literal["auto", "none", "required"], ForcedTool]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling and decoding constraints for one model call.
+
+    `text_format` is the Responses `text.format` object as a dict (`{"type": "json_schema", "schema":
+    ...}` or `{"type": "json_object"}`), or None for plain text. `structured` is the vendor extension
+    for forcing output with vLLM structured outputs: `{"regex": str}`, `{"json": schema}`,
+    `{"choice": [str, ...]}` or `{"grammar": str}`; it wins over everything else when set.
+    """
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    text_format: dict[str, Any] | None = None
+    structured: dict[str, Any] | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One model call of the agent loop."""
+
+    request_id: str
+    turns: tuple[Turn, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool = True
+    sampling: Sampling = field(default_factory=Sampling)
+
+
+# --- output deltas (parser / engine -> agent loop) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """Visible assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """Reasoning ("thinking") text, kept apart from the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """The model began tool call number `index` (0, 1, ... within one model call) to tool `name`."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """The next fragment of the JSON arguments text of call `index`.
+
+    Fragments concatenate to the arguments JSON object text. Formats that carry raw code (a markdown
+    block, `<|python_tag|>`, harmony `to=python`) emit it JSON-escaped inside `{"code": "..."}`.
+    """
+
+    index: int
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolCallEnd:
+    """Call `index` is complete; its arguments text is final."""
+
+    index: int
+
+
+Delta = Union[TextDelta, ReasoningDelta, ToolCallStart, ToolCallDelta, ToolCallEnd]
+
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one model call (or, summed, of a whole response)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Last event of a model call: why it stopped and what it cost."""
+
+    reason: FinishReason
+    usage: Usage
+
+
+EngineEvent = Union[TextDelta, ReasoningDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, Finish]
