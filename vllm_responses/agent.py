@@ -124,8 +124,14 @@ async def run_agent(
                             for ev in builder.reasoning_delta(event.text):
                                 yield ev
                     elif isinstance(event, ToolCallStart):
+                        if not request.tools:
+                            logger.warning("dropping a call to %r: no tools were offered", event.name)
+                            continue
                         if event.name in code_names and plan.container is not None:
-                            container_id = await plan.container()
+                            try:
+                                container_id = await plan.container()
+                            except InterpreterError as exc:
+                                raise EngineError(f"No code interpreter container is available: {exc}") from exc
                             index, events = builder.code_start(container_id)
                             calls[event.index] = _Call(index, event.name, code=JsonStringField("code"))
                         else:
@@ -164,6 +170,10 @@ async def run_agent(
             if finish is None:
                 raise EngineError("the engine stream ended without a finish event")
             plan.usage = plan.usage + finish.usage
+            if finish.reason == "length" and not calls:
+                for ev in builder.incomplete("max_output_tokens", plan.usage):
+                    yield ev
+                return
             for ev in builder.close_open():
                 yield ev
             # Calls the parser opened but never closed (output cut off) are closed here.
@@ -190,9 +200,6 @@ async def run_agent(
                 for ev in builder.completed(plan.usage):
                     yield ev
                 return
-        # Out of turns: the last call had no tools, so we only get here when it still produced code.
-        for ev in builder.incomplete("max_turns", plan.usage):
-            yield ev
     except EngineError as exc:
         logger.warning("response %s failed in the engine: %s", builder.id, exc.message)
         for ev in builder.failed(exc.message, plan.usage):

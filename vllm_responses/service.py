@@ -160,7 +160,6 @@ class ResponsesService:
             "max_tool_calls": req.max_tool_calls,
             "previous_response_id": req.previous_response_id,
             "metadata": req.metadata or {},
-            "store": req.store,
             "background": req.background,
             "text": req.text.model_dump(mode="json", by_alias=True, exclude_none=True)
             if req.text
