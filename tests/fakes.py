@@ -94,7 +94,7 @@ class FakeEngine:
         return self._name
 
     def reset(self, *script: Script, delay: float = 0.0) -> None:
-        self.script = list(script)
+        self.script = list(script) or [say("Hello from the fake engine.")]
         self.delay = delay
         self.requests.clear()
         self.aborted.clear()

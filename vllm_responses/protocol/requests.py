@@ -246,16 +246,31 @@ _UNSUPPORTED = {
 }
 
 
+_TAGS = {
+    "message", "function_call", "function_call_output", "code_interpreter_call", "reasoning", "item_reference",
+    "code_interpreter", "function",
+}
+
+
 def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as an OpenAI `param` (`input[0].role`), without union-branch labels."""
     out = ""
+    after_index = False
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in {"MessageItem", "FunctionCallItem"} or (isinstance(part, str) and part[:1].isupper()):
-            continue  # union-branch labels pydantic adds
-        elif isinstance(part, str) and "[" not in part and not part.startswith(("function-", "literal")):
+            after_index = True
+            continue
+        skip = (after_index and part in _TAGS) or "[" in part or part in ("str", "list", "dict")
+        after_index = False
+        if not skip:
             out += f".{part}" if out else part
     return out or "body"
+
+
+def _best(errors: list[Any]) -> Any:
+    """The most specific error: the deepest location wins over a union's other branches."""
+    return max(errors, key=lambda e: len(e["loc"]))
 
 
 def parse_create_request(body: Any) -> CreateResponseRequest:
@@ -294,7 +309,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     try:
         req = CreateResponseRequest.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        err = _best(exc.errors())
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
