@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from vllm_responses.app import build_app
+from vllm_responses.app import Opener, build_app
 from vllm_responses.config import Config
 from vllm_responses.store import MemoryStore, SQLiteStore
 
@@ -28,7 +28,9 @@ def free_port() -> int:
 class LiveServer:
     """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly."""
 
-    def __init__(self, config: Config, engine: Any, interpreter: Any, *, db: str | None = None) -> None:
+    def __init__(
+        self, config: Config, engine: Any, interpreter: Any, *, db: str | None = None, opener: Opener | None = None
+    ) -> None:
         self.port = free_port()
         self.config = Config(**{**config.__dict__, "port": self.port})
         self.engine = engine
@@ -36,14 +38,21 @@ class LiveServer:
         self.store = SQLiteStore(db) if db else MemoryStore()
 
         @asynccontextmanager
-        async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+        async def fixed(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
             await self.store.open()
             try:
                 yield self.engine, self.interpreter, self.store
             finally:
                 await self.store.aclose()
 
-        self.app = build_app(self.config, opener)
+        @asynccontextmanager
+        async def tracked(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+            assert opener is not None
+            async with opener(cfg) as (self.engine, self.interpreter, self.store):
+                yield self.engine, self.interpreter, self.store
+
+        opener_used = tracked if opener is not None else fixed
+        self.app = build_app(self.config, opener_used)
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         )
