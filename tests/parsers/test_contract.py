@@ -132,3 +132,24 @@ def test_every_parser_keeps_plain_text_and_never_raises(name):
 @pytest.mark.parametrize("name", parser_names())
 def test_every_parser_is_covered(name):
     assert any(get_parser(c[0]) is get_parser(name) for c in CASES)
+
+
+PIECES = [
+    "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<|python_tag|>", "<|eom_id|>", "```python\n",
+    "```", "<|start|>", "assistant", "<|channel|>", "analysis", "final", " to=functions.f", " to=python",
+    "<|message|>", "<|end|>", "<|call|>", '{"name": "f", ', '"arguments": {', '"code": "x\\n', "'", '"', "}", "]",
+    "[", "{", ",", ":", "f(a=1)", "True", "\\", "\\u00", "e9", " ", "\n", "text", "😀",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(PIECES), max_size=25),
+    cuts=st.lists(st.integers(min_value=0, max_value=100_000), max_size=10),
+)
+@pytest.mark.parametrize("name", sorted({get_parser(n).name for n in parser_names()}))
+def test_fuzz_any_chunking_same_result(name, parts, cuts):
+    text = "".join(parts)
+    one = summarize(run(name, [text]))
+    assert summarize(run(name, split_at(text, cuts))) == one
+    assert summarize(run(name, list(text))) == one

@@ -32,9 +32,7 @@ class CallObject:
         return next((k for k in _ARG_KEYS if k in self.json.values), None)
 
     def feed(self, text: str) -> list[Delta]:
-        self.json.feed(text)
-        if not self.json.ok and self.index < 0:
-            self.is_call = False
+        self.json.feed(text)  # a repairer that gave up keeps its state as of then: chunking-independent
         if self.index >= 0:
             return self._stream()
         if not self.is_call:
@@ -53,6 +51,8 @@ class CallObject:
         if self._name is not None and key and values[key].startswith("{"):
             self.index = self.parser.new_index()
             return [ToolCallStart(self.index, self._name), *self._stream()]
+        if not self.json.ok:
+            self.is_call = False
         return []
 
     def _stream(self) -> list[Delta]:
