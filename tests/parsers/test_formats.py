@@ -93,6 +93,12 @@ def test_pythonic_positional_args_are_text():
     assert summarize(run("pythonic", ["[f(1)]"])).text == "[f(1)]"
 
 
+def test_python_tag_code_starting_with_bracket_is_code():
+    assert summarize(run("llama3_python_tag", ["<|python_tag|>[x for x in 'ab']"])).calls == [
+        ("python", {"code": "[x for x in 'ab']"})
+    ]
+
+
 def test_python_tag_code_is_escaped_in_pieces():
     p = get_parser("llama3_python_tag")()
     out = p.feed('<|python_tag|>print("a")')
@@ -141,7 +147,7 @@ def test_reasoning_splitter_any_chunking(cuts):
 code_text = st.text(
     alphabet=st.one_of(st.sampled_from(list('"\\\n\t{}[]<>`|\'é😀 ')), st.characters(blacklist_categories=("Cs",))),
     max_size=50,
-).map(str.strip).filter(lambda s: "```" not in s and "<|" not in s and "</" not in s)
+).map(str.strip).filter(lambda s: "```" not in s and "<|" not in s and "</" not in s and s[:1] not in "{[")
 
 
 @settings(max_examples=150, deadline=None)

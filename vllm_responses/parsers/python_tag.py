@@ -14,13 +14,13 @@ END_MARKERS = ("<|eom_id|>", "<|eot_id|>")
 
 
 def python_tag_region(parser: ScanningParser) -> Region:
-    """The region after `<|python_tag|>`: JSON calls if it starts with `{`/`[`, else raw code."""
+    """The region after `<|python_tag|>`: JSON calls if it starts like `{"` or `[{`, else raw code."""
 
     def choose(held: str, final: bool) -> Region | None:
-        s = held.lstrip()
-        if not s and not final:
+        s = "".join(held.split())[:2]
+        if len(s) < 2 and not final:
             return None
-        if s[:1] in ("{", "["):
+        if s in ('{"', "{'", "[{"):
             return JsonCallsRegion(parser, prefix=TAG, end_markers=END_MARKERS)
         return CodeRegion(parser, END_MARKERS)
 
