@@ -25,7 +25,7 @@ def parse_pythonic(text: str) -> list[tuple[str, str]] | None:
     """[(name, arguments JSON)] for a list of keyword-argument calls with literal values, else None."""
     try:
         tree = ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     nodes = tree.elts if isinstance(tree, (ast.List, ast.Tuple)) else [tree]
     calls: list[tuple[str, str]] = []
