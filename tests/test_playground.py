@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import struct
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,9 +183,11 @@ def test_streamed_code_call_plot_and_second_turn(page: Any, playground_server: L
     assert Message("user", "Plot a sine wave") in turns and any(isinstance(t, ToolCall) for t in turns)
     assert turns[-1] == Message("user", "And the minimum?")
 
-    page.screenshot(path=str(tmp_path / "playground.png"), full_page=True)
+    # The whole conversation in the viewport, so the sticky header and footer sit where they belong.
+    page.set_viewport_size({"width": 960, "height": page.evaluate("document.documentElement.scrollHeight")})
+    page.screenshot(path=str(tmp_path / "playground.png"))
     if os.environ.get("UPDATE_PLAYGROUND_SCREENSHOT"):
-        page.screenshot(path=str(DOCS_SCREENSHOT), full_page=True)
+        page.screenshot(path=str(DOCS_SCREENSHOT))
 
     page.click("#new")
     assert page.locator(".turn").count() == 0
@@ -222,6 +225,21 @@ def test_stream_ending_without_terminal_event_is_shown(page: Any, playground_ser
     assert "connection closed before the response finished" in page.inner_text(".error")
     assert page.inner_text(".message") == "Half an ans"
     wait_idle(page)
+
+
+def test_stop_aborts_the_response(page: Any, playground_server: LiveServer) -> None:
+    engine: FakeEngine = playground_server.engine
+    engine.reset(say("word " * 200), delay=0.05)
+    open_page(page, playground_server)
+    send(page, "talk")
+    page.wait_for_selector(".message")
+    page.click("#send")  # now labelled Stop
+    page.wait_for_selector("text=Stopped.")
+    wait_idle(page)
+    deadline = time.monotonic() + 10
+    while not engine.aborted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.aborted == [engine.requests[0].request_id]  # the server cancelled the engine request
 
 
 def test_api_key(page: Any) -> None:

@@ -231,7 +231,8 @@ async function send(text) {
     if (final.id && final.status !== "failed") state.previousId = final.id;
     if (final.id) showUsage(final);
   } catch (err) {
-    turn.error(err.name === "AbortError" ? "Stopped." : `Connection error: ${err.message}`);
+    if (err.name === "AbortError") turn.error("Stopped.");
+    else turn.error(`${err.name === "TypeError" ? "Connection error" : "Error"}: ${err.message}`);
   } finally {
     if (state.controller === controller) {
       state.controller = null;
