@@ -210,6 +210,17 @@ def test_response_failed_is_shown(page: Any, playground_server: LiveServer) -> N
     wait_idle(page)
 
 
+def test_failed_code_call_badge_and_logs(page: Any, playground_server: LiveServer) -> None:
+    playground_server.engine.reset(code_call("while True: pass  # fake-timeout"), say("The code timed out."))
+    open_page(page, playground_server)
+    send(page, "loop forever")
+    page.wait_for_selector("text=The code timed out.")
+    assert page.inner_text(".code-call .badge") == "failed"
+    assert page.eval_on_selector(".code-call .badge", "b => getComputedStyle(b).backgroundColor") == "rgb(207, 34, 46)"
+    assert "timed out" in page.inner_text(".code-call .logs")
+    wait_idle(page)
+
+
 def test_stream_ending_without_terminal_event_is_shown(page: Any, playground_server: LiveServer) -> None:
     frames = [
         {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_cut", "status": "in_progress"}},
