@@ -1,8 +1,9 @@
-"""The web playground in headless Chromium: a streamed code call with its plot, multi-turn, errors, the API key."""
+"""The web playground in headless Chromium: a streamed code call and its plot, multi-turn, errors, API key."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
 
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -59,18 +60,21 @@ def plot_png(width: int = 420, height: int = 180) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + body
 
 
 class PlotInterpreter(FakeInterpreter):
-    """The fake interpreter, a little slow (so "interpreting" shows); `plt` lines are skipped, `plt.show()` plots."""
+    """The fake interpreter, slower (so "interpreting" shows); skips `plt` lines, and `plt.show()` plots."""
 
-    async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+    async def execute(
+        self, container_id: str, code: str, *, timeout_s: float | None = None
+    ) -> ExecutionResult:
         await asyncio.sleep(0.3)
         plain = "\n".join(line for line in code.splitlines() if "plt" not in line)
         result = await super().execute(container_id, plain, timeout_s=timeout_s)
         images = (plot_png(),) if "plt.show()" in code else result.images
-        return ExecutionResult(logs=result.logs, images=images, error=result.error, error_kind=result.error_kind)
+        return dataclasses.replace(result, images=images)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +134,9 @@ RECORD = """() => {
 }"""
 
 
-def test_streamed_code_call_plot_and_second_turn(page: Any, playground_server: LiveServer, tmp_path: Path) -> None:
+def test_streamed_code_call_plot_and_second_turn(
+    page: Any, playground_server: LiveServer, tmp_path: Path
+) -> None:
     engine: FakeEngine = playground_server.engine
     first_answer = "Here is the sine curve: it peaks at 1.00 and repeats every 25 steps."
     second_answer = "Its minimum is -1.00, half a period after the peak."
@@ -216,21 +222,24 @@ def test_failed_code_call_badge_and_logs(page: Any, playground_server: LiveServe
     send(page, "loop forever")
     page.wait_for_selector("text=The code timed out.")
     assert page.inner_text(".code-call .badge") == "failed"
-    assert page.eval_on_selector(".code-call .badge", "b => getComputedStyle(b).backgroundColor") == "rgb(207, 34, 46)"
+    red = page.eval_on_selector(".code-call .badge", "b => getComputedStyle(b).backgroundColor")
+    assert red == "rgb(207, 34, 46)"
     assert "timed out" in page.inner_text(".code-call .logs")
     wait_idle(page)
 
 
 def test_stream_ending_without_terminal_event_is_shown(page: Any, playground_server: LiveServer) -> None:
     frames = [
-        {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_cut", "status": "in_progress"}},
+        {"type": "response.created", "sequence_number": 0,
+         "response": {"id": "resp_cut", "status": "in_progress"}},
         {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
          "item": {"type": "message", "id": "msg_1", "content": []}},
-        {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0, "delta": "Half an ans"},
+        {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0,
+         "delta": "Half an ans"},
     ]
     sse = "".join(f"event: {f['type']}\ndata: {json.dumps(f)}\n\n" for f in frames)
     open_page(page, playground_server)
-    page.route("**/v1/responses", lambda route: route.fulfill(status=200, content_type="text/event-stream", body=sse))
+    page.route("**/v1/responses", lambda r: r.fulfill(status=200, content_type="text/event-stream", body=sse))
     send(page, "hi")
     page.wait_for_selector(".error")
     assert "connection closed before the response finished" in page.inner_text(".error")
