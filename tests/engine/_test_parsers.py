@@ -11,7 +11,8 @@ __all__ = ["ensure_test_parsers"]
 
 
 class _HermesStandIn(ToolParser):
-    """Buffers everything; on `finish` splits out `<tool_call>{json}</tool_call>` blocks."""
+    """Streams text up to the first "<"; buffers from there and on `finish` splits out
+    `<tool_call>{json}</tool_call>` blocks."""
 
     name = "hermes"
 
@@ -20,8 +21,11 @@ class _HermesStandIn(ToolParser):
         self._buf = ""
 
     def feed(self, text: str) -> list[Delta]:
-        self._buf += text
-        return []
+        if self._buf or "<" in text:
+            head, lt, tail = text.partition("<") if not self._buf else ("", "", text)
+            self._buf += lt + tail
+            return [TextDelta(head)] if head else []
+        return [TextDelta(text)] if text else []
 
     def finish(self) -> list[Delta]:
         out: list[Delta] = []
