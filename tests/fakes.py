@@ -1,0 +1,223 @@
+"""Test doubles: a scripted engine and an in-process interpreter, for fast protocol tests (never the only proof)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import io
+import itertools
+import json
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from interpreter_service import (
+    ContainerInfo,
+    ContainerNotFound,
+    ExecutionResult,
+    FileInfo,
+    Interpreter,
+    PoolExhausted,
+)
+from vllm_responses.chat import (
+    CODE_TOOL_NAME,
+    EngineEvent,
+    Finish,
+    GenerateRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolSpec,
+    Turn,
+    Usage,
+)
+
+# A 1x1 PNG, what the fake interpreter returns for code containing "# fake-image".
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def chunks(s: str, n: int = 3) -> list[str]:
+    return [s[i : i + n] for i in range(0, len(s), n)] or [""]
+
+
+def say(text: str, reason: str = "stop") -> list[EngineEvent]:
+    return [TextDelta(c) for c in chunks(text)] + [Finish(reason, Usage())]  # type: ignore[arg-type]
+
+
+def think(text: str) -> list[EngineEvent]:
+    return [ReasoningDelta(c) for c in chunks(text)]
+
+
+def code_call(code: str, index: int = 0, *, finish: bool = True) -> list[EngineEvent]:
+    args = json.dumps({"code": code})
+    events: list[EngineEvent] = [ToolCallStart(index, CODE_TOOL_NAME)]
+    events += [ToolCallDelta(index, c) for c in chunks(args, 4)]
+    events.append(ToolCallEnd(index))
+    return events + ([Finish("tool_calls", Usage())] if finish else [])
+
+
+def function_call(name: str, arguments: dict[str, Any], index: int = 0, *, finish: bool = True) -> list[EngineEvent]:
+    args = json.dumps(arguments)
+    events: list[EngineEvent] = [ToolCallStart(index, name)]
+    events += [ToolCallDelta(index, c) for c in chunks(args, 5)]
+    events.append(ToolCallEnd(index))
+    return events + ([Finish("tool_calls", Usage())] if finish else [])
+
+
+Script = list[EngineEvent] | Callable[[GenerateRequest], list[EngineEvent]]
+
+
+class FakeEngine:
+    """Plays scripted events: `engine.script` is a list with one entry per model call (the last repeats).
+
+    Usage is synthesized (input = prompt characters // 4, output = number of deltas). `requests`
+    records what each call was asked; `aborted` the ids of calls closed before their finish.
+    """
+
+    def __init__(self, name: str = "fake-model") -> None:
+        self._name = name
+        self.script: list[Script] = [say("Hello from the fake engine.")]
+        self.delay = 0.0
+        self.requests: list[GenerateRequest] = []
+        self.aborted: list[str] = []
+        self.active = 0
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    def reset(self, *script: Script, delay: float = 0.0) -> None:
+        self.script = list(script) or [say("Hello from the fake engine.")]
+        self.delay = delay
+        self.requests.clear()
+        self.aborted.clear()
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        n = len(self.requests)
+        self.requests.append(request)
+        entry = self.script[min(n, len(self.script) - 1)]
+        events = entry(request) if callable(entry) else entry
+        prompt = sum(len(getattr(t, "text", "") or getattr(t, "arguments", "") or getattr(t, "output", "")) for t in request.turns)
+        finished = False
+        self.active += 1
+        try:
+            out = 0
+            for ev in events:
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                else:
+                    await asyncio.sleep(0)
+                if isinstance(ev, Finish):
+                    max_tokens = request.sampling.max_tokens
+                    reason = ev.reason
+                    if max_tokens is not None and out > max_tokens:
+                        reason = "length"
+                    finished = True
+                    yield Finish(reason, Usage(input_tokens=prompt // 4 + 1, output_tokens=out))
+                    return
+                out += 1
+                yield ev
+            finished = True
+        finally:
+            self.active -= 1
+            if not finished:
+                self.aborted.append(request.request_id)
+
+    async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
+        return sum(len(getattr(t, "text", "")) for t in turns) // 4 + 1
+
+    async def aclose(self) -> None:
+        return None
+
+
+class FakeInterpreter(Interpreter):
+    """Runs code with `exec` in this process (trusted test code only), one globals dict per container."""
+
+    def __init__(self, max_containers: int = 8) -> None:
+        self.max_containers = max_containers
+        self.containers: dict[str, dict[str, Any]] = {}
+        self.infos: dict[str, ContainerInfo] = {}
+        self.files: dict[str, dict[str, bytes]] = {}
+        self.executions: list[tuple[str, str]] = []
+        self.cancelled = 0
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        self.containers.clear()
+
+    async def create_container(self, *, name: str | None = None, memory_limit: str | None = None) -> ContainerInfo:
+        if len(self.containers) >= self.max_containers:
+            raise PoolExhausted("all fake containers are in use")
+        cid = f"cntr_fake{next(self._ids):04d}"
+        now = time.time()
+        self.containers[cid] = {}
+        self.files[cid] = {}
+        self.infos[cid] = ContainerInfo(cid, now, now, 1200.0, name=name, memory_limit=memory_limit)
+        return self.infos[cid]
+
+    async def get_container(self, container_id: str) -> ContainerInfo:
+        if container_id not in self.infos:
+            raise ContainerNotFound(container_id)
+        return self.infos[container_id]
+
+    async def list_containers(self) -> list[ContainerInfo]:
+        return list(self.infos.values())
+
+    async def delete_container(self, container_id: str) -> None:
+        if container_id not in self.infos:
+            raise ContainerNotFound(container_id)
+        del self.infos[container_id], self.containers[container_id], self.files[container_id]
+
+    async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+        if container_id not in self.containers:
+            raise ContainerNotFound(container_id)
+        self.executions.append((container_id, code))
+        if "# fake-sleep" in code:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        if "# fake-timeout" in code:
+            return ExecutionResult(logs="", error=f"Execution timed out after {timeout_s} s", error_kind="timeout")
+        env = self.containers[container_id]
+        buf = io.StringIO()
+        error = None
+        try:
+            tree = ast.parse(code)
+            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                exec(compile(tree, "<cell>", "exec"), env)
+                if last is not None:
+                    value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), env)
+                    if value is not None:
+                        print(repr(value))
+        except Exception as exc:
+            buf.write(traceback.format_exc())
+            error = f"{type(exc).__name__}: {exc}"
+        images = (TINY_PNG,) if "# fake-image" in code else ()
+        return ExecutionResult(
+            logs=buf.getvalue(), images=images, error=error, error_kind="exception" if error else None
+        )
+
+    async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
+        self.files[container_id][path] = data
+        return FileInfo(f"cfile_{len(self.files[container_id])}", container_id, path, len(data), time.time(), "user")
+
+    async def read_file(self, container_id: str, path: str) -> bytes:
+        return self.files[container_id][path]
+
+    async def list_files(self, container_id: str) -> list[FileInfo]:
+        return [
+            FileInfo(f"cfile_{i}", container_id, p, len(d), 0.0) for i, (p, d) in enumerate(self.files[container_id].items())
+        ]

@@ -1,0 +1,81 @@
+"""Runs a real uvicorn server on 127.0.0.1 in a background thread, for tests that use real HTTP clients."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+
+from vllm_responses.app import Opener, build_app
+from vllm_responses.config import Config
+from vllm_responses.store import MemoryStore, SQLiteStore
+
+__all__ = ["LiveServer", "free_port"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly."""
+
+    def __init__(
+        self, config: Config, engine: Any, interpreter: Any, *, db: str | None = None, opener: Opener | None = None
+    ) -> None:
+        self.port = free_port()
+        self.config = Config(**{**config.__dict__, "port": self.port})
+        self.engine = engine
+        self.interpreter = interpreter
+        self.store = SQLiteStore(db) if db else MemoryStore()
+
+        @asynccontextmanager
+        async def fixed(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+            await self.store.open()
+            try:
+                yield self.engine, self.interpreter, self.store
+            finally:
+                await self.store.aclose()
+
+        @asynccontextmanager
+        async def tracked(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+            assert opener is not None
+            async with opener(cfg) as (self.engine, self.interpreter, self.store):
+                yield self.engine, self.interpreter, self.store
+
+        opener_used = tracked if opener is not None else fixed
+        self.app = build_app(self.config, opener_used)
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 600.0) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.thread.is_alive():
+                raise RuntimeError("the server thread died during start-up")
+            try:
+                if httpx.get(self.base_url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError("the server did not start")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)

@@ -1,0 +1,283 @@
+"""The HTTP API through the real `openai` SDK and raw SSE, over the scripted engine and in-process interpreter."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes import FakeEngine, code_call, function_call, say, think
+from tests.serving import LiveServer
+from tests.wire import check_stream, parse_sse, validate_response
+from vllm_responses.chat import Message, ToolCall, ToolResult
+from vllm_responses.engine.base import EngineError
+
+MODEL = "fake-model"
+CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+
+
+def _plain(resp: openai.types.responses.Response) -> object:
+    """A response as JSON, without the SDK's client-side additions (`parsed`, `output_text`)."""
+    data = json.loads(resp.model_dump_json(exclude={"output_text"}))
+    for item in data["output"]:
+        for part in item.get("content") or []:
+            part.pop("parsed", None)
+    return data
+
+
+def raw_stream(server: LiveServer, body: dict) -> list[dict]:
+    with httpx.Client(timeout=30) as http:
+        r = http.post(server.base_url + "/v1/responses", json={**body, "stream": True})
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(r.text)
+    check_stream(events)
+    return events
+
+
+def test_plain_text_non_stream(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(say("The answer is 42."))
+    resp = client.responses.create(model=MODEL, input="What is 6*7?", instructions="Be brief.")
+    assert resp.status == "completed"
+    assert resp.output_text == "The answer is 42."
+    assert resp.usage is not None and resp.usage.output_tokens > 0
+    assert resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+    assert engine.requests[0].turns == (Message("system", "Be brief."), Message("user", "What is 6*7?"))
+    validate_response(client.responses.retrieve(resp.id).model_dump(mode="json", exclude_unset=True))
+
+
+def test_code_interpreter_stream_order_and_outputs(fake_server: LiveServer, engine: FakeEngine) -> None:
+    code = 'x = 6 * 7\nprint("x is", x)\nx + 1  # fake-image'
+    engine.reset(code_call(code), say("It printed x is 42."))
+    events = raw_stream(
+        fake_server,
+        {"model": MODEL, "input": "compute", "tools": CI, "include": ["code_interpreter_call.outputs"]},
+    )
+    types = [e["type"] for e in events]
+    ci = [t for t in types if "code_interpreter" in t or t.startswith("response.output_item")][:7]
+    assert ci == [
+        "response.output_item.added",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.delta",
+    ]
+    tail = [t for t in types if t != "response.code_interpreter_call_code.delta"]
+    assert tail[:9] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call_code.done",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+        "response.output_item.done",
+        "response.output_item.added",
+    ]
+    added = events[types.index("response.output_item.added")]["item"]
+    assert added["code"] == "" and added["status"] == "in_progress" and added["outputs"] is None
+    assert added["container_id"].startswith("cntr_")
+    deltas = "".join(e["delta"] for e in events if e["type"] == "response.code_interpreter_call_code.delta")
+    assert deltas == code
+    done = next(e for e in events if e["type"] == "response.output_item.done")["item"]
+    assert done["status"] == "completed"
+    assert done["outputs"][0] == {"type": "logs", "logs": "x is 42\n43\n"}
+    assert done["outputs"][1]["type"] == "image" and done["outputs"][1]["url"].startswith("data:image/png;base64,")
+    # The second model call saw the code and what it printed.
+    second = engine.requests[1].turns
+    assert isinstance(second[-2], ToolCall) and json.loads(second[-2].arguments) == {"code": code}
+    assert isinstance(second[-1], ToolResult) and "x is 42" in second[-1].output and "figure 1" in second[-1].output
+    assert events[-1]["response"]["output"][-1]["content"][0]["text"] == "It printed x is 42."
+
+
+def test_outputs_are_null_without_include(fake_server: LiveServer, engine: FakeEngine, client: openai.OpenAI) -> None:
+    engine.reset(code_call("print(1)"), say("done"))
+    events = raw_stream(fake_server, {"model": MODEL, "input": "go", "tools": CI})
+    items = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+    assert items[0]["type"] == "code_interpreter_call" and items[0]["outputs"] is None
+    final = events[-1]["response"]
+    assert final["output"][0]["outputs"] is None
+    assert client.responses.retrieve(final["id"]).output[0].outputs is None  # type: ignore[union-attr]
+    # ...but the model still got the output
+    assert engine.requests[1].turns[-1].output == "1\n"  # type: ignore[union-attr]
+
+
+def test_sdk_stream_helper_accumulates_the_stored_response(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(think("Let me compute.") + code_call("print(2 ** 10)"), say("2**10 is 1024."))
+    with client.responses.stream(
+        model=MODEL, input="2**10?", tools=CI, include=["code_interpreter_call.outputs"]  # type: ignore[list-item]
+    ) as stream:
+        seen = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.code_interpreter_call_code.delta" in seen and "response.reasoning_text.delta" in seen
+    assert [it.type for it in final.output] == ["reasoning", "code_interpreter_call", "message"]
+    stored = client.responses.retrieve(final.id)
+    assert _plain(final) == _plain(stored)
+    assert final.output[1].outputs[0].logs == "1024\n"  # type: ignore[union-attr, index]
+
+
+def test_function_tool_round_trip(client: openai.OpenAI, engine: FakeEngine) -> None:
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    engine.reset(function_call("get_weather", {"city": "Paris"}), say("It is sunny in Paris."))
+    first = client.responses.create(model=MODEL, input="Weather in Paris?", tools=tools)  # type: ignore[arg-type]
+    assert first.status == "completed"
+    (call,) = first.output
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert json.loads(call.arguments) == {"city": "Paris"}
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21C"}],
+        tools=tools,  # type: ignore[arg-type]
+    )
+    assert second.output_text == "It is sunny in Paris."
+    turns = engine.requests[1].turns
+    assert turns[-2] == ToolCall(call.call_id, "get_weather", call.arguments)
+    assert turns[-1] == ToolResult(call.call_id, "get_weather", "sunny, 21C")
+
+
+def test_previous_response_id_across_three_turns(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("secret = 7 * 6\nprint(secret)"), say("It is 42."))
+    r1 = client.responses.create(model=MODEL, input="Compute it.", tools=CI)  # type: ignore[arg-type]
+    engine.reset(code_call("print(secret + 1)"), say("Now 43."))
+    r2 = client.responses.create(model=MODEL, input="Add one.", tools=CI, previous_response_id=r1.id)  # type: ignore[arg-type]
+    # The same container was reused, so the variable survived.
+    assert r2.output[0].container_id == r1.output[0].container_id  # type: ignore[union-attr]
+    assert engine.requests[1].turns[-1].output == "43\n"  # type: ignore[union-attr]
+    engine.reset(say("We computed 42 then 43."))
+    r3 = client.responses.create(model=MODEL, input="Summarize.", previous_response_id=r2.id)
+    turns = engine.requests[0].turns
+    texts = [t.output if isinstance(t, ToolResult) else getattr(t, "text", None) for t in turns]
+    assert texts == ["Compute it.", None, "42\n", "It is 42.", "Add one.", None, "43\n", "Now 43.", "Summarize."]
+    assert r3.output_text == "We computed 42 then 43."
+
+
+def test_delete_then_404(client: openai.OpenAI, engine: FakeEngine) -> None:
+    r = client.responses.create(model=MODEL, input="hi")
+    client.responses.delete(r.id)
+    with pytest.raises(openai.NotFoundError) as err:
+        client.responses.retrieve(r.id)
+    assert err.value.body["param"] == "response_id"  # type: ignore[index]
+
+
+def test_background_cancel(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(say("x" * 600), delay=0.02)
+    r = client.responses.create(model=MODEL, input="long", background=True)
+    assert r.status == "in_progress"
+    time.sleep(0.3)
+    cancelled = client.responses.cancel(r.id)
+    assert cancelled.status == "cancelled"
+    assert client.responses.retrieve(r.id).status == "cancelled"
+    assert engine.aborted, "the engine request was not aborted"
+
+
+def test_background_completes_and_restreams(fake_server: LiveServer, client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(say("background answer"), delay=0.01)
+    r = client.responses.create(model=MODEL, input="bg", background=True)
+    with httpx.Client(timeout=30) as http:
+        text = http.get(f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true"}).text
+        events = parse_sse(text)
+        check_stream(events)
+        later = parse_sse(http.get(f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true", "starting_after": 3}).text)
+    assert [e["sequence_number"] for e in later] == list(range(4, len(events)))
+    assert client.responses.retrieve(r.id).output_text == "background answer"
+
+
+def test_max_output_tokens_incomplete(fake_server: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(say("one two three four five six seven eight nine ten", reason="length"))
+    events = raw_stream(fake_server, {"model": MODEL, "input": "count", "max_output_tokens": 16})
+    assert events[-1]["type"] == "response.incomplete"
+    assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert events[-1]["response"]["output"][0]["status"] == "incomplete"
+
+
+def test_engine_failure_is_response_failed(fake_server: LiveServer, engine: FakeEngine) -> None:
+    def boom(request: object) -> list:
+        raise EngineError("the engine fell over")
+
+    engine.reset(boom)
+    events = raw_stream(fake_server, {"model": MODEL, "input": "hi"})
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["message"] == "the engine fell over"
+
+
+def test_code_timeout_is_failed_item_and_loop_goes_on(fake_server: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(code_call("while True: pass  # fake-timeout"), say("The code timed out."))
+    events = raw_stream(fake_server, {"model": MODEL, "input": "loop", "tools": CI, "include": ["code_interpreter_call.outputs"]})
+    item = next(e for e in events if e["type"] == "response.output_item.done")["item"]
+    assert item["status"] == "failed" and "timed out" in item["outputs"][0]["logs"]
+    assert "response.code_interpreter_call.completed" not in [e["type"] for e in events]
+    assert events[-1]["type"] == "response.completed"
+    assert "timed out" in engine.requests[1].turns[-1].output  # type: ignore[union-attr]
+
+
+def test_python_exception_goes_back_to_the_model(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("1/0"), say("Division by zero."))
+    r = client.responses.create(model=MODEL, input="x", tools=CI, include=["code_interpreter_call.outputs"])  # type: ignore[arg-type, list-item]
+    assert r.output[0].status == "completed"  # type: ignore[union-attr]
+    assert "ZeroDivisionError" in r.output[0].outputs[0].logs  # type: ignore[union-attr, index]
+    assert "ZeroDivisionError" in engine.requests[1].turns[-1].output  # type: ignore[union-attr]
+
+
+def test_max_tool_calls_then_answer_without_tools(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("print(1)"), lambda req: code_call("print(2)") if req.tools else say("enough"))
+    r = client.responses.create(model=MODEL, input="x", tools=CI, max_tool_calls=1)  # type: ignore[arg-type]
+    assert [it.type for it in r.output] == ["code_interpreter_call", "message"]
+    assert engine.requests[0].tools and not engine.requests[1].tools
+
+
+def test_agent_loop_is_bounded(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("print(1)"))  # a model that always writes code
+    r = client.responses.create(model=MODEL, input="x", tools=CI)  # type: ignore[arg-type]
+    assert len(engine.requests) == 8 and not engine.requests[-1].tools
+    # The last call is offered no tools, so the loop ends there whatever the model writes.
+    assert r.status == "completed"
+    assert [it.type for it in r.output] == ["code_interpreter_call"] * 7
+
+
+def test_disconnect_mid_stream_aborts(fake_server: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(say("y" * 3000), delay=0.01)
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "x", "stream": True}) as r:
+            for line in r.iter_lines():
+                if "output_text.delta" in line:
+                    break
+    deadline = time.time() + 10
+    while not engine.aborted and time.time() < deadline:
+        time.sleep(0.05)
+    assert engine.aborted and engine.active == 0
+
+
+def test_disconnect_while_code_runs_interrupts_it(fake_server: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(code_call("import time  # fake-sleep"), say("never"))
+    before = fake_server.interpreter.cancelled
+    with httpx.Client(timeout=30) as http:
+        body = {"model": MODEL, "input": "x", "stream": True, "tools": CI}
+        with http.stream("POST", fake_server.base_url + "/v1/responses", json=body) as r:
+            for line in r.iter_lines():
+                if "interpreting" in line:
+                    break
+    deadline = time.time() + 10
+    while fake_server.interpreter.cancelled == before and time.time() < deadline:
+        time.sleep(0.05)
+    assert fake_server.interpreter.cancelled == before + 1
+
+
+def test_input_items_listing(client: openai.OpenAI, engine: FakeEngine) -> None:
+    r = client.responses.create(
+        model=MODEL,
+        input=[{"role": "user", "content": "first"}, {"role": "user", "content": [{"type": "input_text", "text": "second"}]}],
+    )
+    page = client.responses.input_items.list(r.id, order="asc")
+    assert [it.content[0].text for it in page.data] == ["first", "second"]  # type: ignore[union-attr]
+    assert [it.content[0].text for it in client.responses.input_items.list(r.id)] == ["second", "first"]  # type: ignore[union-attr]
+
+
+def test_models_and_health(fake_server: LiveServer, client: openai.OpenAI) -> None:
+    assert [m.id for m in client.models.list()] == [MODEL]
+    assert httpx.get(fake_server.base_url + "/health").json() == {"status": "ok"}

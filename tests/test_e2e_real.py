@@ -1,0 +1,153 @@
+"""End to end with real parts: vLLM (CPU, tiny deterministic model), Deno + Pyodide workers, uvicorn, openai SDK.
+
+The tiny model has random weights; vLLM structured outputs (`structured_outputs` extension, one regex
+per model call) force exactly what it writes, so the test is exact: prompt -> streamed code -> sandbox ->
+answer. The loop, the parser, the sandbox and the wire format are all the real ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import struct
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.serving import LiveServer
+from tests.wire import check_stream, parse_sse
+from vllm_responses.config import Config
+from vllm_responses.store import MemoryStore
+
+pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
+
+MODEL = "tiny-tool-model"
+
+
+def hermes_call(code: str) -> str:
+    import json
+
+    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+def exactly(text: str) -> dict[str, str]:
+    return {"regex": re.escape(text)}
+
+
+@pytest.fixture(scope="module")
+def real_server() -> Iterator[LiveServer]:
+    from vllm import AsyncEngineArgs
+
+    from interpreter_service.pool import WorkerPool
+    from vllm_responses.engine.args import cpu_dtype
+    from vllm_responses.engine.models import tiny_model_path
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    path = tiny_model_path()
+    if not (path / "config.json").is_file():
+        pytest.fail(f"the tiny model is missing at {path}: run scripts/setup.sh")
+
+    @asynccontextmanager
+    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(WorkerPool(workers=2, timeout_s=20))
+            args = AsyncEngineArgs(model=str(path), dtype=cpu_dtype(), enforce_eager=True, max_model_len=2048)
+            engine = await VLLMEngine.start(args, model_name=MODEL, tool_parser="hermes")
+            stack.push_async_callback(engine.aclose)
+            yield engine, pool, MemoryStore()
+
+    server = LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=600)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(real_server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+
+
+def test_code_runs_in_the_sandbox_and_the_answer_follows(client: openai.OpenAI) -> None:
+    code = 'import numpy as np\nprint("sum:", int(np.arange(10).sum()))'
+    answer = "The sum is 45."
+    with client.responses.stream(
+        model=MODEL,
+        input="Sum 0..9 with numpy.",
+        tools=CI,  # type: ignore[arg-type]
+        include=["code_interpreter_call.outputs"],
+        temperature=0,
+        extra_body={"structured_outputs": [exactly(hermes_call(code)), exactly(answer)]},
+    ) as stream:
+        deltas = [e.delta for e in stream if e.type == "response.code_interpreter_call_code.delta"]
+        final = stream.get_final_response()
+    assert "".join(deltas) == code
+    assert len(deltas) > 3, "the code should stream in several deltas, as the model writes it"
+    call, message = final.output
+    assert call.type == "code_interpreter_call" and call.status == "completed"
+    assert call.code == code and call.container_id.startswith("cntr_")
+    assert call.outputs is not None and call.outputs[0].type == "logs"
+    assert call.outputs[0].logs == "sum: 45\n"
+    assert message.type == "message" and final.output_text == answer
+    assert final.usage is not None and final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+
+
+def test_raw_stream_is_exact_and_plots_come_back_as_png(real_server: LiveServer) -> None:
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')"
+    body = {
+        "model": MODEL,
+        "input": "Plot squares.",
+        "tools": CI,
+        "include": ["code_interpreter_call.outputs"],
+        "stream": True,
+        "structured_outputs": [exactly(hermes_call(code)), exactly("Here is the plot.")],
+    }
+    r = httpx.post(real_server.base_url + "/v1/responses", json=body, timeout=300)
+    events = parse_sse(r.text)
+    check_stream(events)
+    item = next(e["item"] for e in events if e["type"] == "response.output_item.done")
+    images = [o for o in item["outputs"] if o["type"] == "image"]
+    assert len(images) == 1
+    png = base64.b64decode(images[0]["url"].removeprefix("data:image/png;base64,"))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width > 100 and height > 100
+
+
+def test_state_persists_across_turns_in_the_container(client: openai.OpenAI) -> None:
+    first = client.responses.create(
+        model=MODEL, input="Set x.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        extra_body={"structured_outputs": [exactly(hermes_call("x = 20 + 1")), exactly("Done.")]},
+    )
+    second = client.responses.create(
+        model=MODEL, input="Double it.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        previous_response_id=first.id,
+        extra_body={"structured_outputs": [exactly(hermes_call("x * 2")), exactly("42.")]},
+    )
+    assert second.output[0].container_id == first.output[0].container_id  # type: ignore[union-attr]
+    assert second.output[0].outputs[0].logs.strip() == "42"  # type: ignore[union-attr,index]
+
+
+def test_python_error_is_reported_and_the_loop_goes_on(client: openai.OpenAI) -> None:
+    r = client.responses.create(
+        model=MODEL, input="Divide.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        extra_body={"structured_outputs": [exactly(hermes_call("1/0")), exactly("It failed.")]},
+    )
+    assert r.status == "completed"
+    assert "ZeroDivisionError" in r.output[0].outputs[0].logs  # type: ignore[union-attr,index]
+    assert r.output_text == "It failed."
+
+
+def test_max_output_tokens_is_incomplete(client: openai.OpenAI) -> None:
+    r = client.responses.create(
+        model=MODEL, input="Talk.", max_output_tokens=16,
+        extra_body={"structured_outputs": {"regex": "(ab){200}"}},
+    )
+    assert r.status == "incomplete" and r.incomplete_details is not None
+    assert r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage is not None and r.usage.output_tokens == 16

@@ -1,0 +1,105 @@
+"""Bad input gets a clear OpenAI-style 4xx naming the `param`, never a 500 or a hung stream."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes import FakeEngine, FakeInterpreter
+from tests.serving import LiveServer
+from vllm_responses.config import Config
+
+MODEL = "fake-model"
+
+CASES = [
+    ({"input": "hi"}, 400, "model"),
+    ({"model": MODEL}, 400, "input"),
+    ({"model": "gpt-9", "input": "hi"}, 404, "model"),
+    ({"model": MODEL, "input": "hi", "temperature": 7}, 400, "temperature"),
+    ({"model": MODEL, "input": "hi", "top_p": 0}, 400, "top_p"),
+    ({"model": MODEL, "input": "hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0].name"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]}, 400, "tools[0].container"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "cntr_nope"}]}, 404, "tools.container"),
+    ({"model": MODEL, "input": "hi", "include": ["message.output_text.logprobs"]}, 400, "include[0]"),
+    ({"model": MODEL, "input": "hi", "include": ["nonsense"]}, 400, "include[0]"),
+    ({"model": MODEL, "input": [{"type": "image_generation_call"}]}, 400, "input[0].type"),
+    ({"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, 400, "input[0].content[0].type"),
+    ({"model": MODEL, "input": [{"role": "wizard", "content": "hi"}]}, 400, "input[0].role"),
+    ({"model": MODEL, "input": "hi", "previous_response_id": "resp_missing"}, 404, "previous_response_id"),
+    ({"model": MODEL, "input": "hi", "tool_choice": {"type": "function", "name": "nope"}}, 400, "tool_choice"),
+    ({"model": MODEL, "input": "hi", "tool_choice": "required"}, 400, "tool_choice"),
+    ({"model": MODEL, "input": "hi", "background": True, "store": False}, 400, "background"),
+    ({"model": MODEL, "input": "hi", "conversation": "conv_1"}, 400, "conversation"),
+    ({"model": MODEL, "input": "hi", "metadata": {str(i): "v" for i in range(17)}}, 400, "metadata"),
+    ({"model": MODEL, "input": "hi", "text": {"format": {"type": "json_schema"}}}, 400, "text.format"),
+]
+
+
+@pytest.mark.parametrize("body,status,param", CASES, ids=[c[2] + f"-{i}" for i, c in enumerate(CASES)])
+def test_bad_request_names_the_param(fake_server: LiveServer, body: dict, status: int, param: str) -> None:
+    for stream in (False, True):
+        r = httpx.post(fake_server.base_url + "/v1/responses", json={**body, "stream": stream}, timeout=10)
+        assert r.status_code == status, r.text
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"}
+        assert err["param"] == param, err
+        assert err["type"] == "invalid_request_error" and err["message"]
+
+
+def test_not_json(fake_server: LiveServer) -> None:
+    r = httpx.post(fake_server.base_url + "/v1/responses", content=b"{not json", timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    r = httpx.post(fake_server.base_url + "/v1/responses", json=[1, 2], timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "body"
+
+
+def test_unknown_ids_are_404(fake_server: LiveServer) -> None:
+    base = fake_server.base_url + "/v1/responses/resp_nope"
+    for method, url in [("GET", base), ("DELETE", base), ("POST", base + "/cancel"), ("GET", base + "/input_items")]:
+        r = httpx.request(method, url, timeout=10)
+        assert r.status_code == 404, (method, url, r.text)
+        assert r.json()["error"]["param"] == "response_id"
+    r = httpx.get(fake_server.base_url + "/v1/nothing-here", timeout=10)
+    assert r.status_code == 404 and "error" in r.json()
+
+
+def test_cancel_of_foreground_response_is_409(client: openai.OpenAI, engine: FakeEngine) -> None:
+    r = client.responses.create(model=MODEL, input="hi")
+    with pytest.raises(openai.ConflictError):
+        client.responses.cancel(r.id)
+
+
+def test_unknown_fields_are_ignored(client: openai.OpenAI, engine: FakeEngine) -> None:
+    r = client.responses.create(model=MODEL, input="hi", extra_body={"some_future_field": {"x": 1}})
+    assert r.status == "completed"
+
+
+def test_api_key() -> None:
+    server = LiveServer(Config(api_key="sekrit"), FakeEngine(), FakeInterpreter()).start()
+    try:
+        bad = openai.OpenAI(base_url=server.base_url + "/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as err:
+            bad.responses.create(model=MODEL, input="hi")
+        assert err.value.body["type"] == "authentication_error"  # type: ignore[index]
+        assert httpx.get(server.base_url + "/v1/models").status_code == 401
+        assert httpx.get(server.base_url + "/health").status_code == 200
+        good = openai.OpenAI(base_url=server.base_url + "/v1", api_key="sekrit", max_retries=0)
+        assert good.responses.create(model=MODEL, input="hi").status == "completed"
+    finally:
+        server.stop()
+
+
+def test_code_interpreter_disabled_is_400() -> None:
+    server = LiveServer(Config(), FakeEngine(), None).start()
+    try:
+        r = httpx.post(
+            server.base_url + "/v1/responses",
+            json={"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter"}]},
+            timeout=10,
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
+    finally:
+        server.stop()

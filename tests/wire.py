@@ -1,0 +1,76 @@
+"""Checks that what the server sends is exactly what the `openai` SDK's types describe."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+from openai.types.responses import Response, ResponseStreamEvent
+
+__all__ = ["check_stream", "parse_sse", "validate_event", "validate_response"]
+
+_EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
+
+
+def _no_extras(model: Any, path: str) -> None:
+    """Fail when a field we sent is unknown to the SDK type (it would be silently kept as an extra)."""
+    if isinstance(model, pydantic.BaseModel):
+        extra = model.model_extra or {}
+        assert not extra, f"{path}: fields unknown to the SDK types: {sorted(extra)}"
+        for name in type(model).model_fields:
+            _no_extras(getattr(model, name), f"{path}.{name}")
+    elif isinstance(model, list):
+        for i, v in enumerate(model):
+            _no_extras(v, f"{path}[{i}]")
+
+
+def validate_event(event: dict[str, Any]) -> Any:
+    parsed = _EVENT.validate_python(event)
+    assert parsed.type == event["type"]
+    _no_extras(parsed, event["type"])
+    return parsed
+
+
+def validate_response(body: dict[str, Any]) -> Response:
+    parsed = Response.model_validate(body)
+    _no_extras(parsed, "response")
+    return parsed
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    """Frames as sent: each `event: T` line must match its data's type, one JSON line per frame."""
+    events = []
+    for frame in text.strip().split("\n\n"):
+        lines = frame.split("\n")
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), frame
+        data = json.loads(lines[1][len("data: ") :])
+        assert data["type"] == lines[0][len("event: ") :]
+        events.append(data)
+    return events
+
+
+def check_stream(events: list[dict[str, Any]]) -> None:
+    """Every event validates; sequence numbers run 0, 1, 2, ...; items are added before they are used
+    and finished before the end; exactly one terminal event, last."""
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created"
+    added: dict[int, str] = {}
+    done: set[int] = set()
+    for e in events:
+        validate_event(e)
+        if e["type"] == "response.output_item.added":
+            assert e["output_index"] not in added
+            assert e["output_index"] == len(added)
+            added[e["output_index"]] = e["item"]["id"]
+        elif e["type"] == "response.output_item.done":
+            assert added[e["output_index"]] == e["item"]["id"]
+            done.add(e["output_index"])
+        elif "output_index" in e:
+            assert e["output_index"] in added and e["output_index"] not in done, e
+            assert e["item_id"] == added[e["output_index"]]
+    terminal = [e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")]
+    assert len(terminal) == 1 and terminal[0] is events[-1]
+    assert done == set(added), "items left unfinished"
+    final = validate_response(events[-1]["response"])
+    assert [it.id for it in final.output] == [added[i] for i in sorted(added)]

@@ -1,0 +1,250 @@
+"""The Starlette application: routes, SSE framing, API-key check, error handlers and the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from interpreter_service import Interpreter
+from vllm_responses.config import Config
+from vllm_responses.engine.base import Engine
+from vllm_responses.errors import APIError, InvalidRequest, Unauthorized, error_body
+from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.runs import Run
+from vllm_responses.service import ResponsesService
+from vllm_responses.store import ResponseStore
+
+__all__ = ["AppState", "build_app", "sse_frame"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AppState:
+    """What the lifespan opened; routes reach it as `request.app.state.vr`."""
+
+    config: Config
+    engine: Engine
+    interpreter: Interpreter | None
+    store: ResponseStore
+    service: ResponsesService
+    started_at: float
+
+
+def sse_frame(event: dict[str, Any]) -> bytes:
+    """One SSE frame: `event:` line, one-line JSON `data:`, blank line, in a single write."""
+    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+def _state(request: Request) -> AppState:
+    return request.app.state.vr  # type: ignore[no-any-return]
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise InvalidRequest("The request body is not valid JSON.", param="body", code="invalid_json") from None
+
+
+async def _stream(run: Run, starting_after: int | None, *, cancel_on_disconnect: bool) -> AsyncIterator[bytes]:
+    completed = False
+    try:
+        async for event in run.follow(starting_after):
+            yield sse_frame(event)
+        completed = True
+    finally:
+        if not completed and cancel_on_disconnect and not run.done.is_set():
+            logger.info("client left response %s mid-stream: cancelling it", run.id)
+            run.cancel()
+
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def create_response(request: Request) -> Response:
+    state = _state(request)
+    req = parse_create_request(await _json_body(request))
+    run = await state.service.create(req)
+    if req.stream:
+        return StreamingResponse(
+            _stream(run, None, cancel_on_disconnect=not req.background),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
+        )
+    if req.background:
+        return JSONResponse(run.builder.snapshot())
+    try:
+        await run.done.wait()
+    except asyncio.CancelledError:
+        run.cancel()
+        raise
+    return JSONResponse(await state.service.get(run.id))
+
+
+def _include_outputs(request: Request) -> bool | None:
+    include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
+    return ("code_interpreter_call.outputs" in include) if include else None
+
+
+async def get_response(request: Request) -> Response:
+    state = _state(request)
+    rid = request.path_params["response_id"]
+    if request.query_params.get("stream") in ("true", "1"):
+        run = state.service.runs.get(rid)
+        if run is None:
+            await state.service.get(rid)  # 404 when unknown
+            raise InvalidRequest("This response is no longer streamable; retrieve it without stream.", param="stream")
+        after = request.query_params.get("starting_after")
+        try:
+            starting_after = int(after) if after is not None else None
+        except ValueError:
+            raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
+        return StreamingResponse(
+            _stream(run, starting_after, cancel_on_disconnect=False), media_type="text/event-stream", headers=_SSE_HEADERS
+        )
+    return JSONResponse(await state.service.get(rid, _include_outputs(request)))
+
+
+async def delete_response(request: Request) -> Response:
+    rid = request.path_params["response_id"]
+    await _state(request).service.delete(rid)
+    return JSONResponse({"id": rid, "object": "response.deleted", "deleted": True})
+
+
+async def cancel_response(request: Request) -> Response:
+    return JSONResponse(await _state(request).service.cancel(request.path_params["response_id"]))
+
+
+async def list_input_items(request: Request) -> Response:
+    items = await _state(request).service.input_items(request.path_params["response_id"])
+    q = request.query_params
+    order = q.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(q.get("limit", "20"))
+    except ValueError:
+        raise InvalidRequest("limit must be an integer.", param="limit") from None
+    if not 1 <= limit <= 100:
+        raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+    ordered = items if order == "asc" else list(reversed(items))
+    if after := q.get("after"):
+        ids = [it["id"] for it in ordered]
+        if after not in ids:
+            raise InvalidRequest(f"No input item with id {after!r}.", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    page = ordered[:limit]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(ordered) > limit,
+        }
+    )
+
+
+async def list_models(request: Request) -> Response:
+    state = _state(request)
+    created = int(state.started_at)
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "vllm-responses"}
+                for name in state.service.model_names
+            ],
+        }
+    )
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+class APIKeyMiddleware:
+    """Plain ASGI middleware: `/v1/*` needs `Authorization: Bearer <key>` when a key is configured."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.api_key = api_key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.api_key and scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            headers = dict(scope["headers"])
+            given = headers.get(b"authorization", b"").decode("latin-1")
+            token = given[7:] if given.lower().startswith("bearer ") else ""
+            if not secrets.compare_digest(token.encode(), self.api_key.encode()):
+                err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
+                await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, APIError)
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+    return JSONResponse(
+        error_body(str(exc.detail), "invalid_request_error", code=kind), status_code=exc.status_code
+    )
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse(error_body("The server had an error processing the request.", "server_error"), status_code=500)
+
+
+Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
+
+
+def build_app(config: Config, open_components: Opener) -> Starlette:
+    """The app; `open_components` opens engine, sandbox pool and store for the lifespan and closes them."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with open_components(config) as (engine, interpreter, store):
+            service = ResponsesService(config, engine, interpreter, store)
+            app.state.vr = AppState(config, engine, interpreter, store, service, time.time())
+            try:
+                yield
+            finally:
+                await service.aclose()
+
+    routes = [
+        Route("/health", health),
+        Route("/v1/models", list_models),
+        Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+        Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
+        Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _server_error},
+    )
+    app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    return app

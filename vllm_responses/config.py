@@ -1,0 +1,45 @@
+"""Server settings as one frozen dataclass; the CLI builds it, everything else only reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Config"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one `vllm-responses serve`.
+
+    Parameters
+    ----------
+    host, port: where to listen (127.0.0.1:8000).
+    model: model path or name for vLLM; None serves the embedded default model.
+    served_model_names: names clients may send as `model` (the first is echoed back).
+    db: SQLite file for stored responses; ":memory:" keeps them in process only.
+    api_key: when set, every /v1 request needs `Authorization: Bearer <api_key>`.
+    code_interpreter: whether the sandbox pool is started at all.
+    code_interpreter_workers: warm sandbox workers started with the server.
+    code_interpreter_timeout: seconds one code cell may run.
+    code_interpreter_allow_net: hosts sandboxed code may reach (empty: no network).
+    max_turns: model calls one response may make (a hard bound on the agent loop).
+    engine_args: the vLLM engine arguments, as parsed by vLLM's own argument definitions.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str | None = None
+    served_model_names: tuple[str, ...] = ()
+    db: str = "~/.cache/vllm-responses/responses.db"
+    api_key: str | None = None
+    code_interpreter: bool = True
+    code_interpreter_workers: int = 2
+    code_interpreter_timeout: float = 30.0
+    code_interpreter_allow_net: tuple[str, ...] = ()
+    code_interpreter_idle_expiry: float = 20 * 60
+    max_turns: int = 8
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    log_level: str = "info"
+    engine_args: dict[str, Any] = field(default_factory=dict)

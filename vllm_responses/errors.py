@@ -1,0 +1,66 @@
+"""The gateway's exception tree, each class carrying its OpenAI error `type`, `code`, `param` and HTTP status.
+
+    APIError (500 server_error)
+    ├── InvalidRequest (400 invalid_request_error)  bad field, unsupported value
+    │   └── NotFound (404)                            unknown response / container / file id
+    ├── Unauthorized (401 authentication_error)
+    ├── Conflict (409 invalid_request_error)          e.g. cancelling a response that is not background
+    └── Unavailable (503 server_error)                engine or sandbox not ready / pool exhausted
+
+Routes raise these; `app.py` turns them into `{"error": {...}}` bodies in one place. Once a stream has
+started, errors travel as `response.failed` events instead (see `stream.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["APIError", "Conflict", "InvalidRequest", "NotFound", "Unauthorized", "Unavailable", "error_body"]
+
+
+class APIError(Exception):
+    status = 500
+    type = "server_error"
+    default_code: str | None = "server_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, param=self.param, code=self.code)
+
+
+class InvalidRequest(APIError):
+    status = 400
+    type = "invalid_request_error"
+    default_code = "invalid_value"
+
+
+class NotFound(InvalidRequest):
+    status = 404
+    default_code = "not_found"
+
+
+class Unauthorized(APIError):
+    status = 401
+    type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class Conflict(APIError):
+    status = 409
+    type = "invalid_request_error"
+    default_code = "conflict"
+
+
+class Unavailable(APIError):
+    status = 503
+    type = "server_error"
+    default_code = "unavailable"
+
+
+def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}

@@ -1,0 +1,93 @@
+"""Conversation history: Responses API items (input and earlier output) to model turns, and code results to text."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from interpreter_service import ExecutionResult
+from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult, Turn
+from vllm_responses.protocol.requests import (
+    CodeInterpreterCallItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputItem,
+    MessageItem,
+)
+from vllm_responses.stream import new_id
+
+__all__ = ["code_outputs", "code_result_text", "input_to_items", "items_to_turns"]
+
+# How much of a code cell's output the model gets back (the client gets it all, up to the sandbox cap).
+MODEL_OUTPUT_CHARS = 8000
+
+
+def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
+    """The request's input as stored items (each with an id), in wire form."""
+    if isinstance(input_, str):
+        input_ = [MessageItem(role="user", content=input_)]
+    items = []
+    for item in input_:
+        d = item.model_dump(mode="json", exclude_none=True, by_alias=True)
+        if isinstance(item, MessageItem):
+            kind = "output_text" if item.role == "assistant" else "input_text"
+            d["content"] = [{"type": kind, "text": item.text()}]
+            d.setdefault("status", "completed")
+        d.setdefault("id", new_id({"message": "msg", "function_call": "fc"}.get(d["type"], "item")))
+        items.append(d)
+    return items
+
+
+def code_outputs(result: ExecutionResult) -> list[dict[str, Any]]:
+    """A sandbox result as code_interpreter_call `outputs` (logs, then one image per figure)."""
+    logs = result.logs
+    if result.error and result.error_kind != "exception" and result.error not in logs:
+        logs = f"{logs}\n{result.error}" if logs else result.error
+    outputs: list[dict[str, Any]] = [{"type": "logs", "logs": logs}] if logs else []
+    for png in result.images:
+        outputs.append({"type": "image", "url": "data:image/png;base64," + base64.b64encode(png).decode()})
+    return outputs
+
+
+def code_result_text(outputs: list[dict[str, Any]] | None) -> str:
+    """What the model is told a code cell produced."""
+    if outputs is None:
+        return "(the output of this code was not kept)"
+    parts: list[str] = []
+    images = 0
+    for out in outputs:
+        if out.get("type") == "logs":
+            logs = str(out.get("logs", ""))
+            if len(logs) > MODEL_OUTPUT_CHARS:
+                logs = logs[: MODEL_OUTPUT_CHARS // 2] + "\n...[output truncated]...\n" + logs[-MODEL_OUTPUT_CHARS // 2 :]
+            parts.append(logs)
+        elif out.get("type") == "image":
+            images += 1
+            parts.append(f"[figure {images}: an image was produced and shown to the user]")
+    text = "\n".join(p for p in parts if p)
+    return text or "(no output)"
+
+
+def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = CODE_TOOL_NAME) -> list[Turn]:
+    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped."""
+    turns: list[Turn] = []
+    names: dict[str, str] = {}
+    for raw in items:
+        kind = raw.get("type", "message")
+        if kind == "message":
+            msg = MessageItem.model_validate(raw)
+            turns.append(Message(msg.role, msg.text()))
+        elif kind == "function_call":
+            fc = FunctionCallItem.model_validate(raw)
+            names[fc.call_id] = fc.name
+            turns.append(ToolCall(fc.call_id, fc.name, fc.arguments))
+        elif kind == "function_call_output":
+            out = FunctionCallOutputItem.model_validate(raw)
+            turns.append(ToolResult(out.call_id, names.get(out.call_id, ""), out.text()))
+        elif kind == "code_interpreter_call":
+            ci = CodeInterpreterCallItem.model_validate(raw)
+            turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
+            turns.append(ToolResult(ci.id, code_tool_name, code_result_text(ci.outputs)))
+    return turns

@@ -1,0 +1,1 @@
+"""Wire models of the Responses API requests we accept."""

@@ -1,0 +1,347 @@
+"""Pydantic models of the `POST /v1/responses` body: what we accept, and a 400 naming the `param` for the rest."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vllm_responses.errors import InvalidRequest
+
+__all__ = [
+    "CodeInterpreterCallItem",
+    "CodeInterpreterTool",
+    "ContainerAuto",
+    "ContentPart",
+    "CreateResponseRequest",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
+    "FunctionTool",
+    "InputItem",
+    "ItemReference",
+    "MessageItem",
+    "ReasoningItem",
+    "SUPPORTED_INCLUDES",
+    "parse_create_request",
+]
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_INCLUDES = ("code_interpreter_call.outputs",)
+_KNOWN_INCLUDES = (
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "message.output_text.logprobs",
+)
+
+
+class _Model(BaseModel):
+    """Accepts fields newer than ours (clients send them all the time); they are ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ContentPart(_Model):
+    type: Literal["input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"]
+    text: str = ""
+    refusal: str | None = None
+
+
+class MessageItem(_Model):
+    type: Literal["message"] = "message"
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Union[str, list[ContentPart]]
+    id: str | None = None
+    status: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text or (p.refusal or "") for p in self.content)
+
+
+class FunctionCallItem(_Model):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallOutputItem(_Model):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: Union[str, list[ContentPart]]
+    id: str | None = None
+    status: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.output, str):
+            return self.output
+        return "".join(p.text for p in self.output)
+
+
+class CodeInterpreterCallItem(_Model):
+    type: Literal["code_interpreter_call"]
+    id: str
+    code: str | None = None
+    container_id: str | None = None
+    outputs: list[dict[str, Any]] | None = None
+    status: str | None = None
+
+
+class ReasoningItem(_Model):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[ContentPart] = Field(default_factory=list)
+    content: list[ContentPart] | None = None
+
+
+class ItemReference(_Model):
+    type: Literal["item_reference"]
+    id: str
+
+
+InputItem = Annotated[
+    Union[
+        MessageItem,
+        FunctionCallItem,
+        FunctionCallOutputItem,
+        CodeInterpreterCallItem,
+        ReasoningItem,
+        ItemReference,
+    ],
+    Field(discriminator="type"),
+]
+
+
+class ContainerAuto(_Model):
+    type: Literal["auto"]
+    file_ids: list[str] | None = None
+    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
+
+
+class CodeInterpreterTool(_Model):
+    type: Literal["code_interpreter"]
+    container: Union[str, ContainerAuto] = Field(default_factory=lambda: ContainerAuto(type="auto"))
+
+    @field_validator("container")
+    @classmethod
+    def _container_id(cls, v: Union[str, ContainerAuto]) -> Union[str, ContainerAuto]:
+        if isinstance(v, str) and v != "auto" and not v.startswith("cntr_"):
+            raise ValueError("container must be 'auto', {'type': 'auto'} or a container id ('cntr_...')")
+        return v
+
+
+class FunctionTool(_Model):
+    type: Literal["function"]
+    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,128}$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+Tool = Annotated[Union[CodeInterpreterTool, FunctionTool], Field(discriminator="type")]
+
+
+class ToolChoiceFunction(_Model):
+    type: Literal["function"]
+    name: str
+
+
+class ToolChoiceBuiltin(_Model):
+    type: Literal["code_interpreter"]
+
+
+class TextFormat(_Model):
+    type: Literal["text", "json_schema", "json_object"]
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+
+class TextConfig(_Model):
+    format: TextFormat | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class Reasoning(_Model):
+    effort: str | None = None
+    summary: str | None = None
+
+
+class CreateResponseRequest(_Model):
+    model: str
+    input: Union[str, list[InputItem]]
+    instructions: str | None = None
+    tools: list[Tool] = Field(default_factory=list)
+    tool_choice: Union[
+        Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin
+    ] = "auto"
+    parallel_tool_calls: bool = True
+    max_tool_calls: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    stream: bool = False
+    store: bool = True
+    background: bool = False
+    previous_response_id: str | None = None
+    include: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] | None = None
+    text: TextConfig | None = None
+    reasoning: Reasoning | None = None
+    user: str | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    top_logprobs: int | None = None
+    # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
+    # a list gives one constraint per model call of the agent loop (the last one repeats).
+    structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _easy_messages(cls, v: Any) -> Any:
+        # `{"role": ..., "content": ...}` without a type is a message (EasyInputMessage).
+        if isinstance(v, list):
+            return [
+                {**item, "type": "message"} if isinstance(item, dict) and "type" not in item and "role" in item else item
+                for item in v
+            ]
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        if v is not None:
+            if len(v) > 16:
+                raise ValueError("metadata may hold at most 16 keys")
+            if any(len(k) > 64 or len(val) > 512 for k, val in v.items()):
+                raise ValueError("metadata keys are at most 64 characters and values at most 512")
+        return v
+
+    @property
+    def wants_outputs(self) -> bool:
+        return "code_interpreter_call.outputs" in self.include
+
+    @property
+    def code_tool(self) -> CodeInterpreterTool | None:
+        return next((t for t in self.tools if isinstance(t, CodeInterpreterTool)), None)
+
+    @property
+    def function_tools(self) -> list[FunctionTool]:
+        return [t for t in self.tools if isinstance(t, FunctionTool)]
+
+
+_UNSUPPORTED = {
+    "conversation": "conversations are not supported; use previous_response_id",
+    "prompt": "stored prompts are not supported",
+}
+
+
+_TAGS = {
+    "message", "function_call", "function_call_output", "code_interpreter_call", "reasoning", "item_reference",
+    "code_interpreter", "function",
+}
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as an OpenAI `param` (`input[0].role`), without union-branch labels."""
+    out = ""
+    after_index = False
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            after_index = True
+            continue
+        skip = (after_index and part in _TAGS) or "[" in part or part in ("str", "list", "dict")
+        after_index = False
+        if not skip:
+            out += f".{part}" if out else part
+    return out or "body"
+
+
+def _best(errors: list[Any]) -> Any:
+    """The most specific error: the deepest location wins over a union's other branches."""
+    return max(errors, key=lambda e: len(e["loc"]))
+
+
+def parse_create_request(body: Any) -> CreateResponseRequest:
+    """Validate a request body, raising `InvalidRequest` with the first offending `param`."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", param="body")
+    for key, why in _UNSUPPORTED.items():
+        if body.get(key) is not None:
+            raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
+    for i, tool in enumerate(body.get("tools") or []):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in ("code_interpreter", "function"):
+            raise InvalidRequest(
+                f"Tool type {kind!r} is not supported; supported: 'code_interpreter', 'function'.",
+                param=f"tools[{i}].type",
+                code="unsupported_value",
+            )
+    items = body.get("input")
+    if isinstance(items, list):
+        for i, item in enumerate(items):
+            kind = item.get("type", "message") if isinstance(item, dict) else None
+            allowed = ("message", "function_call", "function_call_output", "code_interpreter_call", "reasoning")
+            if kind not in allowed and kind != "item_reference":
+                raise InvalidRequest(
+                    f"Input item type {kind!r} is not supported; supported: {', '.join(allowed)}.",
+                    param=f"input[{i}].type",
+                    code="unsupported_value",
+                )
+            for j, part in enumerate(item.get("content") or [] if isinstance(item.get("content"), list) else []):
+                if isinstance(part, dict) and part.get("type") in ("input_image", "input_file", "input_audio"):
+                    raise InvalidRequest(
+                        f"Content type {part['type']!r} is not supported: the served model reads text only.",
+                        param=f"input[{i}].content[{j}].type",
+                        code="unsupported_value",
+                    )
+    try:
+        req = CreateResponseRequest.model_validate(body)
+    except ValidationError as exc:
+        err = _best(exc.errors())
+        param = _param(tuple(err["loc"]))
+        msg = err["msg"].removeprefix("Value error, ")
+        raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
+    for i, inc in enumerate(req.include):
+        if inc not in SUPPORTED_INCLUDES:
+            known = "an include value this server does not support" if inc in _KNOWN_INCLUDES else "unknown"
+            raise InvalidRequest(
+                f"include value {inc!r} is {known}; supported: {', '.join(SUPPORTED_INCLUDES)}.",
+                param=f"include[{i}]",
+                code="unsupported_value",
+            )
+    if req.top_logprobs:
+        raise InvalidRequest("top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter")
+    if req.background and not req.store:
+        raise InvalidRequest("background responses must be stored (store: true).", param="background")
+    names = [t.name for t in req.function_tools]
+    if len(set(names)) != len(names):
+        raise InvalidRequest("Function tool names must be unique.", param="tools")
+    if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
+        raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
+    if isinstance(req.tool_choice, ToolChoiceFunction) and req.tool_choice.name not in names:
+        raise InvalidRequest(
+            f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.", param="tool_choice"
+        )
+    if isinstance(req.tool_choice, ToolChoiceBuiltin) and req.code_tool is None:
+        raise InvalidRequest("tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice")
+    if req.tool_choice == "required" and not req.tools:
+        raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
+    fmt = req.text.format if req.text else None
+    if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
+        raise InvalidRequest("text.format json_schema needs 'name' and 'schema'.", param="text.format")
+    extra = sorted(set(body) - set(CreateResponseRequest.model_fields))
+    if extra:
+        logger.info("ignoring request fields this server does not use: %s", ", ".join(extra))
+    return req

@@ -1,0 +1,65 @@
+"""A running response: its task, the events it has produced so far, and the streams that follow it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from vllm_responses.stream import ResponseBuilder
+
+__all__ = ["Run"]
+
+_END = object()
+
+
+class Run:
+    """Events of one response, kept in order so a stream can join late (`starting_after`) and a
+    background response can be followed, retrieved or cancelled while it runs."""
+
+    def __init__(self, builder: ResponseBuilder, *, background: bool) -> None:
+        self.builder = builder
+        self.background = background
+        self.events: list[dict[str, Any]] = []
+        self.done = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self._followers: set[asyncio.Queue[Any]] = set()
+
+    @property
+    def id(self) -> str:
+        return self.builder.id
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        for q in self._followers:
+            q.put_nowait(event)
+
+    def close(self) -> None:
+        self.done.set()
+        for q in self._followers:
+            q.put_nowait(_END)
+
+    async def follow(self, starting_after: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Every event after sequence number `starting_after` (all when None), live until the end."""
+        q: asyncio.Queue[Any] = asyncio.Queue()
+        start = 0 if starting_after is None else starting_after + 1
+        backlog = self.events[start:]
+        finished = self.done.is_set()
+        if not finished:
+            self._followers.add(q)
+        try:
+            for ev in backlog:
+                yield ev
+            if finished:
+                return
+            while True:
+                ev = await q.get()
+                if ev is _END:
+                    return
+                yield ev
+        finally:
+            self._followers.discard(q)
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel("response cancelled")

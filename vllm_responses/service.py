@@ -1,0 +1,276 @@
+"""The responses service: turns a validated request into a running response, and keeps, finds and cancels them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from interpreter_service import ContainerNotFound, Interpreter, InterpreterError, PoolExhausted
+from vllm_responses.agent import AgentPlan, run_agent
+from vllm_responses.chat import CODE_TOOL_NAME, ForcedTool, Message, Sampling, ToolChoice, ToolSpec, code_tool_spec
+from vllm_responses.config import Config
+from vllm_responses.engine.base import Engine
+from vllm_responses.errors import Conflict, InvalidRequest, NotFound
+from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.protocol.requests import (
+    CodeInterpreterTool,
+    CreateResponseRequest,
+    ToolChoiceBuiltin,
+    ToolChoiceFunction,
+)
+from vllm_responses.runs import Run
+from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.stream import ResponseBuilder
+
+__all__ = ["ResponsesService"]
+
+logger = logging.getLogger(__name__)
+
+# How long a finished run stays in memory for late streams (`GET ...?stream=true`) after it ends.
+RUN_RETENTION_S = 300.0
+
+
+class ResponsesService:
+    def __init__(
+        self, config: Config, engine: Engine, interpreter: Interpreter | None, store: ResponseStore
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.interpreter = interpreter
+        self.store = store
+        self.runs: dict[str, Run] = {}
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return self.config.served_model_names or (self.engine.model_name,)
+
+    # --- create ---------------------------------------------------------------------------------------
+
+    async def create(self, req: CreateResponseRequest) -> Run:
+        if req.model not in self.model_names:
+            raise NotFound(
+                f"The model {req.model!r} does not exist; this server serves {', '.join(self.model_names)}.",
+                param="model",
+                code="model_not_found",
+            )
+        history: list[dict[str, Any]] = []
+        if req.previous_response_id:
+            prev = await self._previous(req.previous_response_id)
+            history = prev.history
+        input_items = input_to_items(req.input)
+        code_tool = req.code_tool
+        if code_tool is not None and self.interpreter is None:
+            raise InvalidRequest(
+                "The code_interpreter tool is disabled on this server.", param="tools", code="unsupported_value"
+            )
+        turns = items_to_turns([*history, *input_items])
+        if req.instructions:
+            turns.insert(0, Message("system", req.instructions))
+        tools: list[ToolSpec] = [code_tool_spec()] if code_tool is not None else []
+        tools += [
+            ToolSpec(t.name, t.description or "", t.parameters or {"type": "object", "properties": {}}, strict=bool(t.strict))
+            for t in req.function_tools
+        ]
+        fmt = req.text.format if req.text and req.text.format else None
+        text_format = None
+        if fmt is not None and fmt.type != "text":
+            text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
+        structured = req.structured_outputs
+        builder = ResponseBuilder(self._echo(req), include_outputs=req.wants_outputs)
+        plan = AgentPlan(
+            turns=turns,
+            tools=tuple(tools),
+            tool_choice=_tool_choice(req),
+            parallel_tool_calls=req.parallel_tool_calls,
+            sampling=Sampling(temperature=req.temperature, top_p=req.top_p, text_format=text_format),
+            max_output_tokens=req.max_output_tokens,
+            max_tool_calls=req.max_tool_calls,
+            max_turns=self.config.max_turns,
+            code_timeout_s=self.config.code_interpreter_timeout,
+            container=await self._container_resolver(code_tool, history) if code_tool else None,
+            structured=[structured] if isinstance(structured, dict) else list(structured or []),
+        )
+        run = Run(builder, background=req.background)
+        self.runs[run.id] = run
+        run.task = asyncio.create_task(self._drive(run, plan, req, history, input_items), name=f"response {run.id}")
+        return run
+
+    async def _previous(self, response_id: str) -> StoredResponse:
+        live = self.runs.get(response_id)
+        if live is not None and not live.done.is_set():
+            raise InvalidRequest(
+                f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
+            )
+        prev = await self.store.get(response_id)
+        if prev is None:
+            raise NotFound(f"Previous response with id {response_id!r} not found.", param="previous_response_id")
+        return prev
+
+    async def _container_resolver(self, tool: CodeInterpreterTool, history: list[dict[str, Any]]) -> Any:
+        """A coroutine function giving this response's container id, created or reused on first use."""
+        assert self.interpreter is not None
+        interp = self.interpreter
+        named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
+        if named is not None:
+            try:
+                await interp.get_container(named)
+            except ContainerNotFound:
+                raise NotFound(f"Container {named!r} not found or expired.", param="tools.container") from None
+        earlier = next(
+            (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"), None
+        )
+        memory = getattr(tool.container, "memory_limit", None)
+        chosen: list[str] = [named] if named else []
+
+        async def resolve() -> str:
+            if chosen:
+                return chosen[0]
+            if earlier:
+                try:
+                    await interp.get_container(earlier)
+                    chosen.append(earlier)
+                    return earlier
+                except ContainerNotFound:
+                    pass
+            try:
+                info = await interp.create_container(memory_limit=memory)
+            except PoolExhausted as exc:
+                raise InterpreterError(f"no sandbox available: {exc}") from exc
+            chosen.append(info.id)
+            return info.id
+
+        return resolve
+
+    def _echo(self, req: CreateResponseRequest) -> dict[str, Any]:
+        tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in req.tools]
+        for t in tools:
+            t.pop("strict", None) if t.get("type") == "code_interpreter" else None
+        choice = req.tool_choice
+        return {
+            "model": self.model_names[0],
+            "instructions": req.instructions,
+            "tools": tools,
+            "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
+            "parallel_tool_calls": req.parallel_tool_calls,
+            "temperature": req.temperature,
+            "top_p": req.top_p,
+            "max_output_tokens": req.max_output_tokens,
+            "max_tool_calls": req.max_tool_calls,
+            "previous_response_id": req.previous_response_id,
+            "metadata": req.metadata or {},
+            "background": req.background,
+            "text": req.text.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if req.text
+            else {"format": {"type": "text"}},
+            "truncation": req.truncation or "disabled",
+            "user": req.user,
+        }
+
+    async def _drive(
+        self,
+        run: Run,
+        plan: AgentPlan,
+        req: CreateResponseRequest,
+        history: list[dict[str, Any]],
+        input_items: list[dict[str, Any]],
+    ) -> None:
+        """The task behind a run: play the agent loop into the run, then store the result."""
+        builder = run.builder
+        try:
+            async for event in run_agent(plan, builder, self.engine, self.interpreter, run.id):
+                run.publish(event)
+        except asyncio.CancelledError:
+            builder.cancelled(plan.usage)
+            raise
+        except Exception:
+            logger.exception("response %s failed", run.id)
+            for event in builder.failed("The server failed while generating this response.", plan.usage):
+                run.publish(event)
+        finally:
+            run.close()
+            if req.store:
+                record = StoredResponse(
+                    id=run.id,
+                    response=builder.snapshot(include_outputs=True),
+                    input_items=input_items,
+                    history=[*history, *input_items, *builder.output],
+                    include_outputs=req.wants_outputs,
+                    created_at=time.time(),
+                )
+                await asyncio.shield(self._save(record))
+            loop = asyncio.get_running_loop()
+            loop.call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+
+    async def _save(self, record: StoredResponse) -> None:
+        try:
+            await self.store.save(record)
+        except Exception:
+            logger.exception("could not store response %s", record.id)
+
+    # --- read, delete, cancel -------------------------------------------------------------------------
+
+    async def get(self, response_id: str, include_outputs: bool | None = None) -> dict[str, Any]:
+        run = self.runs.get(response_id)
+        if run is not None and (not run.done.is_set() or run.builder.status == "cancelled"):
+            return run.builder.snapshot(include_outputs=include_outputs)
+        stored = await self.store.get(response_id)
+        if stored is None:
+            if run is not None:  # finished, not stored
+                return run.builder.snapshot(include_outputs=include_outputs)
+            raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+        show = stored.include_outputs if include_outputs is None else include_outputs
+        response = stored.response
+        if not show:
+            response = {
+                **response,
+                "output": [
+                    {**it, "outputs": None} if it.get("type") == "code_interpreter_call" else it
+                    for it in response["output"]
+                ],
+            }
+        return response
+
+    async def input_items(self, response_id: str) -> list[dict[str, Any]]:
+        stored = await self.store.get(response_id)
+        if stored is None:
+            raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+        return stored.input_items
+
+    async def delete(self, response_id: str) -> None:
+        run = self.runs.pop(response_id, None)
+        if run is not None:
+            run.cancel()
+        if not await self.store.delete(response_id) and run is None:
+            raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+
+    async def cancel(self, response_id: str) -> dict[str, Any]:
+        run = self.runs.get(response_id)
+        if run is None:
+            await self.get(response_id)  # 404 when unknown
+            raise Conflict("Only background responses that are still running can be cancelled.", param="response_id")
+        if not run.background:
+            raise Conflict("Only responses created with background=true can be cancelled.", param="response_id")
+        if not run.done.is_set():
+            run.cancel()
+            if run.task is not None:
+                await asyncio.wait({run.task}, timeout=10)
+        return run.builder.snapshot()
+
+    async def aclose(self) -> None:
+        """Cancel every running response (server shutdown)."""
+        tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
+        for t in tasks:
+            t.cancel("server shutting down")
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+
+def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
+    choice = req.tool_choice
+    if isinstance(choice, ToolChoiceFunction):
+        return ForcedTool(choice.name)
+    if isinstance(choice, ToolChoiceBuiltin):
+        return ForcedTool(CODE_TOOL_NAME)
+    return choice

@@ -1,0 +1,164 @@
+"""Stored responses: the `ResponseStore` interface and its SQLite implementation (WAL, async, bounded)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiosqlite
+
+__all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse"]
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """One response as kept: the response object (with full code outputs), its input items, the whole
+    conversation up to and including its output (what `previous_response_id` continues from), and
+    whether the client asked for code outputs."""
+
+    id: str
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    include_outputs: bool
+    created_at: float
+
+
+class ResponseStore(Protocol):
+    """Where responses live between requests. A Postgres implementation would let replicas share it."""
+
+    async def open(self) -> None: ...
+    async def aclose(self) -> None: ...
+    async def save(self, record: StoredResponse) -> None: ...
+    async def get(self, response_id: str) -> StoredResponse | None: ...
+    async def delete(self, response_id: str) -> bool: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    include_outputs INTEGER NOT NULL,
+    response TEXT NOT NULL,
+    input_items TEXT NOT NULL,
+    history TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+"""
+
+
+class SQLiteStore:
+    """SQLite in WAL mode through aiosqlite (one connection, its own thread).
+
+    Parameters
+    ----------
+    path: the database file (created with its folder); ":memory:" for a throwaway store.
+    max_age_s: responses older than this are deleted (default 30 days).
+    max_rows: past this many responses, the oldest are deleted.
+    """
+
+    def __init__(self, path: str | Path, *, max_age_s: float = 30 * 86400, max_rows: int = 100_000) -> None:
+        self.path = str(path)
+        self.max_age_s = max_age_s
+        self.max_rows = max_rows
+        self._db: aiosqlite.Connection | None = None
+        self._writes = 0
+
+    async def open(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(str(Path(self.path).expanduser()) if self.path != ":memory:" else self.path)
+        await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute("PRAGMA synchronous=NORMAL")
+        await self._db.executescript(_SCHEMA)
+        await self._db.commit()
+        await self._prune()
+
+    async def aclose(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("the store is not open")
+        return self._db
+
+    async def save(self, record: StoredResponse) -> None:
+        await self.db.execute(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.id,
+                record.created_at,
+                record.response.get("status", ""),
+                int(record.include_outputs),
+                json.dumps(record.response),
+                json.dumps(record.input_items),
+                json.dumps(record.history),
+            ),
+        )
+        await self.db.commit()
+        self._writes += 1
+        if self._writes % 500 == 0:
+            await self._prune()
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        async with self.db.execute(
+            "SELECT id, created_at, include_outputs, response, input_items, history FROM responses WHERE id = ?",
+            (response_id,),
+        ) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return StoredResponse(
+            id=row[0],
+            created_at=row[1],
+            include_outputs=bool(row[2]),
+            response=json.loads(row[3]),
+            input_items=json.loads(row[4]),
+            history=json.loads(row[5]),
+        )
+
+    async def delete(self, response_id: str) -> bool:
+        cur = await self.db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+        await self.db.commit()
+        return cur.rowcount > 0
+
+    async def _prune(self) -> None:
+        await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))
+        await self.db.execute(
+            "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
+            (self.max_rows,),
+        )
+        await self.db.commit()
+
+
+class MemoryStore:
+    """A bounded in-process store (tests, or `--db :none:`)."""
+
+    def __init__(self, max_rows: int = 10_000) -> None:
+        self.max_rows = max_rows
+        self._rows: dict[str, StoredResponse] = {}
+
+    async def open(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        self._rows.clear()
+
+    async def save(self, record: StoredResponse) -> None:
+        self._rows.pop(record.id, None)
+        self._rows[record.id] = record
+        while len(self._rows) > self.max_rows:
+            self._rows.pop(next(iter(self._rows)))
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        return self._rows.get(response_id)
+
+    async def delete(self, response_id: str) -> bool:
+        return self._rows.pop(response_id, None) is not None
