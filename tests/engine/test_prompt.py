@@ -51,14 +51,12 @@ def test_probe(tool_tok, chatml_tok):
     assert probe_template(chatml_tok) == TemplateCaps(tools_section=False, tool_calls=False)
 
 
-def test_parser_choice_fallback():
+def test_parser_choice(tool_tok):
     with_tools, without = TemplateCaps(True, True), TemplateCaps(False, False)
-    assert choose_parser("x", None, "m", without) == "x"
-    try:
-        import vllm_responses.parsers.select  # noqa: F401
-    except ImportError:
-        assert choose_parser(None, "tpl", "m", with_tools) == "hermes"
-        assert choose_parser(None, "tpl", "m", without) == "markdown_code"
+    assert choose_parser("pythonic", None, "m", without) == "pythonic"
+    # same answers from parsers.select.pick_parser and from the fallback used when it is absent
+    assert choose_parser(None, tool_tok.chat_template, "tiny", with_tools) == "hermes"
+    assert choose_parser(None, CHATML, "SmolLM2-135M-Instruct", without) == "markdown_code"
 
 
 def test_tool_role_template(tool_tok):

@@ -24,7 +24,7 @@ __all__ = [
 
 STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
 # Parser names whose calls are `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
-HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen25"})
+HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
 # Parser names whose (only) call is a ```python fenced block: forced by prefill, not by a grammar.
 MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
 
