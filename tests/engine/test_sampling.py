@@ -1,0 +1,103 @@
+"""Unit tests: Sampling / tools / tool_choice -> structured-output constraints and SamplingParams."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm_responses.chat import ForcedTool, GenerateRequest, Message, Sampling, ToolSpec, code_tool_spec
+from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.sampling import forced_tools, structured_constraint, to_sampling_params
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Weather for a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+TURNS = (Message("user", "hi"),)
+
+
+def req(**kw) -> GenerateRequest:
+    return GenerateRequest(request_id="r", turns=TURNS, **kw)
+
+
+def test_free_decoding_has_no_constraint():
+    assert structured_constraint(req(), "hermes") is None
+    assert structured_constraint(req(tools=(WEATHER,)), "hermes") is None
+
+
+def test_text_format_json_schema_and_object():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    fmt = {"type": "json_schema", "name": "x", "schema": schema}
+    assert structured_constraint(req(sampling=Sampling(text_format=fmt)), "hermes") == {"json": schema}
+    obj = Sampling(text_format={"type": "json_object"})
+    assert structured_constraint(req(sampling=obj), "hermes") == {"json_object": True}
+    assert structured_constraint(req(sampling=Sampling(text_format={"type": "text"})), "hermes") is None
+
+
+def test_structured_extension_wins_over_forced_tool_and_text_format():
+    s = Sampling(structured={"regex": "a+"}, text_format={"type": "json_object"})
+    r = req(sampling=s, tools=(WEATHER,), tool_choice="required")
+    assert structured_constraint(r, "hermes") == {"regex": "a+"}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{}, {"regex": "a", "json": {}}, {"choice": []}, {"regex": ""}, {"nope": 1}, {"json": 3}],
+)
+def test_bad_structured_is_a_400(bad):
+    with pytest.raises(EngineError) as ei:
+        structured_constraint(req(sampling=Sampling(structured=bad)), "hermes")
+    assert ei.value.status == 400
+
+
+def test_forced_tool_choices():
+    code = code_tool_spec()
+    assert forced_tools(req(tools=(WEATHER, code), tool_choice="auto")) == ()
+    assert forced_tools(req(tools=(WEATHER, code), tool_choice="required")) == (WEATHER, code)
+    assert forced_tools(req(tools=(WEATHER, code), tool_choice=ForcedTool("python"))) == (code,)
+    assert forced_tools(req(tool_choice="required")) == ()
+    with pytest.raises(EngineError):
+        forced_tools(req(tools=(WEATHER,), tool_choice=ForcedTool("python")))
+
+
+def test_forced_hermes_call_is_a_structural_tag_xgrammar_accepts():
+    xgr = pytest.importorskip("xgrammar")
+    r = req(tools=(WEATHER, code_tool_spec()), tool_choice="required")
+    c = structured_constraint(r, "hermes")
+    assert c is not None and set(c) == {"structural_tag"}
+    tag = json.loads(c["structural_tag"])
+    assert tag["format"]["type"] == "or" and len(tag["format"]["elements"]) == 2
+    grammar = xgr.Grammar.from_structural_tag(c["structural_tag"])
+    tok_info = xgr.TokenizerInfo([chr(i) for i in range(32, 127)])
+    matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(tok_info).compile_grammar(grammar), terminate_without_stop_token=True)
+    good = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
+    assert matcher.accept_string(good)
+    assert not matcher.accept_string("more text after the call")  # exactly one call, then the end
+    matcher.reset()
+    assert not matcher.accept_string('<tool_call>\n{"name": "nope"')
+
+
+def test_forced_markdown_call_relies_on_prefill():
+    r = req(tools=(code_tool_spec(),), tool_choice=ForcedTool("python"))
+    assert structured_constraint(r, "markdown_code") is None
+
+
+def test_to_sampling_params_fields():
+    from vllm.sampling_params import RequestOutputKind
+
+    p = to_sampling_params(
+        Sampling(temperature=0.5, top_p=0.9, seed=7), max_tokens=12, structured={"regex": "a+"}, stop=["```"]
+    )
+    assert p.output_kind == RequestOutputKind.DELTA
+    assert (p.max_tokens, p.temperature, p.top_p, p.seed, p.stop) == (12, 0.5, 0.9, 7, ["```"])
+    assert p.structured_outputs is not None and p.structured_outputs.regex == "a+"
+    plain = to_sampling_params(Sampling(), max_tokens=3)
+    assert plain.structured_outputs is None and plain.stop == [] and plain.temperature == 1.0
+
+
+def test_to_sampling_params_bad_values_are_400():
+    with pytest.raises(EngineError) as ei:
+        to_sampling_params(Sampling(temperature=-1.0), max_tokens=3)
+    assert ei.value.status == 400

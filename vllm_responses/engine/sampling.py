@@ -1,0 +1,146 @@
+"""Map `Sampling`, tools and `tool_choice` to vLLM `SamplingParams` (incl. structured-output constraints)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
+from vllm_responses.engine.base import EngineError
+
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+
+__all__ = [
+    "HERMES_FORMATS",
+    "MARKDOWN_FORMATS",
+    "STRUCTURED_KEYS",
+    "forced_tools",
+    "hermes_call_constraint",
+    "structured_constraint",
+    "to_sampling_params",
+]
+
+STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
+# Parser names whose calls are `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
+HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
+# Parser names whose (only) call is a ```python fenced block: forced by prefill, not by a grammar.
+MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
+
+
+def _bad_request(message: str) -> EngineError:
+    return EngineError(message, status=400, code="invalid_request_error")
+
+
+def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:
+    """The tools one of which the model must call (empty when the choice is free or no tools)."""
+    choice = request.tool_choice
+    if not request.tools or choice in ("auto", "none"):
+        return ()
+    if choice == "required":
+        return request.tools
+    if isinstance(choice, ForcedTool):
+        named = tuple(t for t in request.tools if t.name == choice.name)
+        if not named:
+            raise _bad_request(f"tool_choice names {choice.name!r}, which is not among the tools offered")
+        return named
+    raise _bad_request(f"unsupported tool_choice {choice!r}")
+
+
+def hermes_call_constraint(tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    """An xgrammar structural tag forcing exactly one well-formed Hermes call to one of `tools`."""
+    tags = []
+    for tool in tools:
+        schema = tool.parameters or {"type": "object"}
+        tags.append(
+            {
+                "type": "tag",
+                "begin": f'<tool_call>\n{{"name": {json.dumps(tool.name)}, "arguments": ',
+                "content": {"type": "json_schema", "json_schema": schema},
+                "end": "}\n</tool_call>",
+            }
+        )
+    fmt = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+    return {"structural_tag": json.dumps({"type": "structural_tag", "format": fmt})}
+
+
+def _user_structured(structured: dict[str, Any]) -> dict[str, Any]:
+    keys = [k for k in STRUCTURED_KEYS if k in structured]
+    extra = set(structured) - set(STRUCTURED_KEYS)
+    if len(keys) != 1 or extra:
+        raise _bad_request(f"`structured` takes exactly one of {', '.join(STRUCTURED_KEYS)}; got {sorted(structured)}")
+    key = keys[0]
+    value = structured[key]
+    if key == "choice" and not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):
+        raise _bad_request("`structured.choice` must be a non-empty list of strings")
+    if key in ("regex", "grammar") and not (isinstance(value, str) and value):
+        raise _bad_request(f"`structured.{key}` must be a non-empty string")
+    if key == "json" and not isinstance(value, (dict, str)):
+        raise _bad_request("`structured.json` must be a JSON schema object")
+    return {key: value}
+
+
+def _text_format(fmt: dict[str, Any]) -> dict[str, Any] | None:
+    kind = fmt.get("type")
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return {"json_object": True}
+    if kind == "json_schema":
+        schema = fmt.get("schema")
+        if schema is None and isinstance(fmt.get("json_schema"), dict):  # chat-completions shape
+            schema = fmt["json_schema"].get("schema")
+        if not isinstance(schema, dict):
+            raise _bad_request("text.format json_schema needs a `schema` object")
+        return {"json": schema}
+    raise _bad_request(f"unsupported text.format type {kind!r}")
+
+
+def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[str, Any] | None:
+    """Keyword arguments for vLLM's `StructuredOutputsParams`, or None for free decoding.
+
+    Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
+    for one well-formed call; markdown formats: None, the engine prefills "```python\\n"; other formats:
+    None, unconstrained); then `text_format` (json_schema / json_object).
+    """
+    sampling = request.sampling
+    if sampling.structured is not None:
+        return _user_structured(sampling.structured)
+    forced = forced_tools(request)
+    if forced:
+        if parser_name in HERMES_FORMATS:
+            return hermes_call_constraint(forced)
+        return None
+    if sampling.text_format:
+        return _text_format(sampling.text_format)
+    return None
+
+
+def to_sampling_params(
+    sampling: Sampling,
+    *,
+    max_tokens: int,
+    structured: dict[str, Any] | None = None,
+    stop: Sequence[str] = (),
+) -> SamplingParams:
+    """vLLM `SamplingParams` streaming DELTA outputs; unset fields keep vLLM's defaults."""
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMClientError
+    from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+    kwargs: dict[str, Any] = {"output_kind": RequestOutputKind.DELTA, "max_tokens": max_tokens}
+    if sampling.temperature is not None:
+        kwargs["temperature"] = sampling.temperature
+    if sampling.top_p is not None:
+        kwargs["top_p"] = sampling.top_p
+    if sampling.seed is not None:
+        kwargs["seed"] = sampling.seed
+    if stop:
+        kwargs["stop"] = list(stop)
+    try:
+        if structured:
+            kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
+        return SamplingParams(**kwargs)
+    except (ValueError, TypeError, VLLMClientError) as exc:
+        raise _bad_request(f"invalid sampling parameters: {exc}") from exc

@@ -1,0 +1,210 @@
+"""`VLLMEngine`: the `Engine` interface over vLLM's in-process `AsyncLLM` (the only module importing vLLM)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.exceptions import VLLMClientError
+from vllm.inputs import TokensPrompt
+from vllm.v1.engine.async_llm import AsyncLLM
+from vllm.v1.engine.exceptions import EngineDeadError
+
+from vllm_responses.chat import (
+    EngineEvent,
+    Finish,
+    FinishReason,
+    GenerateRequest,
+    ToolCallStart,
+    ToolSpec,
+    Turn,
+    Usage,
+)
+from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.prompt import (
+    CODE_PREFILL,
+    CODE_STOP,
+    TemplateCaps,
+    choose_parser,
+    probe_template,
+    render_prompt,
+    should_prefill_code,
+)
+from vllm_responses.engine.sampling import MARKDOWN_FORMATS, structured_constraint, to_sampling_params
+from vllm_responses.parsers.base import ToolParser, get_parser
+
+__all__ = ["VLLMEngine"]
+
+_log = logging.getLogger(__name__)
+
+
+def _load_parser(name: str) -> type[ToolParser]:
+    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
+
+    try:
+        return get_parser(name)
+    except KeyError as exc:
+        raise EngineError(f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found") from exc
+
+
+class VLLMEngine:
+    """An `Engine` over one `AsyncLLM`. Build it with `await VLLMEngine.start(args)` (or use it as an
+    async context manager, which always shuts vLLM down).
+
+    Options:
+    - `tool_parser`: parser name; None picks one from the chat template (see `prompt.choose_parser`).
+    - `prefill_code` (default on): for markdown-format parsers, prefill the assistant turn with
+      "```python\\n" (and stop at "```") on the first model call after a user message when the code
+      interpreter is offered. Forcing the code tool through `tool_choice` always prefills.
+    """
+
+    def __init__(
+        self,
+        llm: AsyncLLM,
+        model_name: str,
+        *,
+        tool_parser: str | None = None,
+        prefill_code: bool = True,
+    ) -> None:
+        self._llm = llm
+        self._model_name = model_name
+        self._tokenizer: Any = llm.get_tokenizer()
+        self._max_model_len = int(llm.model_config.max_model_len)
+        self.caps: TemplateCaps = probe_template(self._tokenizer)
+        template = getattr(self._tokenizer, "chat_template", None)
+        self.parser_name = choose_parser(
+            tool_parser, template if isinstance(template, str) else None, model_name, self.caps
+        )
+        self._parser_cls = _load_parser(self.parser_name)
+        self.prefill_code = prefill_code
+        self._closed = False
+
+    @classmethod
+    async def start(
+        cls,
+        args: AsyncEngineArgs,
+        *,
+        model_name: str | None = None,
+        tool_parser: str | None = None,
+        prefill_code: bool = True,
+    ) -> VLLMEngine:
+        """Start vLLM (blocks the loop for the engine build) and wrap it; shuts vLLM down on failure."""
+        try:
+            llm = AsyncLLM.from_engine_args(args)
+        except Exception as exc:
+            raise EngineError(f"could not start vLLM for {args.model!r}: {exc}", code="engine_start") from exc
+        try:
+            return cls(llm, model_name or str(args.model), tool_parser=tool_parser, prefill_code=prefill_code)
+        except BaseException:
+            llm.shutdown()
+            raise
+
+    async def __aenter__(self) -> VLLMEngine:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def llm(self) -> AsyncLLM:
+        return self._llm
+
+    @property
+    def max_model_len(self) -> int:
+        return self._max_model_len
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def render(self, request: GenerateRequest, prefill: str = "") -> str:
+        """The prompt text for `request` (for debugging and tests)."""
+        return render_prompt(self._tokenizer, request, self.caps, self._parser_cls(), prefill)
+
+    async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
+        request = GenerateRequest(request_id="count", turns=tuple(turns), tools=tuple(tools))
+        return len(self._encode(self.render(request)))
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        if self._closed:
+            raise EngineError("the engine is shut down", status=503, code="engine_closed")
+        tools = request.tools if request.tool_choice != "none" else ()
+        parser = self._parser_cls(tools)
+        prefill = ""
+        stop: list[str] = []
+        if should_prefill_code(
+            request, markdown_format=self.parser_name in MARKDOWN_FORMATS, policy=self.prefill_code
+        ):
+            prefill, stop = CODE_PREFILL, [CODE_STOP]
+        prompt_ids = self._encode(self.render(request, prefill))
+        room = self._max_model_len - len(prompt_ids)
+        if room < 1:
+            raise EngineError(
+                f"the prompt is {len(prompt_ids)} tokens; this model's context is {self._max_model_len}",
+                status=400,
+                code="context_length_exceeded",
+            )
+        wanted = request.sampling.max_tokens
+        params = to_sampling_params(
+            request.sampling,
+            max_tokens=min(wanted, room) if wanted else room,
+            structured=structured_constraint(request, self.parser_name),
+            stop=stop,
+        )
+        vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
+        calls = 0
+        output_tokens = 0
+        cached = 0
+        reason: str | None = None
+        stream = self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, vllm_id)
+        try:
+            if prefill:
+                for delta in parser.feed(prefill):
+                    calls += isinstance(delta, ToolCallStart)
+                    yield delta
+            async for out in stream:
+                completion = out.outputs[0]
+                output_tokens += len(completion.token_ids)
+                for delta in parser.feed(completion.text):
+                    calls += isinstance(delta, ToolCallStart)
+                    yield delta
+                if out.finished:
+                    reason = completion.finish_reason or "stop"
+                    cached = int(out.num_cached_tokens or 0)
+            if reason == "abort" or reason is None:
+                raise EngineError("the engine aborted the request", status=503, code="engine_aborted")
+            for delta in parser.finish():
+                calls += isinstance(delta, ToolCallStart)
+                yield delta
+            finish: FinishReason = "length" if reason == "length" else "tool_calls" if calls else "stop"
+            yield Finish(finish, Usage(len(prompt_ids), output_tokens, cached))
+        except (asyncio.CancelledError, GeneratorExit, EngineError):
+            raise
+        except EngineDeadError as exc:
+            raise EngineError("the vLLM engine died", status=503, code="engine_dead") from exc
+        except (VLLMClientError, ValueError) as exc:  # vLLM's request validation errors
+            raise EngineError(f"vLLM rejected the request: {exc}", status=400, code="invalid_request") from exc
+        except Exception as exc:
+            raise EngineError(f"vLLM failed: {exc}") from exc
+        finally:
+            if reason is None:  # closed, cancelled or failed before the end: free the engine's slot
+                await self._abort(stream, vllm_id)
+
+    async def _abort(self, stream: AsyncIterator[Any], vllm_id: str) -> None:
+        try:
+            await stream.aclose()  # type: ignore[attr-defined]
+            await self._llm.abort(vllm_id)
+        except Exception:  # a dead engine has nothing left to abort
+            _log.debug("abort of %s failed", vllm_id, exc_info=True)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._llm.shutdown()
