@@ -205,14 +205,15 @@ class WorkerPool(Interpreter):
         now = time.time()
         c = _Container(id="cntr_" + secrets.token_hex(12), created_at=now, last_active_at=now,
                        name=name, memory_limit=memory_limit, worker=None)
-        self._containers[c.id] = c  # reserve the slot before awaiting
-        try:
-            c.worker = await self._take_worker(memory_limit)
-        except BaseException:
-            self._containers.pop(c.id, None)
-            self._replenish()
-            raise
-        c.last_active_at = time.time()
+        self._containers[c.id] = c  # reserve the slot before awaiting; the lock keeps the reaper off
+        async with c.lock:
+            try:
+                c.worker = await self._take_worker(memory_limit)
+            except BaseException:
+                self._containers.pop(c.id, None)
+                self._replenish()
+                raise
+            c.last_active_at = time.time()
         return self._info(c)
 
     async def get_container(self, container_id: str) -> ContainerInfo:
@@ -326,6 +327,12 @@ class WorkerPool(Interpreter):
         if expired:
             self._replenish()
         return expired
+
+    async def wait_warm(self, timeout_s: float | None = None) -> None:
+        """Wait until no worker is starting (the warm pool is at its target size)."""
+        async with asyncio.timeout(timeout_s or self.cfg.start_timeout_s + 10):
+            while self._starting:
+                await asyncio.wait(set(self._starting))
 
     def stats(self) -> dict[str, object]:
         return {
