@@ -67,6 +67,7 @@ class WorkerPool(Interpreter):
         grace_s: float = 3.0,
         start_timeout_s: float = 90.0,
         reap_interval_s: float | None = None,
+        evict_idle: bool = True,
     ) -> None:
         self.max_containers = default_workers() if workers is None else workers
         if self.max_containers < 1 or spares < 0:
@@ -74,6 +75,9 @@ class WorkerPool(Interpreter):
         self.spares = spares
         self.timeout_s = timeout_s
         self.idle_expiry_s = idle_expiry_s
+        # When every slot is taken, hand the least recently used idle container's slot to the new one
+        # (instead of refusing until it expires); PoolExhausted then means every container is running code.
+        self.evict_idle = evict_idle
         self.memory_limit = str(memory_limit)
         dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
         if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
@@ -198,6 +202,8 @@ class WorkerPool(Interpreter):
     async def create_container(self, *, name: str | None = None, memory_limit: str | None = None) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
+        if len(self._containers) >= self.max_containers and self.evict_idle:
+            self._evict_least_recent()
         if len(self._containers) >= self.max_containers:
             raise PoolExhausted(
                 f"all {self.max_containers} code-interpreter workers are in use; delete a container or retry later"
@@ -315,6 +321,17 @@ class WorkerPool(Interpreter):
         while True:
             await asyncio.sleep(self._reap_every)
             self.expire_idle()
+
+    def _evict_least_recent(self) -> str | None:
+        """Free the slot of the idle container used longest ago (its state is lost, as on expiry)."""
+        idle = [c for c in self._containers.values() if not c.lock.locked()]
+        if not idle:
+            return None
+        victim = min(idle, key=lambda c: c.last_active_at)
+        del self._containers[victim.id]
+        self._discard_worker(victim.worker)
+        victim.worker = None
+        return victim.id
 
     def expire_idle(self) -> list[str]:
         """Delete containers idle longer than `idle_expiry_s` (not those running a call)."""
