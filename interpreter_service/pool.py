@@ -67,6 +67,7 @@ class WorkerPool(Interpreter):
         grace_s: float = 3.0,
         start_timeout_s: float = 90.0,
         reap_interval_s: float | None = None,
+        preload: Sequence[str] = ("numpy", "matplotlib"),
     ) -> None:
         self.max_containers = default_workers() if workers is None else workers
         if self.max_containers < 1 or spares < 0:
@@ -83,7 +84,7 @@ class WorkerPool(Interpreter):
         self.cfg = WorkerConfig(
             dist_dir=dist.resolve(), memory_limit=parse_size(memory_limit), js_heap_mb=js_heap_mb,
             max_output=max_output, allow_net=tuple(allow_net), grace_s=grace_s,
-            start_timeout_s=start_timeout_s,
+            start_timeout_s=start_timeout_s, preload=tuple(preload),
         )
         self._reap_every = reap_interval_s or max(0.5, min(60.0, idle_expiry_s / 4))
         self._containers: dict[str, _Container] = {}

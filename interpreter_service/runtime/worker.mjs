@@ -1,12 +1,13 @@
 // Deno worker: runs Pyodide from a local distribution and serves a line-delimited JSON protocol on stdin/stdout.
 //
-// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir>
+// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> [preload,packages|-]
 // Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"list_files", ...}
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
 import { createRequire } from "node:module";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
+const preload = (Deno.args[1] ?? "numpy,matplotlib").split(",").filter((p) => p && p !== "-");
 const protoOut = Deno.stdout; // private handle for the protocol
 const enc = new TextEncoder();
 const errWrite = (s) => {
@@ -144,9 +145,12 @@ async function boot() {
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
   const t1 = performance.now();
-  await pyodide.loadPackage(["numpy", "matplotlib"], { messageCallback: () => {}, errorCallback: errWrite });
+  if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
   pyodide.runPython(PY_HELPERS);
-  pyodide.runPython("import numpy, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
+  for (const name of preload) {
+    if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
+    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) pyodide.runPython(`import ${name}`);
+  }
   return { load_s: (t1 - t0) / 1000, warm_s: (performance.now() - t0) / 1000 };
 }
 

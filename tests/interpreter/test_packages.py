@@ -30,7 +30,7 @@ async def test_add_sympy_then_import_it(dist_copy: Path, dist_dir: Path) -> None
     # setup re-run on the copy keeps the added packages
     await asyncio.to_thread(setup_distribution, dist_copy, log=lambda _m: None)
     assert "sympy" in json.loads((dist_copy / "pyodide-lock.json").read_text())["packages"]
-    w = WorkerProcess(WorkerConfig(dist_dir=dist_copy))
+    w = WorkerProcess(WorkerConfig(dist_dir=dist_copy, preload=()))
     try:
         async with asyncio.timeout(120):
             await w.start()

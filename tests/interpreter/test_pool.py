@@ -19,6 +19,8 @@ pytestmark = pytest.mark.sandbox
 
 async def test_state_value_stderr_and_traceback(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(30):
+        r = await pool.execute(container, "import sys\n[m in sys.modules for m in ('numpy', 'matplotlib.pyplot')]")
+        assert r.ok and r.logs == "[True, True]\n"  # warmed before the container got it
         r = await pool.execute(container, "x = 20\nprint('a')\nimport sys; print('b', file=sys.stderr)\nprint('c')")
         assert r.ok and r.logs == "a\nb\nc\n" and r.error_kind is None
         r = await pool.execute(container, "x * 2 + 2")
@@ -85,6 +87,16 @@ async def test_memory_bomb_is_contained(pool: WorkerPool, container: str) -> Non
         assert r.ok and r.logs == "alive\nFalse\n"
 
 
+async def test_js_heap_exhaustion_kills_worker_and_pool_heals(pool: WorkerPool, container: str) -> None:
+    code = "from pyodide.code import run_js\nrun_js('const a = []; while (true) a.push(new Array(1e6).fill(1.5));')"
+    async with asyncio.timeout(120):
+        r = await pool.execute(container, code, timeout_s=60)
+        assert r.error_kind == "crashed" and r.worker_restarted, (r.error, r.logs[-300:])
+        assert "out of memory" in r.error.lower() or "heap limit" in r.error.lower(), r.error
+        r = await pool.execute(container, "print('ok')")
+        assert r.ok and r.logs == "ok\n"
+
+
 async def test_huge_output_is_truncated(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(30):
         r = await pool.execute(container, "for i in range(200000):\n    print('line', i)")
@@ -142,7 +154,7 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
         try:
             r = await pool.execute(a, "N = 200_000\n" + code)
             t_start, t_end = eval(r.logs)
-            n = max(200_000, int(200_000 * 1.0 / max(t_end - t_start, 1e-3)))  # ~1 s of CPU each
+            n = max(200_000, int(200_000 * 0.8 / max(t_end - t_start, 1e-3)))  # ~0.8 s of CPU each
             for c in (a, b):
                 assert (await pool.execute(c, f"N = {n}")).ok
             ratios = []
@@ -159,7 +171,10 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
                 ratios.append(parallel / serial)
                 if ratios[-1] < 0.8:
                     break
-            assert min(ratios) < 0.8, ratios
+            # Other jobs on a loaded host take CPU from both runs; then only require a clear gain.
+            busy = os.getloadavg()[0] > (os.cpu_count() or 1)
+            limit = 0.92 if busy else 0.8
+            assert min(ratios) < limit, (ratios, "loadavg", os.getloadavg())
         finally:
             await pool.delete_container(a)
             await pool.delete_container(b)
@@ -192,7 +207,7 @@ async def test_unknown_container(pool: WorkerPool) -> None:
 async def test_exhaustion_and_expiry(dist_dir) -> None:
     async with asyncio.timeout(120):
         async with WorkerPool(workers=1, spares=0, dist_dir=dist_dir, idle_expiry_s=1.5,
-                              reap_interval_s=0.3) as small:
+                              reap_interval_s=0.3, preload=()) as small:
             c = await small.create_container()
             with pytest.raises(PoolExhausted):
                 await small.create_container()

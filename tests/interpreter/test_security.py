@@ -145,7 +145,7 @@ async def test_runtime_tampering_does_not_leak_to_other_containers(pool: WorkerP
 async def test_allow_net_opt_in_reaches_only_listed_host(dist_dir: Path) -> None:
     """Positive control for the network probes: with `--allow-net=127.0.0.1:PORT` a fetch does get through."""
     async with asyncio.timeout(120), Listener() as server, Listener() as unlisted:
-        w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",)))
+        w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",), preload=()))
         try:
             await w.start()
             code = f"from pyodide.http import pyfetch\nr = await pyfetch('http://127.0.0.1:{server.port}/')\nawait r.string()"
