@@ -158,6 +158,15 @@ class WorkerPool(Interpreter):
             w = WorkerProcess(dataclasses.replace(self.cfg, memory_limit=parse_size(memory_limit)))
             await w.start()
             return w
+        try:
+            return await self._wait_for_idle()
+        except TimeoutError:
+            raise InterpreterError(
+                f"no warm worker became available within {self.cfg.start_timeout_s + 10:g} s "
+                f"(last start errors: {self.start_errors[-2:]})"
+            ) from None
+
+    async def _wait_for_idle(self) -> WorkerProcess:
         async with asyncio.timeout(self.cfg.start_timeout_s + 10):
             async with self._idle_cv:
                 while True:
@@ -258,7 +267,11 @@ class WorkerPool(Interpreter):
                 raise ContainerNotFound(container_id)
             c.last_active_at = time.time()
             try:
-                restarted = await self._ensure_worker(c)
+                try:
+                    restarted = await self._ensure_worker(c)
+                except InterpreterError as e:  # WorkerDied included: no worker could be had
+                    return ExecutionResult(logs="", error=f"no worker available: {e}", error_kind="crashed",
+                                           worker_restarted=True)
                 assert c.worker is not None
                 result = await c.worker.execute(code, timeout_s=timeout_s or self.timeout_s)
             finally:
