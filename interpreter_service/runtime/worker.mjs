@@ -14,7 +14,17 @@ const errWrite = (s) => {
   try { Deno.stderr.writeSync(enc.encode(String(s) + "\n")); } catch { /* ignore */ }
 };
 // Keep stdout for the protocol only: anything logged (Pyodide messages, user js.console) goes to stderr.
-for (const k of ["log", "info", "warn", "error", "debug", "trace"]) console[k] = (...a) => errWrite(a.join(" "));
+// While booting, an Emscripten/Pyodide failure is only logged (the load promise never settles): fail fast.
+let failBoot = null;
+const bootFailed = new Promise((_, reject) => (failBoot = reject));
+bootFailed.catch(() => {});
+for (const k of ["log", "info", "warn", "error", "debug", "trace"]) {
+  console[k] = (...a) => {
+    const msg = a.join(" ");
+    errWrite(msg);
+    if (failBoot && /failed|abort/i.test(msg)) failBoot(new Error(`Pyodide failed to load: ${msg}`));
+  };
+}
 
 let sendChain = Promise.resolve();
 function send(obj) {
@@ -227,7 +237,8 @@ const nextLine = () => queue.length ? Promise.resolve(queue.shift()) : new Promi
 
 try {
   reader.postMessage(interruptSab);
-  const info = await boot();
+  const info = await Promise.race([boot(), bootFailed]);
+  failBoot = null;
   await send({ event: "ready", ...info });
 } catch (e) {
   await send({ event: "fatal", error: String(e?.stack ?? e) });

@@ -219,3 +219,19 @@ async def test_exhaustion_and_expiry(dist_dir) -> None:
             c2 = await small.create_container()  # the slot is free again (a fresh worker)
             r = await small.execute(c2.id, "'x' in globals()")
             assert r.ok and r.logs == "False\n"
+
+
+async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
+    import shutil
+
+    from interpreter_service.api import InterpreterError
+
+    for name in ("pyodide.mjs", "pyodide.asm.js", "python_stdlib.zip", "pyodide-lock.json"):
+        shutil.copyfile(dist_dir / name, tmp_path / name)
+    (tmp_path / "pyodide.asm.wasm").write_bytes(b"\0asm not really")
+    async with asyncio.timeout(60):
+        t0 = time.monotonic()
+        with pytest.raises(InterpreterError, match="no worker could be started.*failed to load"):
+            async with WorkerPool(workers=1, spares=0, dist_dir=tmp_path, preload=(), start_timeout_s=30):
+                pass
+        assert time.monotonic() - t0 < 15, "a broken distribution must fail fast, not by start timeout"
