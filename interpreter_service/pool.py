@@ -47,6 +47,7 @@ class _Container:
     worker: WorkerProcess | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     files: dict[str, FileInfo] = field(default_factory=dict)
+    lost_state: bool = False  # the worker was replaced and no result has said so yet
 
 
 class WorkerPool(Interpreter):
@@ -242,15 +243,16 @@ class WorkerPool(Interpreter):
         c.worker = None
         self._replenish()
 
-    async def _ensure_worker(self, c: _Container) -> bool:
-        """Give the container a live worker; True when it had to be replaced (state lost)."""
+    async def _ensure_worker(self, c: _Container) -> None:
+        """Give the container a live worker (a fresh one if its worker died or was recycled)."""
         if c.worker is not None and c.worker.alive and not c.worker.poisoned:
-            return False
+            return
+        if c.worker is not None:  # died while idle: its state is gone
+            c.lost_state = True
         self._discard_worker(c.worker)
         c.worker = None
         c.files.clear()
         c.worker = await self._take_worker(c.memory_limit)
-        return True
 
     def _after_call(self, c: _Container) -> None:
         w = c.worker
@@ -258,6 +260,7 @@ class WorkerPool(Interpreter):
             self._discard_worker(w)
             c.worker = None
             c.files.clear()
+            c.lost_state = True
             self._replenish()
 
     async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
@@ -268,17 +271,20 @@ class WorkerPool(Interpreter):
             c.last_active_at = time.time()
             try:
                 try:
-                    restarted = await self._ensure_worker(c)
+                    await self._ensure_worker(c)
                 except InterpreterError as e:  # WorkerDied included: no worker could be had
                     return ExecutionResult(logs="", error=f"no worker available: {e}", error_kind="crashed",
                                            worker_restarted=True)
+                report, c.lost_state = c.lost_state, False  # a loss no result has reported yet
                 assert c.worker is not None
                 result = await c.worker.execute(code, timeout_s=timeout_s or self.timeout_s)
             finally:
                 c.last_active_at = time.time()
                 self._after_call(c)
-        if restarted and not result.worker_restarted:
-            result = dataclasses.replace(result, worker_restarted=True)
+            if result.worker_restarted:
+                c.lost_state = False  # this result tells the caller
+            elif report:
+                result = dataclasses.replace(result, worker_restarted=True)
         return result
 
     # -- files -------------------------------------------------------------------------------------

@@ -78,13 +78,43 @@ async def test_timeout_interrupts_and_container_survives(pool: WorkerPool, conta
         assert r.ok and r.logs == "'yes'\n" and not r.worker_restarted
 
 
+async def test_code_that_ignores_interrupt_is_killed_and_replaced(pool: WorkerPool, container: str) -> None:
+    code = "from pyodide.code import run_js\nrun_js('while (true) {}')"  # JS never checks the interrupt flag
+    async with asyncio.timeout(90):
+        await pool.execute(container, "gone = 1")
+        pid = pool._containers[container].worker.pid
+        t0 = time.monotonic()
+        r = await pool.execute(container, code, timeout_s=1.0)
+        assert r.error_kind == "timeout" and r.worker_restarted and "killed" in r.error
+        assert time.monotonic() - t0 < 1.0 + pool.cfg.grace_s + 3
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        r = await pool.execute(container, "'gone' in globals()")
+        assert r.ok and r.logs == "False\n" and not r.worker_restarted
+
+
+async def test_worker_dying_while_idle_is_reported_once(pool: WorkerPool, container: str) -> None:
+    async with asyncio.timeout(90):
+        await pool.execute(container, "a = 1")
+        w = pool._containers[container].worker
+        os.kill(w.pid, signal.SIGKILL)
+        for _ in range(50):  # wait until the pool's reader noticed the exit
+            if not w.alive:
+                break
+            await asyncio.sleep(0.1)
+        r = await pool.execute(container, "'a' in globals()")
+        assert r.ok and r.logs == "False\n" and r.worker_restarted
+        r = await pool.execute(container, "1")
+        assert r.ok and not r.worker_restarted
+
+
 async def test_memory_bomb_is_contained(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(90):
         await pool.execute(container, "marker = 1")
         r = await pool.execute(container, "a = []\nwhile True:\n    a.append(bytearray(10**7))", timeout_s=30)
         assert r.error_kind == "memory" and r.worker_restarted, (r.error, r.logs[-300:])
         r = await pool.execute(container, "print('alive'); 'marker' in globals()")
-        assert r.ok and r.logs == "alive\nFalse\n"
+        assert r.ok and r.logs == "alive\nFalse\n" and not r.worker_restarted  # reported once, above
 
 
 async def test_js_heap_exhaustion_kills_worker_and_pool_heals(pool: WorkerPool, container: str) -> None:
@@ -115,7 +145,7 @@ async def test_killed_worker_gives_error_and_heals(pool: WorkerPool, container: 
         r = await task
         assert r.error_kind == "crashed" and r.worker_restarted
         r = await pool.execute(container, "print('back'); 'v' in globals()")
-        assert r.ok and r.logs == "back\nFalse\n"
+        assert r.ok and r.logs == "back\nFalse\n" and not r.worker_restarted
         assert pool._containers[container].worker.pid != pid
 
 
