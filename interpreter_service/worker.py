@@ -285,7 +285,7 @@ class WorkerProcess:
 
     def _to_result(self, r: dict, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
         logs = r.get("logs", "")
-        dropped = int(r.get("dropped", 0))
+        dropped = int(r.get("dropped", 0)) + int(r.get("clipped", 0))
         for msg in r.get("load_errors") or []:
             logs += f"[package loading] {msg}\n"
         if r.get("value") is not None:

@@ -106,17 +106,23 @@ def _vr_format_exc(e):
         return "".join(traceback.format_exception_only(type(e), e))
     return "".join(traceback.format_exception(type(e), e, tb))
 
-async def _vr_exec(code):
+def _vr_clip(text, cap, result):
+    if len(text) > cap:
+        result["clipped"] = result.get("clipped", 0) + len(text) - cap
+        return text[:cap]
+    return text
+
+async def _vr_exec(code, cap):
     before = _vr_snapshot()
     result = {"error": None, "error_type": None, "value": None}
     try:
         value = await eval_code_async(code, _vr_ns, filename="<cell>")
         if value is not None:
-            result["value"] = repr(value)
+            result["value"] = _vr_clip(repr(value), cap, result)
     except BaseException as e:  # KeyboardInterrupt (interrupt), MemoryError, SystemExit included
         result["error"] = "".join(traceback.format_exception_only(type(e), e)).strip() or type(e).__name__
         result["error_type"] = type(e).__name__
-        result["traceback"] = _vr_format_exc(e)
+        result["traceback"] = _vr_clip(_vr_format_exc(e), cap, result)
     try:
         result["images"] = _vr_figures()
     except BaseException as e:
@@ -180,7 +186,7 @@ async function doExec(req) {
   const fn = pyodide.globals.get("_vr_exec");
   let res;
   try {
-    const proxy = await fn(req.code);
+    const proxy = await fn(req.code, outCap);
     res = proxy.toJs({ dict_converter: Object.fromEntries });
     proxy.destroy();
   } finally {

@@ -133,6 +133,10 @@ async def test_huge_output_is_truncated(pool: WorkerPool, container: str) -> Non
     assert r.ok
     assert r.logs.startswith("line 0\nline 1\n")
     assert "[... output truncated:" in r.logs and len(r.logs) < 20_000 + 200
+    async with asyncio.timeout(30):
+        r = await pool.execute(container, "'y' * 50_000_000")  # a huge final value is clipped in the worker
+    assert r.ok and r.logs.startswith("'yyy") and len(r.logs) < 20_000 + 200
+    assert r.logs.rstrip().endswith("more bytes not shown ...]")
 
 
 async def test_killed_worker_gives_error_and_heals(pool: WorkerPool, container: str) -> None:
