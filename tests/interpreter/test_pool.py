@@ -183,7 +183,9 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
     code = "import time\nt0 = time.time()\ns = 0\nfor i in range(N):\n    s += i * i\n(t0, time.time())"
     async with asyncio.timeout(150):
         await pool.wait_warm()
+        t0 = time.monotonic()
         a = (await pool.create_container()).id
+        assert time.monotonic() - t0 < 0.5, "a warm pool must hand out a worker without a cold start"
         b = (await pool.create_container()).id
         try:
             r = await pool.execute(a, "N = 200_000\n" + code)
