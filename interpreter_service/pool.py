@@ -47,6 +47,7 @@ class _Container:
     worker: WorkerProcess | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     files: dict[str, FileInfo] = field(default_factory=dict)
+    lost_state: bool = False  # the worker was replaced and no result has said so yet
 
 
 class WorkerPool(Interpreter):
@@ -67,6 +68,7 @@ class WorkerPool(Interpreter):
         grace_s: float = 3.0,
         start_timeout_s: float = 90.0,
         reap_interval_s: float | None = None,
+        preload: Sequence[str] = ("numpy", "matplotlib"),
         evict_idle: bool = True,
     ) -> None:
         self.max_containers = default_workers() if workers is None else workers
@@ -87,7 +89,7 @@ class WorkerPool(Interpreter):
         self.cfg = WorkerConfig(
             dist_dir=dist.resolve(), memory_limit=parse_size(memory_limit), js_heap_mb=js_heap_mb,
             max_output=max_output, allow_net=tuple(allow_net), grace_s=grace_s,
-            start_timeout_s=start_timeout_s,
+            start_timeout_s=start_timeout_s, preload=tuple(preload),
         )
         self._reap_every = reap_interval_s or max(0.5, min(60.0, idle_expiry_s / 4))
         self._containers: dict[str, _Container] = {}
@@ -161,6 +163,15 @@ class WorkerPool(Interpreter):
             w = WorkerProcess(dataclasses.replace(self.cfg, memory_limit=parse_size(memory_limit)))
             await w.start()
             return w
+        try:
+            return await self._wait_for_idle()
+        except TimeoutError:
+            raise InterpreterError(
+                f"no warm worker became available within {self.cfg.start_timeout_s + 10:g} s "
+                f"(last start errors: {self.start_errors[-2:]})"
+            ) from None
+
+    async def _wait_for_idle(self) -> WorkerProcess:
         async with asyncio.timeout(self.cfg.start_timeout_s + 10):
             async with self._idle_cv:
                 while True:
@@ -238,15 +249,16 @@ class WorkerPool(Interpreter):
         c.worker = None
         self._replenish()
 
-    async def _ensure_worker(self, c: _Container) -> bool:
-        """Give the container a live worker; True when it had to be replaced (state lost)."""
+    async def _ensure_worker(self, c: _Container) -> None:
+        """Give the container a live worker (a fresh one if its worker died or was recycled)."""
         if c.worker is not None and c.worker.alive and not c.worker.poisoned:
-            return False
+            return
+        if c.worker is not None:  # died while idle: its state is gone
+            c.lost_state = True
         self._discard_worker(c.worker)
         c.worker = None
         c.files.clear()
         c.worker = await self._take_worker(c.memory_limit)
-        return True
 
     def _after_call(self, c: _Container) -> None:
         w = c.worker
@@ -254,6 +266,7 @@ class WorkerPool(Interpreter):
             self._discard_worker(w)
             c.worker = None
             c.files.clear()
+            c.lost_state = True
             self._replenish()
 
     async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
@@ -263,14 +276,21 @@ class WorkerPool(Interpreter):
                 raise ContainerNotFound(container_id)
             c.last_active_at = time.time()
             try:
-                restarted = await self._ensure_worker(c)
+                try:
+                    await self._ensure_worker(c)
+                except InterpreterError as e:  # WorkerDied included: no worker could be had
+                    return ExecutionResult(logs="", error=f"no worker available: {e}", error_kind="crashed",
+                                           worker_restarted=True)
+                report, c.lost_state = c.lost_state, False  # a loss no result has reported yet
                 assert c.worker is not None
                 result = await c.worker.execute(code, timeout_s=timeout_s or self.timeout_s)
             finally:
                 c.last_active_at = time.time()
                 self._after_call(c)
-        if restarted and not result.worker_restarted:
-            result = dataclasses.replace(result, worker_restarted=True)
+            if result.worker_restarted:
+                c.lost_state = False  # this result tells the caller
+            elif report:
+                result = dataclasses.replace(result, worker_restarted=True)
         return result
 
     # -- files -------------------------------------------------------------------------------------

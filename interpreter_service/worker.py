@@ -65,6 +65,7 @@ class WorkerConfig:
     start_timeout_s: float = 90.0
     grace_s: float = 3.0  # after an interrupt, before the worker is killed
     deno_bin: str | None = None
+    preload: Sequence[str] = ("numpy", "matplotlib")  # imported during warm-up
 
 
 def deno_command(cfg: WorkerConfig) -> list[str]:
@@ -88,7 +89,9 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
             raise ValueError(f"bad allow-net host list {cfg.allow_net!r}")
         if hosts:
             cmd.append("--allow-net=" + ",".join(hosts))
-    return [*cmd, str(WORKER_SCRIPT), dist]
+    if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
+        raise ValueError(f"bad preload list {cfg.preload!r}")
+    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-"]
 
 
 class WorkerProcess:
@@ -141,7 +144,8 @@ class WorkerProcess:
             env={},
             cwd=str(Path(self.cfg.dist_dir).resolve()),
             limit=STREAM_LIMIT,
-            start_new_session=True,
+            start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
+            preexec_fn=_die_with_parent,
         )
         self._tasks = [
             asyncio.create_task(self._read_stdout(), name=f"worker-{self.pid}-out"),
@@ -220,6 +224,11 @@ class WorkerProcess:
         fut = self._send(op, **fields)
         try:
             async with asyncio.timeout(timeout_s):
+                assert self.proc is not None and self.proc.stdin is not None
+                try:
+                    await self.proc.stdin.drain()  # large file payloads
+                except (ConnectionError, RuntimeError) as e:
+                    raise WorkerDied(f"worker stdin closed: {e!r}") from e
                 reply = await fut
         except TimeoutError:
             raise InterpreterError(f"worker did not answer {op!r} within {timeout_s} s") from None
@@ -276,7 +285,7 @@ class WorkerProcess:
 
     def _to_result(self, r: dict, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
         logs = r.get("logs", "")
-        dropped = int(r.get("dropped", 0))
+        dropped = int(r.get("dropped", 0)) + int(r.get("clipped", 0))
         for msg in r.get("load_errors") or []:
             logs += f"[package loading] {msg}\n"
         if r.get("value") is not None:
@@ -320,6 +329,14 @@ class WorkerProcess:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._exit_reason is None:
             self._exit_reason = "worker was killed"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the parent dies (Linux), so no worker outlives the pool."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _died(msg: str, t0: float) -> ExecutionResult:

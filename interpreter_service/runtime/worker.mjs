@@ -1,19 +1,30 @@
 // Deno worker: runs Pyodide from a local distribution and serves a line-delimited JSON protocol on stdin/stdout.
 //
-// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir>
+// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> [preload,packages|-]
 // Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"list_files", ...}
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
 import { createRequire } from "node:module";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
+const preload = (Deno.args[1] ?? "numpy,matplotlib").split(",").filter((p) => p && p !== "-");
 const protoOut = Deno.stdout; // private handle for the protocol
 const enc = new TextEncoder();
 const errWrite = (s) => {
   try { Deno.stderr.writeSync(enc.encode(String(s) + "\n")); } catch { /* ignore */ }
 };
 // Keep stdout for the protocol only: anything logged (Pyodide messages, user js.console) goes to stderr.
-for (const k of ["log", "info", "warn", "error", "debug", "trace"]) console[k] = (...a) => errWrite(a.join(" "));
+// While booting, an Emscripten/Pyodide failure is only logged (the load promise never settles): fail fast.
+let failBoot = null;
+const bootFailed = new Promise((_, reject) => (failBoot = reject));
+bootFailed.catch(() => {});
+for (const k of ["log", "info", "warn", "error", "debug", "trace"]) {
+  console[k] = (...a) => {
+    const msg = a.join(" ");
+    errWrite(msg);
+    if (failBoot && /failed|abort/i.test(msg)) failBoot(new Error(`Pyodide failed to load: ${msg}`));
+  };
+}
 
 let sendChain = Promise.resolve();
 function send(obj) {
@@ -95,17 +106,23 @@ def _vr_format_exc(e):
         return "".join(traceback.format_exception_only(type(e), e))
     return "".join(traceback.format_exception(type(e), e, tb))
 
-async def _vr_exec(code):
+def _vr_clip(text, cap, result):
+    if len(text) > cap:
+        result["clipped"] = result.get("clipped", 0) + len(text) - cap
+        return text[:cap]
+    return text
+
+async def _vr_exec(code, cap):
     before = _vr_snapshot()
     result = {"error": None, "error_type": None, "value": None}
     try:
         value = await eval_code_async(code, _vr_ns, filename="<cell>")
         if value is not None:
-            result["value"] = repr(value)
+            result["value"] = _vr_clip(repr(value), cap, result)
     except BaseException as e:  # KeyboardInterrupt (interrupt), MemoryError, SystemExit included
         result["error"] = "".join(traceback.format_exception_only(type(e), e)).strip() or type(e).__name__
         result["error_type"] = type(e).__name__
-        result["traceback"] = _vr_format_exc(e)
+        result["traceback"] = _vr_clip(_vr_format_exc(e), cap, result)
     try:
         result["images"] = _vr_figures()
     except BaseException as e:
@@ -144,9 +161,12 @@ async function boot() {
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
   const t1 = performance.now();
-  await pyodide.loadPackage(["numpy", "matplotlib"], { messageCallback: () => {}, errorCallback: errWrite });
+  if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
   pyodide.runPython(PY_HELPERS);
-  pyodide.runPython("import numpy, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
+  for (const name of preload) {
+    if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
+    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) pyodide.runPython(`import ${name}`);
+  }
   return { load_s: (t1 - t0) / 1000, warm_s: (performance.now() - t0) / 1000 };
 }
 
@@ -166,7 +186,7 @@ async function doExec(req) {
   const fn = pyodide.globals.get("_vr_exec");
   let res;
   try {
-    const proxy = await fn(req.code);
+    const proxy = await fn(req.code, outCap);
     res = proxy.toJs({ dict_converter: Object.fromEntries });
     proxy.destroy();
   } finally {
@@ -223,7 +243,8 @@ const nextLine = () => queue.length ? Promise.resolve(queue.shift()) : new Promi
 
 try {
   reader.postMessage(interruptSab);
-  const info = await boot();
+  const info = await Promise.race([boot(), bootFailed]);
+  failBoot = null;
   await send({ event: "ready", ...info });
 } catch (e) {
   await send({ event: "fatal", error: String(e?.stack ?? e) });

@@ -73,8 +73,17 @@ async def test_serve_subprocess(dist_dir: Path) -> None:
                     break
                 except Exception:  # noqa: BLE001 - not up yet
                     await asyncio.sleep(0.5)
-            r = await client.execute(info.id, "import numpy as np\nint(np.arange(5).sum())")
+            r = await client.execute(info.id, "import numpy as np\nkept = int(np.arange(5).sum())\nkept")
             assert r.ok and r.logs == "10\n"
+            # a client that goes away interrupts its call; the container keeps its state
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as raw:
+                with pytest.raises(httpx.ReadTimeout):
+                    await raw.post(f"/v1/containers/{info.id}/execute",
+                                   json={"code": "while True: pass", "timeout_s": 60}, timeout=1.5)
+            t0 = asyncio.get_running_loop().time()
+            r = await client.execute(info.id, "kept")
+            assert r.ok and r.logs == "10\n" and not r.worker_restarted
+            assert asyncio.get_running_loop().time() - t0 < 10, "the abandoned call was not interrupted"
             await client.delete_container(info.id)
     finally:
         proc.terminate()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ async def test_add_sympy_then_import_it(dist_copy: Path, dist_dir: Path) -> None
     # setup re-run on the copy keeps the added packages
     await asyncio.to_thread(setup_distribution, dist_copy, log=lambda _m: None)
     assert "sympy" in json.loads((dist_copy / "pyodide-lock.json").read_text())["packages"]
-    w = WorkerProcess(WorkerConfig(dist_dir=dist_copy))
+    w = WorkerProcess(WorkerConfig(dist_dir=dist_copy, preload=()))
     try:
         async with asyncio.timeout(120):
             await w.start()
@@ -91,3 +92,17 @@ def test_setup_fails_on_tampered_core_file(dist_dir: Path, tmp_path: Path) -> No
     (dist / "pyodide.mjs").write_text("// tampered\n")
     with pytest.raises(SetupError, match="sha256 mismatch for pyodide.mjs"):
         setup_distribution(dist, vendor, log=lambda _m: None)
+
+
+def test_setup_from_scratch_with_npm(tmp_path: Path) -> None:
+    """A cold setup into an empty cache dir: npm pack + vendored files, everything verified, lock trimmed."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    env = {**os.environ, "VR_PYODIDE_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "setup_pyodide.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "installed from npm pyodide@0.27.7 (integrity verified)" in proc.stdout
+    lock = json.loads((tmp_path / "cache" / "pyodide-lock.json").read_text())
+    assert len(lock["packages"]) == 20 and {"numpy", "scikit-learn", "micropip"} <= set(lock["packages"])
+    assert all((tmp_path / "cache" / e["file_name"]).is_file() for e in lock["packages"].values())

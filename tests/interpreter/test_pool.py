@@ -19,6 +19,8 @@ pytestmark = pytest.mark.sandbox
 
 async def test_state_value_stderr_and_traceback(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(30):
+        r = await pool.execute(container, "import sys\n[m in sys.modules for m in ('numpy', 'matplotlib.pyplot')]")
+        assert r.ok and r.logs == "[True, True]\n"  # warmed before the container got it
         r = await pool.execute(container, "x = 20\nprint('a')\nimport sys; print('b', file=sys.stderr)\nprint('c')")
         assert r.ok and r.logs == "a\nb\nc\n" and r.error_kind is None
         r = await pool.execute(container, "x * 2 + 2")
@@ -76,13 +78,53 @@ async def test_timeout_interrupts_and_container_survives(pool: WorkerPool, conta
         assert r.ok and r.logs == "'yes'\n" and not r.worker_restarted
 
 
+async def test_code_that_ignores_interrupt_is_killed_and_replaced(pool: WorkerPool, container: str) -> None:
+    code = "from pyodide.code import run_js\nrun_js('while (true) {}')"  # JS never checks the interrupt flag
+    async with asyncio.timeout(90):
+        await pool.execute(container, "gone = 1")
+        pid = pool._containers[container].worker.pid
+        t0 = time.monotonic()
+        r = await pool.execute(container, code, timeout_s=1.0)
+        assert r.error_kind == "timeout" and r.worker_restarted and "killed" in r.error
+        assert time.monotonic() - t0 < 1.0 + pool.cfg.grace_s + 3
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        r = await pool.execute(container, "'gone' in globals()")
+        assert r.ok and r.logs == "False\n" and not r.worker_restarted
+
+
+async def test_worker_dying_while_idle_is_reported_once(pool: WorkerPool, container: str) -> None:
+    async with asyncio.timeout(90):
+        await pool.execute(container, "a = 1")
+        w = pool._containers[container].worker
+        os.kill(w.pid, signal.SIGKILL)
+        for _ in range(50):  # wait until the pool's reader noticed the exit
+            if not w.alive:
+                break
+            await asyncio.sleep(0.1)
+        r = await pool.execute(container, "'a' in globals()")
+        assert r.ok and r.logs == "False\n" and r.worker_restarted
+        r = await pool.execute(container, "1")
+        assert r.ok and not r.worker_restarted
+
+
 async def test_memory_bomb_is_contained(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(90):
         await pool.execute(container, "marker = 1")
         r = await pool.execute(container, "a = []\nwhile True:\n    a.append(bytearray(10**7))", timeout_s=30)
         assert r.error_kind == "memory" and r.worker_restarted, (r.error, r.logs[-300:])
         r = await pool.execute(container, "print('alive'); 'marker' in globals()")
-        assert r.ok and r.logs == "alive\nFalse\n"
+        assert r.ok and r.logs == "alive\nFalse\n" and not r.worker_restarted  # reported once, above
+
+
+async def test_js_heap_exhaustion_kills_worker_and_pool_heals(pool: WorkerPool, container: str) -> None:
+    code = "from pyodide.code import run_js\nrun_js('const a = []; while (true) a.push(new Array(1e6).fill(1.5));')"
+    async with asyncio.timeout(120):
+        r = await pool.execute(container, code, timeout_s=60)
+        assert r.error_kind == "crashed" and r.worker_restarted, (r.error, r.logs[-300:])
+        assert "out of memory" in r.error.lower() or "heap limit" in r.error.lower(), r.error
+        r = await pool.execute(container, "print('ok')")
+        assert r.ok and r.logs == "ok\n"
 
 
 async def test_huge_output_is_truncated(pool: WorkerPool, container: str) -> None:
@@ -91,6 +133,10 @@ async def test_huge_output_is_truncated(pool: WorkerPool, container: str) -> Non
     assert r.ok
     assert r.logs.startswith("line 0\nline 1\n")
     assert "[... output truncated:" in r.logs and len(r.logs) < 20_000 + 200
+    async with asyncio.timeout(30):
+        r = await pool.execute(container, "'y' * 50_000_000")  # a huge final value is clipped in the worker
+    assert r.ok and r.logs.startswith("'yyy") and len(r.logs) < 20_000 + 200
+    assert r.logs.rstrip().endswith("more bytes not shown ...]")
 
 
 async def test_killed_worker_gives_error_and_heals(pool: WorkerPool, container: str) -> None:
@@ -103,7 +149,7 @@ async def test_killed_worker_gives_error_and_heals(pool: WorkerPool, container: 
         r = await task
         assert r.error_kind == "crashed" and r.worker_restarted
         r = await pool.execute(container, "print('back'); 'v' in globals()")
-        assert r.ok and r.logs == "back\nFalse\n"
+        assert r.ok and r.logs == "back\nFalse\n" and not r.worker_restarted
         assert pool._containers[container].worker.pid != pid
 
 
@@ -137,12 +183,14 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
     code = "import time\nt0 = time.time()\ns = 0\nfor i in range(N):\n    s += i * i\n(t0, time.time())"
     async with asyncio.timeout(150):
         await pool.wait_warm()
+        t0 = time.monotonic()
         a = (await pool.create_container()).id
+        assert time.monotonic() - t0 < 0.5, "a warm pool must hand out a worker without a cold start"
         b = (await pool.create_container()).id
         try:
             r = await pool.execute(a, "N = 200_000\n" + code)
             t_start, t_end = eval(r.logs)
-            n = max(200_000, int(200_000 * 1.0 / max(t_end - t_start, 1e-3)))  # ~1 s of CPU each
+            n = max(200_000, int(200_000 * 0.8 / max(t_end - t_start, 1e-3)))  # ~0.8 s of CPU each
             for c in (a, b):
                 assert (await pool.execute(c, f"N = {n}")).ok
             ratios = []
@@ -159,7 +207,10 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
                 ratios.append(parallel / serial)
                 if ratios[-1] < 0.8:
                     break
-            assert min(ratios) < 0.8, ratios
+            # Other jobs on a loaded host take CPU from both runs; then only require a clear gain.
+            busy = os.getloadavg()[0] > (os.cpu_count() or 1)
+            limit = 0.92 if busy else 0.8
+            assert min(ratios) < limit, (ratios, "loadavg", os.getloadavg())
         finally:
             await pool.delete_container(a)
             await pool.delete_container(b)
@@ -192,7 +243,7 @@ async def test_unknown_container(pool: WorkerPool) -> None:
 async def test_exhaustion_and_expiry(dist_dir) -> None:
     async with asyncio.timeout(120):
         async with WorkerPool(workers=1, spares=0, dist_dir=dist_dir, idle_expiry_s=1.5,
-                              reap_interval_s=0.3) as small:
+                              reap_interval_s=0.3, preload=()) as small:
             c = await small.create_container()
             with pytest.raises(PoolExhausted):
                 await small.create_container()
@@ -204,3 +255,39 @@ async def test_exhaustion_and_expiry(dist_dir) -> None:
             c2 = await small.create_container()  # the slot is free again (a fresh worker)
             r = await small.execute(c2.id, "'x' in globals()")
             assert r.ok and r.logs == "False\n"
+
+
+async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
+    import shutil
+
+    from interpreter_service.api import InterpreterError
+
+    for name in ("pyodide.mjs", "pyodide.asm.js", "python_stdlib.zip", "pyodide-lock.json"):
+        shutil.copyfile(dist_dir / name, tmp_path / name)
+    (tmp_path / "pyodide.asm.wasm").write_bytes(b"\0asm not really")
+    async with asyncio.timeout(60):
+        t0 = time.monotonic()
+        with pytest.raises(InterpreterError, match="no worker could be started.*failed to load"):
+            async with WorkerPool(workers=1, spares=0, dist_dir=tmp_path, preload=(), start_timeout_s=30):
+                pass
+        assert time.monotonic() - t0 < 15, "a broken distribution must fail fast, not by start timeout"
+
+
+async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir) -> None:
+    async with asyncio.timeout(180):
+        async with WorkerPool(workers=2, spares=0, dist_dir=dist_dir, preload=()) as small:
+            a = await small.create_container()
+            b = await small.create_container()
+            await small.execute(b.id, "x = 1")
+            await small.execute(a.id, "x = 2")  # b is now the least recently used
+            c = await small.create_container()
+            with pytest.raises(ContainerNotFound):
+                await small.get_container(b.id)
+            assert (await small.execute(a.id, "x")).logs == "2\n"
+            assert {x.id for x in await small.list_containers()} == {a.id, c.id}
+            # A container that is running code is never evicted: with both busy, the pool is exhausted.
+            busy = [asyncio.create_task(small.execute(cid, "import time; time.sleep(3)")) for cid in (a.id, c.id)]
+            await asyncio.sleep(0.5)
+            with pytest.raises(PoolExhausted):
+                await small.create_container()
+            await asyncio.gather(*busy)

@@ -145,7 +145,7 @@ async def test_runtime_tampering_does_not_leak_to_other_containers(pool: WorkerP
 async def test_allow_net_opt_in_reaches_only_listed_host(dist_dir: Path) -> None:
     """Positive control for the network probes: with `--allow-net=127.0.0.1:PORT` a fetch does get through."""
     async with asyncio.timeout(120), Listener() as server, Listener() as unlisted:
-        w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",)))
+        w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",), preload=()))
         try:
             await w.start()
             code = f"from pyodide.http import pyfetch\nr = await pyfetch('http://127.0.0.1:{server.port}/')\nawait r.string()"
@@ -158,3 +158,15 @@ async def test_allow_net_opt_in_reaches_only_listed_host(dist_dir: Path) -> None
             assert unlisted.connections == 0
         finally:
             await w.kill()
+
+
+async def test_worker_process_has_empty_env_and_minimal_permissions(pool: WorkerPool, probe_container: str) -> None:
+    """Read the live Deno process's environment and command line from /proc."""
+    worker = pool._containers[probe_container].worker  # white-box: the container's process
+    assert worker is not None and worker.pid is not None
+    assert Path(f"/proc/{worker.pid}/environ").read_bytes() == b""
+    argv = Path(f"/proc/{worker.pid}/cmdline").read_bytes().decode().split("\0")
+    allows = [a for a in argv if a.startswith("--allow")]
+    assert allows == [f"--allow-read={pool.cfg.dist_dir}"], allows
+    assert "--no-prompt" in argv and not any(a.startswith(("-A", "--allow-all")) for a in argv)
+    assert any(a.startswith("--v8-flags=--wasm-max-mem-pages=") and "--max-old-space-size=" in a for a in argv)
