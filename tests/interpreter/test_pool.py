@@ -243,7 +243,7 @@ async def test_unknown_container(pool: WorkerPool) -> None:
 async def test_exhaustion_and_expiry(dist_dir) -> None:
     async with asyncio.timeout(120):
         async with WorkerPool(workers=1, spares=0, dist_dir=dist_dir, idle_expiry_s=1.5,
-                              reap_interval_s=0.3, preload=()) as small:
+                              reap_interval_s=0.3, preload=(), evict_idle=False) as small:
             c = await small.create_container()
             with pytest.raises(PoolExhausted):
                 await small.create_container()
