@@ -172,3 +172,15 @@ async def test_concurrent_streams(engine):
     ]
     results = await asyncio.gather(*(collect(engine, r) for r in reqs))
     assert [text_of(ev) for ev in results] == [f"stream {i}" for i in range(4)]
+
+
+async def test_template_errors_are_400(engine, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ValueError("Conversation roles must alternate user/assistant")
+
+    monkeypatch.setattr(engine._tokenizer, "apply_chat_template", refuse)
+    with pytest.raises(EngineError) as ei:
+        await collect(engine, GenerateRequest("t10", USER))
+    assert ei.value.status == 400 and "alternate" in ei.value.message
+    with pytest.raises(EngineError):
+        await engine.count_tokens(USER, ())

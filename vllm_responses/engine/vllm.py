@@ -125,8 +125,15 @@ class VLLMEngine:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: GenerateRequest, prefill: str = "") -> str:
-        """The prompt text for `request` (for debugging and tests)."""
-        return render_prompt(self._tokenizer, request, self.caps, self._parser_cls(), prefill)
+        """The prompt text for `request`; a template that refuses the turns is a 400 `EngineError`."""
+        try:
+            return render_prompt(self._tokenizer, request, self.caps, self._parser_cls(), prefill)
+        except Exception as exc:  # jinja's TemplateError and whatever a template raises
+            raise EngineError(
+                f"the chat template of {self._model_name} cannot render this conversation: {exc}",
+                status=400,
+                code="invalid_prompt",
+            ) from exc
 
     async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
         request = GenerateRequest(request_id="count", turns=tuple(turns), tools=tuple(tools))
