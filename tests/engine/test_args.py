@@ -81,3 +81,16 @@ def test_env_defaults_do_not_override(monkeypatch):
     env = {"VLLM_CPU_KVCACHE_SPACE": "8"}
     apply_cpu_env_defaults(env)
     assert env == {"VLLM_CPU_KVCACHE_SPACE": "8", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
+def test_our_options_shadow_vllm_options_of_the_same_name():
+    serve = argparse.ArgumentParser(prog="vllm-responses")
+    serve.add_argument("--log-level", default="info", choices=["info", "debug"])
+    add_engine_cli_args(serve)
+    ns = serve.parse_args(["--log-level", "debug", "--max-num-seqs", "64"])
+    assert ns.log_level == "debug" and ns.max_num_seqs == 64
+    args = engine_args_from_namespace(ns, "m", cpu=True)
+    assert args.log_level is None  # not handed to vLLM (its --log-level takes upper-case names)
+    assert args.max_num_seqs == 64
+    groups = {g.title for g in serve._action_groups}
+    assert {"ModelConfig", "CacheConfig", "ParallelConfig"} <= groups  # vLLM's own groups, moved over
