@@ -75,6 +75,8 @@ def add_engine_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
             if target is None:
                 target = parser.add_argument_group(group.title, group.description)
             target._add_action(action)
+    if "--model" not in parser._option_string_actions:  # vLLM hides it when argv has "serve" and "--help"
+        parser.add_argument("--model", help="Model name or path (default: the embedded default model).")
     parser.set_defaults(model=None, dtype=None, **{_SHADOWED: tuple(shadowed)})
     return parser
 
