@@ -44,9 +44,24 @@ async def engine(tiny_model):
 
     parser = add_engine_cli_args(argparse.ArgumentParser())
     args = engine_args_from_namespace(parser.parse_args(["--seed", "0"]), str(tiny_model))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
     t0 = time.monotonic()
-    async with await VLLMEngine.start(args, model_name="tiny", tool_parser="hermes") as eng:
-        print(f"\n[engine] tiny model AsyncLLM built in {time.monotonic() - t0:.1f} s")
+    try:
+        eng = await VLLMEngine.start(args, model_name="tiny", tool_parser="hermes")
+    finally:
+        ticker.cancel()
+    build_s = time.monotonic() - t0
+    print(f"\n[engine] tiny model AsyncLLM built in {build_s:.1f} s; loop ticks meanwhile: {ticks}")
+    eng.start_ticks = (ticks, build_s)  # checked by test_start_does_not_block_the_loop
+    async with eng:
         yield eng
     assert eng._closed
 
@@ -64,6 +79,11 @@ async def test_engine_protocol_and_template_caps(engine):
     assert engine.model_name == "tiny"
     assert engine.caps.tools_section and engine.caps.tool_calls
     assert engine.max_model_len == 4096
+
+
+async def test_start_does_not_block_the_loop(engine):
+    ticks, build_s = engine.start_ticks
+    assert build_s > 1 and ticks >= build_s / 0.05 / 4  # the loop kept running during the build
 
 
 async def test_forced_text_streams_exactly(engine):

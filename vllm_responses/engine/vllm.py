@@ -92,12 +92,21 @@ class VLLMEngine:
         tool_parser: str | None = None,
         prefill_code: bool = True,
     ) -> VLLMEngine:
-        """Start vLLM (blocks the loop for the engine build) and wrap it; shuts vLLM down on failure."""
+        """Start vLLM and wrap it; shuts vLLM down on failure.
+
+        The build (model load, engine-core process start: seconds) runs in a worker thread, so the
+        event loop keeps serving other start-up work (e.g. warming sandbox workers) meanwhile.
+        """
         try:
-            llm = AsyncLLM.from_engine_args(args)
+            llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except Exception as exc:
             raise EngineError(f"could not start vLLM for {args.model!r}: {exc}", code="engine_start") from exc
         try:
+            # Built off the loop, vLLM starts its output handler lazily; start it now, on this loop, so
+            # that engine failures are seen before the first request.
+            start_handler = getattr(llm, "_run_output_handler", None)
+            if start_handler is not None:
+                start_handler()
             return cls(llm, model_name or str(args.model), tool_parser=tool_parser, prefill_code=prefill_code)
         except BaseException:
             llm.shutdown()
