@@ -204,3 +204,14 @@ async def test_template_errors_are_400(engine, monkeypatch):
     assert ei.value.status == 400 and "alternate" in ei.value.message
     with pytest.raises(EngineError):
         await engine.count_tokens(USER, ())
+
+
+async def test_choice_and_text_format_json_schema_constrain_the_output(engine):
+    choice = GenerateRequest("t11", USER, sampling=Sampling(structured={"choice": ["yes", "no"]}, seed=1))
+    assert text_of(await collect(engine, choice)) in ("yes", "no")
+    schema = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}}, "required": ["a"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "name": "ab", "schema": schema}
+    request = GenerateRequest("t12", USER, sampling=Sampling(text_format=fmt, max_tokens=400, seed=1))
+    events = await collect(engine, request)
+    assert events[-1].reason == "stop", text_of(events)
+    assert json.loads(text_of(events)) in ({"a": "x"}, {"a": "y"})
