@@ -20,9 +20,11 @@ from vllm_responses.chat import Finish, GenerateRequest, Message, Sampling  # no
 
 __all__ = ["main"]
 
+PROMPT = (Message("user", "Tell me a long story about a cat."),)
+
 
 async def one(engine, i: int, sampling: Sampling) -> tuple[float, int, float]:
-    request = GenerateRequest(f"bench-{i}", (Message("user", "Tell me a long story about a cat."),), sampling=sampling)
+    request = GenerateRequest(f"bench-{i}", PROMPT, sampling=sampling)
     t0 = time.monotonic()
     ttft = None
     tokens = 0
@@ -40,11 +42,14 @@ async def one_raw(engine, i: int, sampling: Sampling) -> tuple[float, int, float
     from vllm.inputs import TokensPrompt
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
-    request = GenerateRequest(f"raw-{i}", (Message("user", "Tell me a long story about a cat."),))
+    request = GenerateRequest(f"raw-{i}", PROMPT)
     ids = engine._encode(engine.render(request))
     so = StructuredOutputsParams(**sampling.structured) if sampling.structured else None
     params = SamplingParams(
-        max_tokens=sampling.max_tokens, temperature=0.0, output_kind=RequestOutputKind.DELTA, structured_outputs=so
+        max_tokens=sampling.max_tokens,
+        temperature=0.0,
+        output_kind=RequestOutputKind.DELTA,
+        structured_outputs=so,
     )
     t0 = time.monotonic()
     ttft = None

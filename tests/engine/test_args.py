@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
 
 def write_cpuinfo(tmp_path, flags: str):
     path = tmp_path / "cpuinfo"
-    path.write_text(f"processor\t: 0\nmodel name\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    cpu = f"model name\t: X\nflags\t\t: {flags}\n"
+    path.write_text(f"processor\t: 0\n{cpu}\nprocessor\t: 1\n{cpu}")
     return path
 
 
@@ -50,7 +51,7 @@ def test_defaults_on_cpu(parser, monkeypatch):
 def test_explicit_values_win(parser, monkeypatch):
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     ns = parser.parse_args(
-        ["--model", "m", "--dtype", "float16", "--max-model-len", "1024", "--tensor-parallel-size", "2", "--seed", "3"]
+        "--model m --dtype float16 --max-model-len 1024 --tensor-parallel-size 2 --seed 3".split()
     )
     args = engine_args_from_namespace(ns, "/models/default", cpu=True)
     assert (args.model, args.dtype, args.max_model_len) == ("m", "float16", 1024)

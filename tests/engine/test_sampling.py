@@ -71,7 +71,8 @@ def test_forced_hermes_call_is_a_structural_tag_xgrammar_accepts():
     assert tag["format"]["type"] == "or" and len(tag["format"]["elements"]) == 2
     grammar = xgr.Grammar.from_structural_tag(c["structural_tag"])
     tok_info = xgr.TokenizerInfo([chr(i) for i in range(32, 127)])
-    matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(tok_info).compile_grammar(grammar), terminate_without_stop_token=True)
+    compiled = xgr.GrammarCompiler(tok_info).compile_grammar(grammar)
+    matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
     good = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
     assert matcher.accept_string(good)
     assert not matcher.accept_string("more text after the call")  # exactly one call, then the end

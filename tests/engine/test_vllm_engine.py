@@ -1,4 +1,4 @@
-"""Real-engine tests: the tiny random-weight model in vLLM's AsyncLLM, outputs forced by structured outputs."""
+"""Real-engine tests: the tiny random-weight model in vLLM's AsyncLLM, outputs forced by structured output."""
 
 from __future__ import annotations
 
@@ -120,7 +120,11 @@ async def test_forced_hermes_call_becomes_tool_call_events(engine):
 async def test_tool_choice_constrains_to_the_hermes_wrapper(engine):
     # no `structured`: the forced tool alone must make the random model open a well-formed call
     request = GenerateRequest(
-        "t3", USER, tools=(code_tool_spec(),), tool_choice=ForcedTool("python"), sampling=Sampling(max_tokens=80)
+        "t3",
+        USER,
+        tools=(code_tool_spec(),),
+        tool_choice=ForcedTool("python"),
+        sampling=Sampling(max_tokens=80),
     )
     events = await collect(engine, request)
     raw = text_of(events)
@@ -160,7 +164,8 @@ async def test_cancelling_the_consumer_aborts_the_request(engine):
         await task
     assert engine.llm.get_num_unfinished_requests() == 0
     # the engine still serves afterwards
-    events = await collect(engine, GenerateRequest("t6b", USER, sampling=Sampling(structured={"regex": "ok"})))
+    after = GenerateRequest("t6b", USER, sampling=Sampling(structured={"regex": "ok"}))
+    events = await collect(engine, after)
     assert text_of(events) == "ok"
 
 
@@ -169,10 +174,13 @@ async def test_tool_result_renders_with_the_template_tool_role(engine):
         ToolCall("call_1", "python", json.dumps({"code": "print(6*7)"})),
         ToolResult("call_1", "python", "42\n"),
     )
-    request = GenerateRequest("t7", turns, tools=(code_tool_spec(),), sampling=Sampling(structured={"regex": "42"}))
+    sampling = Sampling(structured={"regex": "42"})
+    request = GenerateRequest("t7", turns, tools=(code_tool_spec(),), sampling=sampling)
     prompt = engine.render(request)
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call><|im_end|>' in prompt
-    assert "<|im_start|>user\n<tool_response>\n42\n\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in prompt
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
+    assert f"<|im_start|>assistant\n{call}<|im_end|>" in prompt
+    result = "<|im_start|>user\n<tool_response>\n42\n\n</tool_response><|im_end|>\n"
+    assert result + "<|im_start|>assistant\n" in prompt
     events = await collect(engine, request)
     assert text_of(events) == "42" and events[-1].reason == "stop"
     assert events[-1].usage.input_tokens == await engine.count_tokens(turns, (code_tool_spec(),))
@@ -209,7 +217,12 @@ async def test_template_errors_are_400(engine, monkeypatch):
 async def test_choice_and_text_format_json_schema_constrain_the_output(engine):
     choice = GenerateRequest("t11", USER, sampling=Sampling(structured={"choice": ["yes", "no"]}, seed=1))
     assert text_of(await collect(engine, choice)) in ("yes", "no")
-    schema = {"type": "object", "properties": {"a": {"enum": ["x", "y"]}}, "required": ["a"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"enum": ["x", "y"]}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     fmt = {"type": "json_schema", "name": "ab", "schema": schema}
     request = GenerateRequest("t12", USER, sampling=Sampling(text_format=fmt, max_tokens=400, seed=1))
     events = await collect(engine, request)

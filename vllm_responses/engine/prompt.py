@@ -191,7 +191,9 @@ def render_prompt(
     return _render(tok, messages, **kwargs) + prefill
 
 
-def choose_parser(explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps) -> str:
+def choose_parser(
+    explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps
+) -> str:
     """The tool-call parser name: `explicit` if given; else `parsers.select.pick_parser` when that
     module exists; else "hermes" for templates with a tools section and "markdown_code" without."""
     if explicit:

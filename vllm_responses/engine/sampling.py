@@ -69,7 +69,9 @@ def _user_structured(structured: dict[str, Any]) -> dict[str, Any]:
     keys = [k for k in STRUCTURED_KEYS if k in structured]
     extra = set(structured) - set(STRUCTURED_KEYS)
     if len(keys) != 1 or extra:
-        raise _bad_request(f"`structured` takes exactly one of {', '.join(STRUCTURED_KEYS)}; got {sorted(structured)}")
+        raise _bad_request(
+            f"`structured` takes exactly one of {', '.join(STRUCTURED_KEYS)}; got {sorted(structured)}"
+        )
     key = keys[0]
     value = structured[key]
     if key == "choice" and not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):

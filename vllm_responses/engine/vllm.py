@@ -48,7 +48,9 @@ def _load_parser(name: str) -> type[ToolParser]:
     try:
         return get_parser(name)
     except KeyError as exc:
-        raise EngineError(f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found") from exc
+        raise EngineError(
+            f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
+        ) from exc
 
 
 class VLLMEngine:
@@ -206,7 +208,9 @@ class VLLMEngine:
         except EngineDeadError as exc:
             raise EngineError("the vLLM engine died", status=503, code="engine_dead") from exc
         except (VLLMClientError, ValueError) as exc:  # vLLM's request validation errors
-            raise EngineError(f"vLLM rejected the request: {exc}", status=400, code="invalid_request") from exc
+            raise EngineError(
+                f"vLLM rejected the request: {exc}", status=400, code="invalid_request"
+            ) from exc
         except Exception as exc:
             raise EngineError(f"vLLM failed: {exc}") from exc
         finally:
