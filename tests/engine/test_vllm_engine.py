@@ -228,3 +228,13 @@ async def test_choice_and_text_format_json_schema_constrain_the_output(engine):
     events = await collect(engine, request)
     assert events[-1].reason == "stop", text_of(events)
     assert json.loads(text_of(events)) in ({"a": "x"}, {"a": "y"})
+
+
+async def test_start_failure_is_an_engine_error(tmp_path):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    with pytest.raises(EngineError) as ei:
+        await VLLMEngine.start(AsyncEngineArgs(model=str(tmp_path / "no-such-model"), enforce_eager=True))
+    assert ei.value.code == "engine_start" and "no-such-model" in ei.value.message
