@@ -238,3 +238,23 @@ async def test_start_failure_is_an_engine_error(tmp_path):
     with pytest.raises(EngineError) as ei:
         await VLLMEngine.start(AsyncEngineArgs(model=str(tmp_path / "no-such-model"), enforce_eager=True))
     assert ei.value.code == "engine_start" and "no-such-model" in ei.value.message
+
+
+async def test_think_templates_split_reasoning(engine):
+    from vllm_responses.chat import ReasoningDelta
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    template = engine._tokenizer.chat_template.replace(
+        "{{- '<|im_start|>assistant\\n' }}{%- endif %}", "{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}"
+    )
+    assert template != engine._tokenizer.chat_template
+    thinking = VLLMEngine(engine.llm, "tiny-think", tool_parser="hermes", chat_template=template)
+    assert thinking.reasoning
+    want = "six sevens</think>\n\nIt is 42."
+    request = GenerateRequest("t13", USER, sampling=Sampling(structured={"regex": regex_escape(want)}))
+    assert thinking.render(request).endswith("<|im_start|>assistant\n<think>\n")
+    events = await collect(thinking, request)
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "six sevens"
+    assert text_of(events) == "It is 42."
+    assert events[-1].usage.reasoning_tokens == len("six sevens")
+    assert not engine.reasoning
