@@ -244,9 +244,8 @@ async def test_think_templates_split_reasoning(engine):
     from vllm_responses.chat import ReasoningDelta
     from vllm_responses.engine.vllm import VLLMEngine
 
-    template = engine._tokenizer.chat_template.replace(
-        "{{- '<|im_start|>assistant\\n' }}{%- endif %}", "{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}"
-    )
+    gen = "{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+    template = engine._tokenizer.chat_template.replace(gen, gen.replace("\\n'", "\\n<think>\\n'"))
     assert template != engine._tokenizer.chat_template
     thinking = VLLMEngine(engine.llm, "tiny-think", tool_parser="hermes", chat_template=template)
     assert thinking.reasoning

@@ -110,8 +110,9 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     """Keyword arguments for vLLM's `StructuredOutputsParams`, or None for free decoding.
 
     Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
-    for well-formed calls only (one, or several with `parallel_tool_calls`); markdown formats: None, the engine prefills "```python\\n"; other formats:
-    None, unconstrained); then `text_format` (json_schema / json_object).
+    for well-formed calls only, one or several with `parallel_tool_calls`; markdown formats: None, the
+    engine prefills "```python\\n"; other formats: None, unconstrained); then `text_format`
+    (json_schema / json_object).
     """
     sampling = request.sampling
     if sampling.structured is not None:
