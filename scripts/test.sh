@@ -3,4 +3,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+say() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
+if ! command -v chromium >/dev/null 2>&1; then
+  # Only the playground's browser test needs it (it skips, saying why, where none can be installed).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium for the playground test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || say "could not install chromium: the playground browser test will be skipped"
+  else
+    say "no chromium and no root apt-get: the playground browser test will be skipped"
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

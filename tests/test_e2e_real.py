@@ -40,10 +40,10 @@ def exactly(text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def real_server() -> Iterator[LiveServer]:
-    from vllm import AsyncEngineArgs
+    import argparse
 
     from interpreter_service.pool import WorkerPool
-    from vllm_responses.engine.args import cpu_dtype
+    from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
     from vllm_responses.engine.vllm import VLLMEngine
 
@@ -55,7 +55,8 @@ def real_server() -> Iterator[LiveServer]:
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
             pool = await stack.enter_async_context(WorkerPool(workers=2, timeout_s=20))
-            args = AsyncEngineArgs(model=str(path), dtype=cpu_dtype(), enforce_eager=True, max_model_len=2048)
+            parser = add_engine_cli_args(argparse.ArgumentParser())
+            args = engine_args_from_namespace(parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path))
             engine = await VLLMEngine.start(args, model_name=MODEL, tool_parser="hermes")
             stack.push_async_callback(engine.aclose)
             yield engine, pool, MemoryStore()

@@ -23,6 +23,7 @@ from interpreter_service import Interpreter
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import APIError, InvalidRequest, Unauthorized, error_body
+from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
@@ -240,6 +241,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+        *playground_routes(),
     ]
     app = Starlette(
         routes=routes,

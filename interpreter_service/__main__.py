@@ -1,0 +1,63 @@
+"""CLI: `python -m interpreter_service {setup,serve,add-package}`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m interpreter_service")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("setup", help="assemble the offline Pyodide distribution (idempotent)")
+    s.add_argument("--dist-dir", type=Path, default=None, help="default: $VR_PYODIDE_CACHE_DIR or ~/.cache/...")
+    s.add_argument("--vendor-dir", type=Path, default=None)
+    a = sub.add_parser("add-package", help="add pure-Python wheels (PyPI names or wheel paths) to the dist")
+    a.add_argument("packages", nargs="+")
+    a.add_argument("--dist-dir", type=Path, default=None)
+    a.add_argument("--no-deps", action="store_true", help="do not resolve the packages' dependencies")
+    v = sub.add_parser("serve", help="serve a worker pool over HTTP")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8765)
+    v.add_argument("--dist-dir", type=Path, default=None)
+    v.add_argument("--workers", type=int, default=None, help="default: $VR_CODE_INTERPRETER_WORKERS or 2")
+    v.add_argument("--spares", type=int, default=1)
+    v.add_argument("--timeout", type=float, default=30.0)
+    v.add_argument("--memory-limit", default="1g")
+    v.add_argument("--idle-expiry", type=float, default=1200.0)
+    v.add_argument("--allow-net", default="", help="comma-separated hosts (default: no network)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.cmd == "setup":
+        from interpreter_service.distribution import SetupError, setup_distribution
+
+        try:
+            setup_distribution(args.dist_dir, args.vendor_dir)
+        except SetupError as e:
+            print(f"setup failed: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if args.cmd == "add-package":
+        from interpreter_service.distribution import SetupError
+        from interpreter_service.packages import add_packages
+
+        try:
+            add_packages(args.packages, dist_dir=args.dist_dir, resolve_deps=not args.no_deps)
+        except SetupError as e:
+            print(f"add-package failed: {e}", file=sys.stderr)
+            return 1
+        return 0
+    from interpreter_service.http import serve
+
+    serve(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Starlette app exposing an `Interpreter` over HTTP (used by `python -m interpreter_service serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from interpreter_service.api import ContainerNotFound, Interpreter, InterpreterError, PoolExhausted
+from interpreter_service.wire import to_json
+
+__all__ = ["create_app", "serve"]
+
+log = logging.getLogger(__name__)
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+def _guard(fn: Handler) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ContainerNotFound as e:
+            return _error(404, "container_not_found", f"no container {e}")
+        except PoolExhausted as e:
+            return _error(503, "pool_exhausted", str(e))
+        except InterpreterError as e:
+            return _error(500, "interpreter_error", str(e))
+        except (ValueError, KeyError, TypeError) as e:
+            return _error(400, "bad_request", repr(e))
+
+    return wrapped
+
+
+def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlette:
+    """An app serving `interp`; with `manage_lifecycle` it starts and closes it with the app."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await interp.start()
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await interp.aclose()
+
+    async def health(_r: Request) -> Response:
+        stats: dict[str, Any] = getattr(interp, "stats", dict)()
+        return JSONResponse({"status": "ok", **stats})
+
+    async def create(r: Request) -> Response:
+        body = await r.json() if await r.body() else {}
+        info = await interp.create_container(name=body.get("name"), memory_limit=body.get("memory_limit"))
+        return JSONResponse(to_json(info), status_code=201)
+
+    async def list_(_r: Request) -> Response:
+        return JSONResponse({"data": [to_json(c) for c in await interp.list_containers()]})
+
+    async def get(r: Request) -> Response:
+        return JSONResponse(to_json(await interp.get_container(r.path_params["cid"])))
+
+    async def delete(r: Request) -> Response:
+        await interp.delete_container(r.path_params["cid"])
+        return Response(status_code=204)
+
+    async def execute(r: Request) -> Response:
+        body = await r.json()
+        task = asyncio.create_task(
+            interp.execute(r.path_params["cid"], str(body["code"]), timeout_s=body.get("timeout_s"))
+        )
+        try:
+            while not task.done():  # a client that goes away cancels (interrupts) its code
+                await asyncio.wait({task}, timeout=0.5)
+                if not task.done() and await r.is_disconnected():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+                    return Response(status_code=499)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        return JSONResponse(to_json(task.result()))
+
+    async def put_file(r: Request) -> Response:
+        info = await interp.write_file(r.path_params["cid"], r.query_params["path"], await r.body())
+        return JSONResponse(to_json(info), status_code=201)
+
+    async def get_file(r: Request) -> Response:
+        data = await interp.read_file(r.path_params["cid"], r.query_params["path"])
+        return Response(data, media_type="application/octet-stream")
+
+    async def list_files(r: Request) -> Response:
+        return JSONResponse({"data": [to_json(f) for f in await interp.list_files(r.path_params["cid"])]})
+
+    routes = [
+        Route("/health", _guard(health), methods=["GET"]),
+        Route("/v1/containers", _guard(create), methods=["POST"]),
+        Route("/v1/containers", _guard(list_), methods=["GET"]),
+        Route("/v1/containers/{cid}", _guard(get), methods=["GET"]),
+        Route("/v1/containers/{cid}", _guard(delete), methods=["DELETE"]),
+        Route("/v1/containers/{cid}/execute", _guard(execute), methods=["POST"]),
+        Route("/v1/containers/{cid}/files", _guard(list_files), methods=["GET"]),
+        Route("/v1/containers/{cid}/files/content", _guard(put_file), methods=["PUT"]),
+        Route("/v1/containers/{cid}/files/content", _guard(get_file), methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Run a `WorkerPool` behind the HTTP API (blocking)."""
+    import uvicorn
+
+    from interpreter_service.pool import WorkerPool
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("serving the code interpreter on %s: it has no authentication", args.host)
+    pool = WorkerPool(
+        workers=args.workers, spares=args.spares, timeout_s=args.timeout, memory_limit=args.memory_limit,
+        idle_expiry_s=args.idle_expiry, dist_dir=args.dist_dir,
+        allow_net=[h for h in args.allow_net.split(",") if h.strip()],
+    )
+    uvicorn.run(create_app(pool), host=args.host, port=args.port, log_level="info")

@@ -1,0 +1,269 @@
+// Deno worker: runs Pyodide from a local distribution and serves a line-delimited JSON protocol on stdin/stdout.
+//
+// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> [preload,packages|-]
+// Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"list_files", ...}
+// and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
+// Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
+import { createRequire } from "node:module";
+
+const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
+const preload = (Deno.args[1] ?? "numpy,matplotlib").split(",").filter((p) => p && p !== "-");
+const protoOut = Deno.stdout; // private handle for the protocol
+const enc = new TextEncoder();
+const errWrite = (s) => {
+  try { Deno.stderr.writeSync(enc.encode(String(s) + "\n")); } catch { /* ignore */ }
+};
+// Keep stdout for the protocol only: anything logged (Pyodide messages, user js.console) goes to stderr.
+// While booting, an Emscripten/Pyodide failure is only logged (the load promise never settles): fail fast.
+let failBoot = null;
+const bootFailed = new Promise((_, reject) => (failBoot = reject));
+bootFailed.catch(() => {});
+for (const k of ["log", "info", "warn", "error", "debug", "trace"]) {
+  console[k] = (...a) => {
+    const msg = a.join(" ");
+    errWrite(msg);
+    if (failBoot && /failed|abort/i.test(msg)) failBoot(new Error(`Pyodide failed to load: ${msg}`));
+  };
+}
+
+let sendChain = Promise.resolve();
+function send(obj) {
+  const bytes = enc.encode(JSON.stringify(obj) + "\n");
+  sendChain = sendChain.then(async () => {
+    let off = 0;
+    while (off < bytes.length) off += await protoOut.write(bytes.subarray(off));
+  });
+  return sendChain;
+}
+
+// stdin reader thread: forwards requests to this thread, sets the interrupt flag directly.
+const interruptSab = new SharedArrayBuffer(4);
+const interruptBuf = new Uint8Array(interruptSab);
+const readerSrc = `
+let flag = null;
+self.onmessage = (e) => { flag = new Uint8Array(e.data); run(); };
+async function run() {
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of Deno.stdin.readable) {
+    buf += dec.decode(chunk, { stream: true });
+    let i;
+    while ((i = buf.indexOf("\\n")) >= 0) {
+      const line = buf.slice(0, i); buf = buf.slice(i + 1);
+      if (!line.trim()) continue;
+      if (line.startsWith('{"op":"interrupt"')) { Atomics.store(flag, 0, 2); continue; }
+      self.postMessage(line);
+    }
+  }
+  self.postMessage(null);
+}`;
+const reader = new Worker(URL.createObjectURL(new Blob([readerSrc], { type: "text/javascript" })), {
+  type: "module",
+});
+
+globalThis.require = createRequire(import.meta.url);
+globalThis.__dirname = distDir.slice(0, -1);
+
+const PY_HELPERS = `
+import base64, io, os, sys, traceback
+from pyodide.code import eval_code_async
+
+os.makedirs("/mnt/data", exist_ok=True)
+os.chdir("/mnt/data")
+_vr_ns = {"__name__": "__main__", "__builtins__": __builtins__}
+
+def _vr_snapshot(root="/mnt/data"):
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            try:
+                st = os.stat(p)
+                out[p] = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                pass
+    return out
+
+def _vr_figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    images = []
+    try:
+        for num in plt.get_fignums():
+            buf = io.BytesIO()
+            plt.figure(num).savefig(buf, format="png")
+            images.append(base64.b64encode(buf.getvalue()).decode())
+    finally:
+        plt.close("all")
+    return images
+
+def _vr_format_exc(e):
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
+        tb = tb.tb_next
+    if isinstance(e, SyntaxError) or tb is None:
+        return "".join(traceback.format_exception_only(type(e), e))
+    return "".join(traceback.format_exception(type(e), e, tb))
+
+def _vr_clip(text, cap, result):
+    if len(text) > cap:
+        result["clipped"] = result.get("clipped", 0) + len(text) - cap
+        return text[:cap]
+    return text
+
+async def _vr_exec(code, cap):
+    before = _vr_snapshot()
+    result = {"error": None, "error_type": None, "value": None}
+    try:
+        value = await eval_code_async(code, _vr_ns, filename="<cell>")
+        if value is not None:
+            result["value"] = _vr_clip(repr(value), cap, result)
+    except BaseException as e:  # KeyboardInterrupt (interrupt), MemoryError, SystemExit included
+        result["error"] = "".join(traceback.format_exception_only(type(e), e)).strip() or type(e).__name__
+        result["error_type"] = type(e).__name__
+        result["traceback"] = _vr_clip(_vr_format_exc(e), cap, result)
+    try:
+        result["images"] = _vr_figures()
+    except BaseException as e:
+        result["images"] = []
+        result["figure_error"] = repr(e)
+    after = _vr_snapshot()
+    result["files_changed"] = sorted(p for p, v in after.items() if before.get(p) != v)
+    return result
+`;
+
+let pyodide;
+const outChunks = [];
+let outBytes = 0, outCap = 100000, outDropped = 0;
+const outDec = new TextDecoder();
+function capture(bytes) {
+  const room = outCap - outBytes;
+  if (room <= 0) { outDropped += bytes.length; return bytes.length; }
+  const take = bytes.length <= room ? bytes : bytes.subarray(0, room);
+  outDropped += bytes.length - take.length;
+  outBytes += take.length;
+  outChunks.push(outDec.decode(take, { stream: true }));
+  return bytes.length;
+}
+
+async function boot() {
+  const t0 = performance.now();
+  const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
+  pyodide = await loadPyodide({
+    indexURL: distDir,
+    lockFileURL: distDir + "pyodide-lock.json",
+    stdout: (s) => errWrite(s),
+    stderr: (s) => errWrite(s),
+    env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" },
+  });
+  pyodide.setStdout({ write: capture });
+  pyodide.setStderr({ write: capture });
+  pyodide.setInterruptBuffer(interruptBuf);
+  const t1 = performance.now();
+  if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
+  pyodide.runPython(PY_HELPERS);
+  for (const name of preload) {
+    if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
+    else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) pyodide.runPython(`import ${name}`);
+  }
+  return { load_s: (t1 - t0) / 1000, warm_s: (performance.now() - t0) / 1000 };
+}
+
+async function doExec(req) {
+  outChunks.length = 0; outBytes = 0; outDropped = 0;
+  outCap = req.max_output ?? 100000;
+  const loadMsgs = [];
+  try {
+    await pyodide.loadPackagesFromImports(req.code, {
+      messageCallback: () => {},
+      errorCallback: (m) => loadMsgs.push(m),
+    });
+  } catch (e) {
+    loadMsgs.push(String(e));
+  }
+  Atomics.store(interruptBuf, 0, 0);
+  const fn = pyodide.globals.get("_vr_exec");
+  let res;
+  try {
+    const proxy = await fn(req.code, outCap);
+    res = proxy.toJs({ dict_converter: Object.fromEntries });
+    proxy.destroy();
+  } finally {
+    fn.destroy();
+    Atomics.store(interruptBuf, 0, 0);
+  }
+  outChunks.push(outDec.decode());
+  return { ...res, logs: outChunks.join(""), dropped: outDropped, load_errors: loadMsgs };
+}
+
+function fsPath(p) {
+  return p.startsWith("/") ? p : "/mnt/data/" + p;
+}
+
+async function handle(req) {
+  switch (req.op) {
+    case "ping":
+      return {};
+    case "exec":
+      return await doExec(req);
+    case "write_file": {
+      const path = fsPath(req.path);
+      const dir = path.slice(0, path.lastIndexOf("/")) || "/";
+      pyodide.FS.mkdirTree(dir);
+      const data = Uint8Array.from(atob(req.data_b64), (c) => c.charCodeAt(0));
+      pyodide.FS.writeFile(path, data);
+      return { path, bytes: data.length };
+    }
+    case "read_file": {
+      const data = pyodide.FS.readFile(fsPath(req.path));
+      let s = "";
+      for (let i = 0; i < data.length; i += 0x8000) s += String.fromCharCode(...data.subarray(i, i + 0x8000));
+      return { data_b64: btoa(s) };
+    }
+    case "list_files": {
+      const snap = pyodide.globals.get("_vr_snapshot");
+      const m = snap(req.dir ?? "/mnt/data");
+      const files = [];
+      for (const [path, v] of m.toJs()) files.push({ path, bytes: v[0] });
+      m.destroy(); snap.destroy();
+      return { files };
+    }
+    default:
+      throw new Error(`unknown op ${req.op}`);
+  }
+}
+
+const queue = [];
+let waiting = null;
+reader.onmessage = (e) => {
+  if (waiting) { const w = waiting; waiting = null; w(e.data); } else queue.push(e.data);
+};
+const nextLine = () => queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => (waiting = r));
+
+try {
+  reader.postMessage(interruptSab);
+  const info = await Promise.race([boot(), bootFailed]);
+  failBoot = null;
+  await send({ event: "ready", ...info });
+} catch (e) {
+  await send({ event: "fatal", error: String(e?.stack ?? e) });
+  Deno.exit(3);
+}
+for (;;) {
+  const line = await nextLine();
+  if (line === null) break; // stdin closed: parent went away
+  let req;
+  try {
+    req = JSON.parse(line);
+  } catch (e) {
+    await send({ id: null, ok: false, error: `bad request: ${e}` });
+    continue;
+  }
+  try {
+    await send({ id: req.id, ok: true, ...(await handle(req)) });
+  } catch (e) {
+    await send({ id: req.id, ok: false, error: String(e?.message ?? e) });
+  }
+}
+Deno.exit(0);

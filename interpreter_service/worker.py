@@ -1,0 +1,346 @@
+"""One sandboxed Deno + Pyodide worker process, driven over a line-delimited JSON protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interpreter_service.api import ExecutionResult, InterpreterError
+
+__all__ = [
+    "WORKER_SCRIPT",
+    "WorkerConfig",
+    "WorkerDied",
+    "WorkerProcess",
+    "deno_command",
+    "find_deno",
+    "parse_size",
+]
+
+WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
+WASM_PAGE = 65536
+STREAM_LIMIT = 64 * 1024 * 1024
+TRUNCATION_MARKER = "\n[... output truncated: {n} more bytes not shown ...]\n"
+
+
+class WorkerDied(InterpreterError):
+    """The Deno process exited (crash, kill, JS heap limit) or broke the protocol."""
+
+
+def parse_size(text: str | int) -> int:
+    """'1g' / '512m' / '1048576' -> bytes."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgKMG]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise ValueError(f"bad size {text!r} (use e.g. '512m' or '1g')")
+    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(float(m.group(1)) * mult)
+
+
+def find_deno() -> str:
+    import deno  # PyPI `deno`
+
+    return str(deno.find_deno_bin())
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    dist_dir: Path
+    memory_limit: int = 1 << 30  # WebAssembly heap (Python objects live there)
+    js_heap_mb: int = 512  # V8 old space (JS side: proxies, output buffers)
+    max_output: int = 100_000  # characters of logs per call
+    allow_net: Sequence[str] = field(default_factory=tuple)
+    start_timeout_s: float = 90.0
+    grace_s: float = 3.0  # after an interrupt, before the worker is killed
+    deno_bin: str | None = None
+    preload: Sequence[str] = ("numpy", "matplotlib")  # imported during warm-up
+
+
+def deno_command(cfg: WorkerConfig) -> list[str]:
+    pages = max(256, cfg.memory_limit // WASM_PAGE)
+    dist = str(Path(cfg.dist_dir).resolve())
+    cmd = [
+        cfg.deno_bin or find_deno(),
+        "run",
+        "--no-prompt",
+        "--no-config",
+        "--no-lock",
+        "--no-remote",
+        "--no-npm",
+        "--no-code-cache",
+        f"--allow-read={dist}",
+        f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb}",
+    ]
+    if cfg.allow_net:
+        hosts = [h.strip() for h in cfg.allow_net if h.strip()]
+        if any(re.search(r"[\s,=]", h) for h in hosts):
+            raise ValueError(f"bad allow-net host list {cfg.allow_net!r}")
+        if hosts:
+            cmd.append("--allow-net=" + ",".join(hosts))
+    if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
+        raise ValueError(f"bad preload list {cfg.preload!r}")
+    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-"]
+
+
+class WorkerProcess:
+    """A Deno process running Pyodide. Not shared: one owner at a time; calls are serialized by the owner."""
+
+    def __init__(self, cfg: WorkerConfig) -> None:
+        self.cfg = cfg
+        self.proc: asyncio.subprocess.Process | None = None
+        self.started_at = 0.0
+        self.ready_s = 0.0
+        self.poisoned = False  # must be replaced (memory error, timed-out kill)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict]] = {}
+        self._stderr: collections.deque[str] = collections.deque(maxlen=50)
+        self._ready: asyncio.Future[dict] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._exit_reason: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and self._exit_reason is None
+
+    def rss_bytes(self) -> int | None:
+        if self.pid is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return None
+
+    def stderr_tail(self) -> str:
+        return "\n".join(self._stderr)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = time.monotonic()
+        self._ready = loop.create_future()
+        self.proc = await asyncio.create_subprocess_exec(
+            *deno_command(self.cfg),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={},
+            cwd=str(Path(self.cfg.dist_dir).resolve()),
+            limit=STREAM_LIMIT,
+            start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
+            preexec_fn=_die_with_parent,
+        )
+        self._tasks = [
+            asyncio.create_task(self._read_stdout(), name=f"worker-{self.pid}-out"),
+            asyncio.create_task(self._read_stderr(), name=f"worker-{self.pid}-err"),
+        ]
+        try:
+            async with asyncio.timeout(self.cfg.start_timeout_s):
+                await self._ready
+        except BaseException:
+            await self.kill()
+            raise
+        self.started_at = time.time()
+        self.ready_s = time.monotonic() - t0
+
+    async def _read_stdout(self) -> None:
+        assert self.proc and self.proc.stdout
+        reason = "stdout closed"
+        try:
+            while True:
+                line = await self.proc.stdout.readline()
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue  # not ours (user code wrote to stdout)
+                if not isinstance(msg, dict):
+                    continue
+                if "event" in msg and self._ready and not self._ready.done():
+                    if msg["event"] == "ready":
+                        self._ready.set_result(msg)
+                    else:
+                        self._ready.set_exception(WorkerDied(f"worker failed to start: {msg.get('error')}"))
+                    continue
+                fut = self._pending.pop(msg.get("id"), None) if isinstance(msg.get("id"), int) else None
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except (ValueError, asyncio.LimitOverrunError) as e:  # a line over STREAM_LIMIT
+            reason = f"protocol error: {e}"
+        finally:
+            await self._on_exit(reason)
+
+    async def _read_stderr(self) -> None:
+        assert self.proc and self.proc.stderr
+        with contextlib.suppress(ValueError, asyncio.LimitOverrunError):
+            while line := await self.proc.stderr.readline():
+                self._stderr.append(line.decode(errors="replace").rstrip()[:500])
+
+    async def _on_exit(self, reason: str) -> None:
+        assert self.proc
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2):
+                await self.proc.wait()
+        code = self.proc.returncode
+        self._exit_reason = f"worker exited ({reason}, exit code {code})"
+        tail = self.stderr_tail()[-300:]
+        err = WorkerDied(self._exit_reason + (f": {tail}" if tail else ""))
+        if self._ready and not self._ready.done():
+            self._ready.set_exception(err)
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+
+    def _send(self, op: str, **fields: object) -> asyncio.Future[dict]:
+        if not self.alive or self.proc is None or self.proc.stdin is None:
+            raise WorkerDied(self._exit_reason or "worker is not running")
+        rid = next(self._ids)
+        fut: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        self.proc.stdin.write(json.dumps({"op": op, "id": rid, **fields}).encode() + b"\n")
+        return fut
+
+    async def request(self, op: str, *, timeout_s: float = 30.0, **fields: object) -> dict:
+        """Send one request; returns the reply dict. Raises `WorkerDied` or `InterpreterError`."""
+        fut = self._send(op, **fields)
+        try:
+            async with asyncio.timeout(timeout_s):
+                assert self.proc is not None and self.proc.stdin is not None
+                try:
+                    await self.proc.stdin.drain()  # large file payloads
+                except (ConnectionError, RuntimeError) as e:
+                    raise WorkerDied(f"worker stdin closed: {e!r}") from e
+                reply = await fut
+        except TimeoutError:
+            raise InterpreterError(f"worker did not answer {op!r} within {timeout_s} s") from None
+        if not reply.get("ok"):
+            raise InterpreterError(str(reply.get("error", "worker error")))
+        return reply
+
+    def interrupt(self) -> None:
+        if self.alive and self.proc and self.proc.stdin:
+            with contextlib.suppress(OSError, RuntimeError):
+                self.proc.stdin.write(b'{"op":"interrupt"}\n')
+
+    async def execute(self, code: str, *, timeout_s: float, max_output: int | None = None) -> ExecutionResult:
+        """Run code; timeouts interrupt, then kill after the grace period. Never raises for code errors."""
+        cap = self.cfg.max_output if max_output is None else max_output
+        t0 = time.monotonic()
+        try:
+            fut = self._send("exec", code=code, max_output=cap)
+        except WorkerDied as e:
+            return _died(str(e), t0)
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    reply = await asyncio.shield(fut)
+            except TimeoutError:
+                timed_out = True
+                reply = await self._interrupt_and_wait(fut)
+        except asyncio.CancelledError:
+            await self._interrupt_and_wait(fut)
+            raise
+        except WorkerDied as e:
+            return _died(str(e), t0)
+        if reply is None:  # did not yield to the interrupt: killed
+            return ExecutionResult(
+                logs="", error=f"timed out after {timeout_s:g} s (worker did not yield; killed)",
+                error_kind="timeout", duration_s=time.monotonic() - t0, worker_restarted=True,
+            )
+        return self._to_result(reply, cap, t0, timeout_s if timed_out else None)
+
+    async def _interrupt_and_wait(self, fut: asyncio.Future[dict]) -> dict | None:
+        """Interrupt the running call; wait the grace period, else kill. Returns the reply if any."""
+        self.interrupt()
+        try:
+            done, _ = await asyncio.wait({fut}, timeout=self.cfg.grace_s)
+        except asyncio.CancelledError:
+            await self.kill()
+            raise
+        if fut in done and fut.exception() is None:
+            return fut.result()
+        self.poisoned = True
+        await self.kill()
+        return None
+
+    def _to_result(self, r: dict, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
+        logs = r.get("logs", "")
+        dropped = int(r.get("dropped", 0)) + int(r.get("clipped", 0))
+        for msg in r.get("load_errors") or []:
+            logs += f"[package loading] {msg}\n"
+        if r.get("value") is not None:
+            logs += r["value"] + "\n"
+        if r.get("traceback"):
+            logs += r["traceback"]
+        if len(logs) > cap:
+            dropped += len(logs) - cap
+            logs = logs[:cap]
+        if dropped:
+            logs += TRUNCATION_MARKER.format(n=dropped)
+        images = tuple(base64.b64decode(s) for s in r.get("images") or ())
+        etype, error, kind = r.get("error_type"), r.get("error"), None
+        if etype == "KeyboardInterrupt" and timed_out_after is not None:
+            error, kind = f"timed out after {timed_out_after:g} s (interrupted)", "timeout"
+        elif etype == "MemoryError":
+            kind, self.poisoned = "memory", True  # wasm memory never shrinks: recycle
+            error = f"MemoryError: the worker's memory limit ({self.cfg.memory_limit >> 20} MiB) was reached"
+        elif error is not None:
+            kind = "exception"
+        return ExecutionResult(
+            logs=logs, images=images, error=error, error_kind=kind, duration_s=time.monotonic() - t0,
+            worker_restarted=kind == "memory", files_changed=tuple(r.get("files_changed") or ()),
+        )
+
+    async def kill(self) -> None:
+        """Kill the process (SIGKILL) and reap it. Safe to call twice."""
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self.proc.wait()
+        for t in self._tasks:
+            if not t.done():
+                t.cancel()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            async with asyncio.timeout(2):
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._exit_reason is None:
+            self._exit_reason = "worker was killed"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the parent dies (Linux), so no worker outlives the pool."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _died(msg: str, t0: float) -> ExecutionResult:
+    return ExecutionResult(
+        logs="", error=f"the worker crashed: {msg}", error_kind="crashed",
+        duration_s=time.monotonic() - t0, worker_restarted=True,
+    )

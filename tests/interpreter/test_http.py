@@ -1,0 +1,95 @@
+"""The HTTP API and `HTTPInterpreter` client: in-process (ASGI) on the shared pool, and a real `serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from interpreter_service.api import ContainerNotFound, PoolExhausted
+from interpreter_service.client import HTTPInterpreter
+from interpreter_service.http import create_app
+from interpreter_service.pool import WorkerPool
+
+from .conftest import png_size
+
+pytestmark = pytest.mark.sandbox
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_http_api_in_process(pool: WorkerPool) -> None:
+    transport = httpx.ASGITransport(app=create_app(pool, manage_lifecycle=False))
+    async with asyncio.timeout(60), HTTPInterpreter("http://sandbox", transport=transport) as client:
+        info = await client.create_container(name="http")
+        try:
+            assert (await client.get_container(info.id)).name == "http"
+            assert info.id in {c.id for c in await client.list_containers()}
+            r = await client.execute(
+                info.id, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('hi')\n6 * 7"
+            )
+            assert r.ok and r.logs == "hi\n42\n" and len(r.images) == 1 and png_size(r.images[0]) == (640, 480)
+            r = await client.execute(info.id, "raise ValueError('boom')")
+            assert r.error_kind == "exception" and r.error == "ValueError: boom"
+            f = await client.write_file(info.id, "a.txt", b"hello")
+            assert f.path == "/mnt/data/a.txt" and f.bytes == 5
+            assert await client.read_file(info.id, "/mnt/data/a.txt") == b"hello"
+            assert [x.path for x in await client.list_files(info.id)] == ["/mnt/data/a.txt"]
+            other = await client.create_container()
+            try:
+                with pytest.raises(PoolExhausted):
+                    await client.create_container()
+            finally:
+                await client.delete_container(other.id)
+        finally:
+            await client.delete_container(info.id)
+        with pytest.raises(ContainerNotFound):
+            await client.execute(info.id, "1")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_serve_subprocess(dist_dir: Path) -> None:
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "interpreter_service", "serve", "--port", str(port), "--workers", "1",
+        "--spares", "0", "--dist-dir", str(dist_dir), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(150), HTTPInterpreter(f"http://127.0.0.1:{port}") as client:
+            while True:  # wait for the pool to be warm (the lifespan starts it before serving)
+                try:
+                    info = await client.create_container()
+                    break
+                except Exception:  # noqa: BLE001 - not up yet
+                    await asyncio.sleep(0.5)
+            r = await client.execute(info.id, "import numpy as np\nkept = int(np.arange(5).sum())\nkept")
+            assert r.ok and r.logs == "10\n"
+            # a client that goes away interrupts its call; the container keeps its state
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as raw:
+                with pytest.raises(httpx.ReadTimeout):
+                    await raw.post(f"/v1/containers/{info.id}/execute",
+                                   json={"code": "while True: pass", "timeout_s": 60}, timeout=1.5)
+            t0 = asyncio.get_running_loop().time()
+            r = await client.execute(info.id, "kept")
+            assert r.ok and r.logs == "10\n" and not r.worker_restarted
+            assert asyncio.get_running_loop().time() - t0 < 10, "the abandoned call was not interrupted"
+            await client.delete_container(info.id)
+    finally:
+        proc.terminate()
+        try:
+            async with asyncio.timeout(20):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()

@@ -1,0 +1,74 @@
+"""The embedded default model (SmolLM2-135M-Instruct, CPU) end to end: it writes code, the sandbox runs it,
+and it answers from the output. A 135M model's answers are not a measure of quality: the test asserts the
+lifecycle and that the printed output went back to the model, at temperature 0."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import openai
+import pytest
+
+from tests.serving import LiveServer
+from tests.wire import validate_response
+from vllm_responses.config import Config
+from vllm_responses.store import MemoryStore
+
+pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
+
+MODEL = "SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(scope="module")
+def default_server() -> Iterator[LiveServer]:
+    from interpreter_service.pool import WorkerPool
+    from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
+    from vllm_responses.engine.models import default_model_path
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    path = default_model_path()
+
+    @asynccontextmanager
+    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(WorkerPool(workers=1, timeout_s=20))
+            parser = add_engine_cli_args(argparse.ArgumentParser())
+            args = engine_args_from_namespace(parser.parse_args(["--seed", "0"]), str(path))
+            engine = await VLLMEngine.start(args, model_name=MODEL)
+            stack.push_async_callback(engine.aclose)
+            yield engine, pool, MemoryStore()
+
+    server = LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=900)
+    yield server
+    server.stop()
+
+
+def test_default_model_runs_code_and_answers_from_it(default_server: LiveServer) -> None:
+    client = openai.OpenAI(base_url=default_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=600)
+    with client.responses.stream(
+        model=MODEL,
+        input="Use Python to compute 123 * 456 and print the result.",
+        tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
+        include=["code_interpreter_call.outputs"],
+        temperature=0,
+        max_output_tokens=256,
+    ) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    validate_response(final.model_dump(mode="json", exclude={"output_text"}, exclude_none=False))
+    assert "response.code_interpreter_call_code.delta" in kinds
+    assert "response.code_interpreter_call.interpreting" in kinds
+    calls = [it for it in final.output if it.type == "code_interpreter_call"]
+    assert calls, f"the model wrote no code: {final.output}"
+    first = calls[0]
+    assert first.code and first.status in ("completed", "failed")
+    assert first.outputs, "the sandbox's output is missing"
+    logs = "".join(o.logs for o in first.outputs if o.type == "logs")
+    assert logs.strip(), "the code printed nothing"
+    # The answer came from a second model call that was given the code's output.
+    assert final.output[-1].type == "message"
+    assert final.status in ("completed", "incomplete")
+    print("code:", first.code, "\nlogs:", logs, "\nanswer:", final.output_text)
