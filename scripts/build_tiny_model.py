@@ -1,4 +1,4 @@
-"""Build a tiny random-weight Llama model folder (byte-level tokenizer, tool-aware chat template) for tests."""
+"""Build a tiny random-weight Llama model folder (byte-level tokenizer, tool-aware template) for tests."""
 
 from __future__ import annotations
 

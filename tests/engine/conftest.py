@@ -1,4 +1,4 @@
-"""Fixtures for the engine tests: the tiny model (built on demand) and stand-in parsers when needed."""
+"""Fixtures for the engine tests: the tiny model, built on demand."""
 
 from __future__ import annotations
 
@@ -21,9 +21,6 @@ def _load(name: str, path: Path):
     return mod
 
 
-STAND_INS = _load("_engine_test_parsers", Path(__file__).with_name("_test_parsers.py")).ensure_test_parsers()
-
-
 def _load_builder():
     return _load("build_tiny_model", REPO / "scripts" / "build_tiny_model.py")
 
@@ -37,7 +34,3 @@ def tiny_builder():
 def tiny_model(tiny_builder) -> Path:
     """The tiny random-weight model folder (built in a few seconds if missing or stale)."""
     return tiny_builder.build()
-
-
-def pytest_report_header(config) -> str:
-    return f"engine tests: stand-in parsers in use: {STAND_INS or 'none'}"

@@ -23,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
 
 def write_cpuinfo(tmp_path, flags: str):
     path = tmp_path / "cpuinfo"
-    path.write_text(f"processor\t: 0\nmodel name\t: X\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    cpu = f"model name\t: X\nflags\t\t: {flags}\n"
+    path.write_text(f"processor\t: 0\n{cpu}\nprocessor\t: 1\n{cpu}")
     return path
 
 
@@ -50,7 +51,7 @@ def test_defaults_on_cpu(parser, monkeypatch):
 def test_explicit_values_win(parser, monkeypatch):
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
     ns = parser.parse_args(
-        ["--model", "m", "--dtype", "float16", "--max-model-len", "1024", "--tensor-parallel-size", "2", "--seed", "3"]
+        "--model m --dtype float16 --max-model-len 1024 --tensor-parallel-size 2 --seed 3".split()
     )
     args = engine_args_from_namespace(ns, "/models/default", cpu=True)
     assert (args.model, args.dtype, args.max_model_len) == ("m", "float16", 1024)
@@ -81,3 +82,16 @@ def test_env_defaults_do_not_override(monkeypatch):
     env = {"VLLM_CPU_KVCACHE_SPACE": "8"}
     apply_cpu_env_defaults(env)
     assert env == {"VLLM_CPU_KVCACHE_SPACE": "8", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+
+
+def test_our_options_shadow_vllm_options_of_the_same_name():
+    serve = argparse.ArgumentParser(prog="vllm-responses")
+    serve.add_argument("--log-level", default="info", choices=["info", "debug"])
+    add_engine_cli_args(serve)
+    ns = serve.parse_args(["--log-level", "debug", "--max-num-seqs", "64"])
+    assert ns.log_level == "debug" and ns.max_num_seqs == 64
+    args = engine_args_from_namespace(ns, "m", cpu=True)
+    assert args.log_level is None  # not handed to vLLM (its --log-level takes upper-case names)
+    assert args.max_num_seqs == 64
+    groups = {g.title for g in serve._action_groups}
+    assert {"ModelConfig", "CacheConfig", "ParallelConfig"} <= groups  # vLLM's own groups, moved over

@@ -1,4 +1,4 @@
-"""The embedded default model (SmolLM2-135M-Instruct) in vLLM: with the "```python" prefill, a code call comes out."""
+"""The default model (SmolLM2-135M-Instruct) in vLLM: with the "```python" prefill, a code call comes out."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ import time
 
 import pytest
 
-from vllm_responses.chat import Finish, GenerateRequest, Message, Sampling, ToolCallDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.chat import ToolCall, ToolResult, code_tool_spec
+from vllm_responses.chat import (
+    Finish,
+    GenerateRequest,
+    Message,
+    Sampling,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+    code_tool_spec,
+)
 from vllm_responses.engine.base import EngineError
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -34,7 +44,8 @@ async def test_prefilled_code_call_is_well_formed(smol):
     assert smol.parser_name == "markdown_code"  # ChatML template without a tools section
     assert not smol.caps.tools_section and not smol.caps.tool_calls
     turns = (Message("user", "What is 6*7? Compute it with Python."),)
-    request = GenerateRequest("d1", turns, tools=(code_tool_spec(),), sampling=Sampling(max_tokens=96, temperature=0.0))
+    sampling = Sampling(max_tokens=96, temperature=0.0)
+    request = GenerateRequest("d1", turns, tools=(code_tool_spec(),), sampling=sampling)
     t0 = time.monotonic()
     events = [e async for e in smol.generate(request)]
     elapsed = time.monotonic() - t0
@@ -54,9 +65,11 @@ async def test_second_turn_folds_the_result_into_a_user_turn(smol):
         ToolCall("c1", "python", json.dumps({"code": "print(6*7)"})),
         ToolResult("c1", "python", "42"),
     )
-    request = GenerateRequest("d2", turns, tools=(code_tool_spec(),), sampling=Sampling(max_tokens=24, temperature=0.0))
+    sampling = Sampling(max_tokens=24, temperature=0.0)
+    request = GenerateRequest("d2", turns, tools=(code_tool_spec(),), sampling=sampling)
     prompt = smol.render(request)
     assert "<|im_start|>assistant\n```python\nprint(6*7)\n```<|im_end|>" in prompt
-    assert "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in prompt
+    result_turn = "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+    assert result_turn + "<|im_start|>assistant\n" in prompt
     events = [e async for e in smol.generate(request)]  # code already ran: no prefill, free answer
     assert isinstance(events[-1], Finish) and events[-1].usage.output_tokens > 0

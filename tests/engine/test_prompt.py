@@ -21,11 +21,13 @@ from vllm_responses.parsers.base import get_parser
 # SmolLM2-135M-Instruct's template (ChatML, no tools section, no tool role).
 CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+    "trained by Hugging Face<|im_end|>\n' }}"
     "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 CODE = code_tool_spec()
+GEN = "<|im_start|>assistant\n"
 CALL = ToolCall("c1", "python", json.dumps({"code": "print(6*7)"}))
 RESULT = ToolResult("c1", "python", "42")
 
@@ -60,12 +62,13 @@ def test_parser_choice(tool_tok):
 
 
 def test_tool_role_template(tool_tok):
-    request = GenerateRequest("r", (Message("developer", "be brief"), Message("user", "6*7?"), CALL, RESULT), tools=(CODE,))
+    turns = (Message("developer", "be brief"), Message("user", "6*7?"), CALL, RESULT)
+    request = GenerateRequest("r", turns, tools=(CODE,))
     prompt = render_prompt(tool_tok, request, probe_template(tool_tok), get_parser("hermes")())
     assert prompt.startswith("<|im_start|>system\nbe brief\n\n# Tools")
     assert '"name": "python"' in prompt.split("<tools>")[2].split("</tools>")[0]
     assert '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>' in prompt
-    assert prompt.endswith("<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    assert prompt.endswith("<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n" + GEN)
 
 
 def test_no_tool_role_folds_calls_and_results(chatml_tok):
@@ -74,7 +77,7 @@ def test_no_tool_role_folds_calls_and_results(chatml_tok):
     prompt = render_prompt(chatml_tok, request, probe_template(chatml_tok), parser, CODE_PREFILL)
     assert "```python code block" in prompt.split("<|im_end|>")[0]  # the hint in the system turn
     assert f"<|im_start|>assistant\n{parser.render_call(CALL)}<|im_end|>" in prompt
-    assert f"<|im_start|>user\n{parser.render_result(RESULT)}<|im_end|>\n<|im_start|>assistant\n```python\n" in prompt
+    assert f"<|im_start|>user\n{parser.render_result(RESULT)}<|im_end|>\n{GEN}```python\n" in prompt
     assert prompt.endswith("<|im_start|>assistant\n" + CODE_PREFILL)
 
 

@@ -64,19 +64,31 @@ def test_forced_tool_choices():
 
 def test_forced_hermes_call_is_a_structural_tag_xgrammar_accepts():
     xgr = pytest.importorskip("xgrammar")
-    r = req(tools=(WEATHER, code_tool_spec()), tool_choice="required")
-    c = structured_constraint(r, "hermes")
-    assert c is not None and set(c) == {"structural_tag"}
-    tag = json.loads(c["structural_tag"])
-    assert tag["format"]["type"] == "or" and len(tag["format"]["elements"]) == 2
-    grammar = xgr.Grammar.from_structural_tag(c["structural_tag"])
-    tok_info = xgr.TokenizerInfo([chr(i) for i in range(32, 127)])
-    matcher = xgr.GrammarMatcher(xgr.GrammarCompiler(tok_info).compile_grammar(grammar), terminate_without_stop_token=True)
-    good = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
-    assert matcher.accept_string(good)
-    assert not matcher.accept_string("more text after the call")  # exactly one call, then the end
-    matcher.reset()
-    assert not matcher.accept_string('<tool_call>\n{"name": "nope"')
+    tok_info = xgr.TokenizerInfo([chr(i) for i in range(32, 127)] + ["\n"])
+    code = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
+    weather = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+    def matcher(parallel: bool):
+        r = req(tools=(WEATHER, code_tool_spec()), tool_choice="required", parallel_tool_calls=parallel)
+        c = structured_constraint(r, "hermes")
+        assert c is not None and set(c) == {"structural_tag"}
+        assert len(json.loads(c["structural_tag"])["format"]["tags"]) == 2
+        compiled = xgr.GrammarCompiler(tok_info).compile_grammar(
+            xgr.Grammar.from_structural_tag(c["structural_tag"])
+        )
+        return xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+
+    one = matcher(parallel=False)
+    assert one.accept_string(code) and one.is_terminated()  # exactly one call, then the end
+    assert not one.accept_string("\n" + weather)
+    one.reset()
+    assert not one.accept_string('<tool_call>\n{"name": "nope"')
+    one.reset()
+    assert not one.accept_string("free text first")
+    many = matcher(parallel=True)
+    assert many.accept_string(code + "\n" + weather)
+    many.reset()
+    assert not many.accept_string(weather.replace('"Paris"', "3"))  # arguments follow the schema
 
 
 def test_forced_markdown_call_relies_on_prefill():

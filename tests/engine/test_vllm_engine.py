@@ -1,4 +1,4 @@
-"""Real-engine tests: the tiny random-weight model in vLLM's AsyncLLM, outputs forced by structured outputs."""
+"""Real-engine tests: the tiny random-weight model in vLLM's AsyncLLM, outputs forced by structured output."""
 
 from __future__ import annotations
 
@@ -44,9 +44,24 @@ async def engine(tiny_model):
 
     parser = add_engine_cli_args(argparse.ArgumentParser())
     args = engine_args_from_namespace(parser.parse_args(["--seed", "0"]), str(tiny_model))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    ticker = asyncio.create_task(tick())
     t0 = time.monotonic()
-    async with await VLLMEngine.start(args, model_name="tiny", tool_parser="hermes") as eng:
-        print(f"\n[engine] tiny model AsyncLLM built in {time.monotonic() - t0:.1f} s")
+    try:
+        eng = await VLLMEngine.start(args, model_name="tiny", tool_parser="hermes")
+    finally:
+        ticker.cancel()
+    build_s = time.monotonic() - t0
+    print(f"\n[engine] tiny model AsyncLLM built in {build_s:.1f} s; loop ticks meanwhile: {ticks}")
+    eng.start_ticks = (ticks, build_s)  # checked by test_start_does_not_block_the_loop
+    async with eng:
         yield eng
     assert eng._closed
 
@@ -64,6 +79,11 @@ async def test_engine_protocol_and_template_caps(engine):
     assert engine.model_name == "tiny"
     assert engine.caps.tools_section and engine.caps.tool_calls
     assert engine.max_model_len == 4096
+
+
+async def test_start_does_not_block_the_loop(engine):
+    ticks, build_s = engine.start_ticks
+    assert build_s > 1 and ticks >= build_s / 0.05 / 4  # the loop kept running during the build
 
 
 async def test_forced_text_streams_exactly(engine):
@@ -100,7 +120,11 @@ async def test_forced_hermes_call_becomes_tool_call_events(engine):
 async def test_tool_choice_constrains_to_the_hermes_wrapper(engine):
     # no `structured`: the forced tool alone must make the random model open a well-formed call
     request = GenerateRequest(
-        "t3", USER, tools=(code_tool_spec(),), tool_choice=ForcedTool("python"), sampling=Sampling(max_tokens=80)
+        "t3",
+        USER,
+        tools=(code_tool_spec(),),
+        tool_choice=ForcedTool("python"),
+        sampling=Sampling(max_tokens=80),
     )
     events = await collect(engine, request)
     raw = text_of(events)
@@ -140,7 +164,8 @@ async def test_cancelling_the_consumer_aborts_the_request(engine):
         await task
     assert engine.llm.get_num_unfinished_requests() == 0
     # the engine still serves afterwards
-    events = await collect(engine, GenerateRequest("t6b", USER, sampling=Sampling(structured={"regex": "ok"})))
+    after = GenerateRequest("t6b", USER, sampling=Sampling(structured={"regex": "ok"}))
+    events = await collect(engine, after)
     assert text_of(events) == "ok"
 
 
@@ -149,10 +174,13 @@ async def test_tool_result_renders_with_the_template_tool_role(engine):
         ToolCall("call_1", "python", json.dumps({"code": "print(6*7)"})),
         ToolResult("call_1", "python", "42\n"),
     )
-    request = GenerateRequest("t7", turns, tools=(code_tool_spec(),), sampling=Sampling(structured={"regex": "42"}))
+    sampling = Sampling(structured={"regex": "42"})
+    request = GenerateRequest("t7", turns, tools=(code_tool_spec(),), sampling=sampling)
     prompt = engine.render(request)
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call><|im_end|>' in prompt
-    assert "<|im_start|>user\n<tool_response>\n42\n\n</tool_response><|im_end|>\n<|im_start|>assistant\n" in prompt
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6*7)"}}\n</tool_call>'
+    assert f"<|im_start|>assistant\n{call}<|im_end|>" in prompt
+    result = "<|im_start|>user\n<tool_response>\n42\n\n</tool_response><|im_end|>\n"
+    assert result + "<|im_start|>assistant\n" in prompt
     events = await collect(engine, request)
     assert text_of(events) == "42" and events[-1].reason == "stop"
     assert events[-1].usage.input_tokens == await engine.count_tokens(turns, (code_tool_spec(),))
@@ -172,3 +200,60 @@ async def test_concurrent_streams(engine):
     ]
     results = await asyncio.gather(*(collect(engine, r) for r in reqs))
     assert [text_of(ev) for ev in results] == [f"stream {i}" for i in range(4)]
+
+
+async def test_template_errors_are_400(engine, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ValueError("Conversation roles must alternate user/assistant")
+
+    monkeypatch.setattr(engine._tokenizer, "apply_chat_template", refuse)
+    with pytest.raises(EngineError) as ei:
+        await collect(engine, GenerateRequest("t10", USER))
+    assert ei.value.status == 400 and "alternate" in ei.value.message
+    with pytest.raises(EngineError):
+        await engine.count_tokens(USER, ())
+
+
+async def test_choice_and_text_format_json_schema_constrain_the_output(engine):
+    choice = GenerateRequest("t11", USER, sampling=Sampling(structured={"choice": ["yes", "no"]}, seed=1))
+    assert text_of(await collect(engine, choice)) in ("yes", "no")
+    schema = {
+        "type": "object",
+        "properties": {"a": {"enum": ["x", "y"]}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    fmt = {"type": "json_schema", "name": "ab", "schema": schema}
+    request = GenerateRequest("t12", USER, sampling=Sampling(text_format=fmt, max_tokens=400, seed=1))
+    events = await collect(engine, request)
+    assert events[-1].reason == "stop", text_of(events)
+    assert json.loads(text_of(events)) in ({"a": "x"}, {"a": "y"})
+
+
+async def test_start_failure_is_an_engine_error(tmp_path):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    with pytest.raises(EngineError) as ei:
+        await VLLMEngine.start(AsyncEngineArgs(model=str(tmp_path / "no-such-model"), enforce_eager=True))
+    assert ei.value.code == "engine_start" and "no-such-model" in ei.value.message
+
+
+async def test_think_templates_split_reasoning(engine):
+    from vllm_responses.chat import ReasoningDelta
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    gen = "{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+    template = engine._tokenizer.chat_template.replace(gen, gen.replace("\\n'", "\\n<think>\\n'"))
+    assert template != engine._tokenizer.chat_template
+    thinking = VLLMEngine(engine.llm, "tiny-think", tool_parser="hermes", chat_template=template)
+    assert thinking.reasoning
+    want = "six sevens</think>\n\nIt is 42."
+    request = GenerateRequest("t13", USER, sampling=Sampling(structured={"regex": regex_escape(want)}))
+    assert thinking.render(request).endswith("<|im_start|>assistant\n<think>\n")
+    events = await collect(thinking, request)
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "six sevens"
+    assert text_of(events) == "It is 42."
+    assert events[-1].usage.reasoning_tokens == len("six sevens")
+    assert not engine.reasoning

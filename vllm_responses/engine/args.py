@@ -49,16 +49,35 @@ def cpu_dtype(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     return "bfloat16" if cpu_flags(cpuinfo) & _BF16_FLAGS else "float32"
 
 
+_SHADOWED = "_vr_shadowed_engine_args"
+
+
 def add_engine_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add vLLM's engine arguments (`AsyncEngineArgs.add_cli_args`) to `parser` (or a sub-parser).
 
-    `--model` and `--dtype` default to None here so that we can tell "not given" apart: see
-    `engine_args_from_namespace`. Imports vLLM (a few seconds).
+    vLLM's own argument actions are moved over group by group (nothing is redefined here). An option
+    string `parser` already has (e.g. our `--log-level`) stays ours: vLLM's option of that name is left
+    out and its value is not passed to vLLM. `--model` and `--dtype` default to None here so that "not
+    given" can be told apart: see `engine_args_from_namespace`. Imports vLLM (a few seconds).
     """
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    AsyncEngineArgs.add_cli_args(parser)  # type: ignore[arg-type]  # plain argparse suffices
-    parser.set_defaults(model=None, dtype=None)
+    scratch = argparse.ArgumentParser(add_help=False)
+    AsyncEngineArgs.add_cli_args(scratch)  # type: ignore[arg-type]  # plain argparse suffices
+    taken = set(parser._option_string_actions)
+    shadowed: list[str] = []
+    for group in scratch._action_groups:
+        target: Any = None
+        for action in group._group_actions:
+            if any(opt in taken for opt in action.option_strings):
+                shadowed.append(action.dest)
+                continue
+            if target is None:
+                target = parser.add_argument_group(group.title, group.description)
+            target._add_action(action)
+    if "--model" not in parser._option_string_actions:  # vLLM hides it when argv has "serve" and "--help"
+        parser.add_argument("--model", help="Model name or path (default: the embedded default model).")
+    parser.set_defaults(model=None, dtype=None, **{_SHADOWED: tuple(shadowed)})
     return parser
 
 
@@ -90,6 +109,9 @@ def engine_args_from_namespace(
 
     on_cpu = is_cpu_platform() if cpu is None else cpu
     ns = copy.copy(ns)
+    for dest in getattr(ns, _SHADOWED, ()):  # our options of the same name are not vLLM's
+        if hasattr(ns, dest):
+            delattr(ns, dest)
     if getattr(ns, "model", None) is None:
         ns.model = str(model_default)
     if getattr(ns, "dtype", None) is None:

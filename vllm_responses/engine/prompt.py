@@ -53,21 +53,24 @@ class TemplateCaps:
     tool_calls: bool  # renders assistant `tool_calls` (then a `tool` role is assumed too)
 
 
-def _render(tok: ChatTokenizer, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+def _render(tok: ChatTokenizer, messages: list[dict[str, Any]], template: str | None, **kwargs: Any) -> str:
+    if template is not None:
+        kwargs["chat_template"] = template
     return str(tok.apply_chat_template(messages, tokenize=False, **kwargs))
 
 
-def probe_template(tok: ChatTokenizer) -> TemplateCaps:
+def probe_template(tok: ChatTokenizer, template: str | None = None) -> TemplateCaps:
+    """Probe `template` (default: the tokenizer's own)."""
     user = [{"role": "user", "content": "hi"}]
     tool = {"type": "function", "function": {"name": "f", "description": _SENTINEL, "parameters": {}}}
     try:
-        tools_section = _SENTINEL in _render(tok, user, tools=[tool], add_generation_prompt=True)
+        tools_section = _SENTINEL in _render(tok, user, template, tools=[tool], add_generation_prompt=True)
     except Exception:  # a template may raise on unexpected input: treat as "not supported"
         tools_section = False
     call = {"type": "function", "id": "c0", "function": {"name": _SENTINEL, "arguments": {}}}
     convo = user + [{"role": "assistant", "content": "", "tool_calls": [call]}]
     try:
-        tool_calls = _SENTINEL in _render(tok, convo)
+        tool_calls = _SENTINEL in _render(tok, convo, template)
     except Exception:
         tool_calls = False
     return TemplateCaps(tools_section=tools_section, tool_calls=tool_calls)
@@ -175,9 +178,15 @@ def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, poli
 
 
 def render_prompt(
-    tok: ChatTokenizer, request: GenerateRequest, caps: TemplateCaps, parser: ToolParser, prefill: str = ""
+    tok: ChatTokenizer,
+    request: GenerateRequest,
+    caps: TemplateCaps,
+    parser: ToolParser,
+    prefill: str = "",
+    template: str | None = None,
 ) -> str:
-    """The prompt text: the chat template applied with a generation prompt, then `prefill`."""
+    """The prompt text: the chat template (`template`, default the tokenizer's own) applied with a
+    generation prompt, then `prefill`."""
     messages = turns_to_messages(request.turns, caps, parser)
     tools = request.tools if request.tool_choice != "none" else ()
     kwargs: dict[str, Any] = {"add_generation_prompt": True}
@@ -188,10 +197,12 @@ def render_prompt(
             messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + hint}
         else:
             messages.insert(0, {"role": "system", "content": hint})
-    return _render(tok, messages, **kwargs) + prefill
+    return _render(tok, messages, template, **kwargs) + prefill
 
 
-def choose_parser(explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps) -> str:
+def choose_parser(
+    explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps
+) -> str:
     """The tool-call parser name: `explicit` if given; else `parsers.select.pick_parser` when that
     module exists; else "hermes" for templates with a tools section and "markdown_code" without."""
     if explicit:

@@ -48,8 +48,9 @@ def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:
     raise _bad_request(f"unsupported tool_choice {choice!r}")
 
 
-def hermes_call_constraint(tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    """An xgrammar structural tag forcing exactly one well-formed Hermes call to one of `tools`."""
+def hermes_call_constraint(tools: Sequence[ToolSpec], *, parallel: bool = False) -> dict[str, Any]:
+    """An xgrammar structural tag forcing well-formed Hermes calls to `tools` and nothing else: exactly
+    one call, or with `parallel` one or more separated by newlines."""
     tags = []
     for tool in tools:
         schema = tool.parameters or {"type": "object"}
@@ -61,7 +62,13 @@ def hermes_call_constraint(tools: Sequence[ToolSpec]) -> dict[str, Any]:
                 "end": "}\n</tool_call>",
             }
         )
-    fmt = tags[0] if len(tags) == 1 else {"type": "or", "elements": tags}
+    fmt = {
+        "type": "tags_with_separator",
+        "tags": tags,
+        "separator": "\n",
+        "at_least_one": True,
+        "stop_after_first": not parallel,
+    }
     return {"structural_tag": json.dumps({"type": "structural_tag", "format": fmt})}
 
 
@@ -69,7 +76,9 @@ def _user_structured(structured: dict[str, Any]) -> dict[str, Any]:
     keys = [k for k in STRUCTURED_KEYS if k in structured]
     extra = set(structured) - set(STRUCTURED_KEYS)
     if len(keys) != 1 or extra:
-        raise _bad_request(f"`structured` takes exactly one of {', '.join(STRUCTURED_KEYS)}; got {sorted(structured)}")
+        raise _bad_request(
+            f"`structured` takes exactly one of {', '.join(STRUCTURED_KEYS)}; got {sorted(structured)}"
+        )
     key = keys[0]
     value = structured[key]
     if key == "choice" and not (isinstance(value, list) and value and all(isinstance(c, str) for c in value)):
@@ -101,8 +110,9 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     """Keyword arguments for vLLM's `StructuredOutputsParams`, or None for free decoding.
 
     Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
-    for one well-formed call; markdown formats: None, the engine prefills "```python\\n"; other formats:
-    None, unconstrained); then `text_format` (json_schema / json_object).
+    for well-formed calls only, one or several with `parallel_tool_calls`; markdown formats: None, the
+    engine prefills "```python\\n"; other formats: None, unconstrained); then `text_format`
+    (json_schema / json_object).
     """
     sampling = request.sampling
     if sampling.structured is not None:
@@ -110,7 +120,7 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     forced = forced_tools(request)
     if forced:
         if parser_name in HERMES_FORMATS:
-            return hermes_call_constraint(forced)
+            return hermes_call_constraint(forced, parallel=request.parallel_tool_calls)
         return None
     if sampling.text_format:
         return _text_format(sampling.text_format)

@@ -15,10 +15,12 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from vllm_responses.chat import (
+    Delta,
     EngineEvent,
     Finish,
     FinishReason,
     GenerateRequest,
+    ReasoningDelta,
     ToolCallStart,
     ToolSpec,
     Turn,
@@ -36,6 +38,7 @@ from vllm_responses.engine.prompt import (
 )
 from vllm_responses.engine.sampling import MARKDOWN_FORMATS, structured_constraint, to_sampling_params
 from vllm_responses.parsers.base import ToolParser, get_parser
+from vllm_responses.parsers.reasoning import ReasoningSplitter
 
 __all__ = ["VLLMEngine"]
 
@@ -48,7 +51,25 @@ def _load_parser(name: str) -> type[ToolParser]:
     try:
         return get_parser(name)
     except KeyError as exc:
-        raise EngineError(f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found") from exc
+        raise EngineError(
+            f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
+        ) from exc
+
+
+class _Tally:
+    """Counts the tool calls and collects the reasoning text of one model call's deltas."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.reasoning: list[str] = []
+
+    def see(self, deltas: list[Delta]) -> list[Delta]:
+        for d in deltas:
+            if isinstance(d, ToolCallStart):
+                self.calls += 1
+            elif isinstance(d, ReasoningDelta):
+                self.reasoning.append(d.text)
+        return deltas
 
 
 class VLLMEngine:
@@ -56,7 +77,10 @@ class VLLMEngine:
     async context manager, which always shuts vLLM down).
 
     Options:
+    - `chat_template`: a Jinja chat template used instead of the tokenizer's own.
     - `tool_parser`: parser name; None picks one from the chat template (see `prompt.choose_parser`).
+    - Templates that mention `<think>` get the parser wrapped in `ReasoningSplitter` (reasoning text
+      becomes `ReasoningDelta`s; output starts inside the block when the prompt ends with `<think>`).
     - `prefill_code` (default on): for markdown-format parsers, prefill the assistant turn with
       "```python\\n" (and stop at "```") on the first model call after a user message when the code
       interpreter is offered. Forcing the code tool through `tool_choice` always prefills.
@@ -69,17 +93,20 @@ class VLLMEngine:
         *,
         tool_parser: str | None = None,
         prefill_code: bool = True,
+        chat_template: str | None = None,
     ) -> None:
         self._llm = llm
         self._model_name = model_name
         self._tokenizer: Any = llm.get_tokenizer()
         self._max_model_len = int(llm.model_config.max_model_len)
-        self.caps: TemplateCaps = probe_template(self._tokenizer)
-        template = getattr(self._tokenizer, "chat_template", None)
+        self.chat_template = chat_template
+        self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
+        template = chat_template or getattr(self._tokenizer, "chat_template", None)
         self.parser_name = choose_parser(
             tool_parser, template if isinstance(template, str) else None, model_name, self.caps
         )
         self._parser_cls = _load_parser(self.parser_name)
+        self.reasoning = isinstance(template, str) and "<think>" in template
         self.prefill_code = prefill_code
         self._closed = False
 
@@ -91,14 +118,30 @@ class VLLMEngine:
         model_name: str | None = None,
         tool_parser: str | None = None,
         prefill_code: bool = True,
+        chat_template: str | None = None,
     ) -> VLLMEngine:
-        """Start vLLM (blocks the loop for the engine build) and wrap it; shuts vLLM down on failure."""
+        """Start vLLM and wrap it; shuts vLLM down on failure.
+
+        The build (model load, engine-core process start: seconds) runs in a worker thread, so the
+        event loop keeps serving other start-up work (e.g. warming sandbox workers) meanwhile.
+        """
         try:
-            llm = AsyncLLM.from_engine_args(args)
+            llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
         except Exception as exc:
             raise EngineError(f"could not start vLLM for {args.model!r}: {exc}", code="engine_start") from exc
         try:
-            return cls(llm, model_name or str(args.model), tool_parser=tool_parser, prefill_code=prefill_code)
+            # Built off the loop, vLLM starts its output handler lazily; start it now, on this loop, so
+            # that engine failures are seen before the first request.
+            start_handler = getattr(llm, "_run_output_handler", None)
+            if start_handler is not None:
+                start_handler()
+            return cls(
+                llm,
+                model_name or str(args.model),
+                tool_parser=tool_parser,
+                prefill_code=prefill_code,
+                chat_template=chat_template,
+            )
         except BaseException:
             llm.shutdown()
             raise
@@ -125,8 +168,16 @@ class VLLMEngine:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: GenerateRequest, prefill: str = "") -> str:
-        """The prompt text for `request` (for debugging and tests)."""
-        return render_prompt(self._tokenizer, request, self.caps, self._parser_cls(), prefill)
+        """The prompt text for `request`; a template that refuses the turns is a 400 `EngineError`."""
+        try:
+            parser = self._parser_cls()
+            return render_prompt(self._tokenizer, request, self.caps, parser, prefill, self.chat_template)
+        except Exception as exc:  # jinja's TemplateError and whatever a template raises
+            raise EngineError(
+                f"the chat template of {self._model_name} cannot render this conversation: {exc}",
+                status=400,
+                code="invalid_prompt",
+            ) from exc
 
     async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
         request = GenerateRequest(request_id="count", turns=tuple(turns), tools=tuple(tools))
@@ -136,14 +187,17 @@ class VLLMEngine:
         if self._closed:
             raise EngineError("the engine is shut down", status=503, code="engine_closed")
         tools = request.tools if request.tool_choice != "none" else ()
-        parser = self._parser_cls(tools)
+        parser: ToolParser = self._parser_cls(tools)
         prefill = ""
         stop: list[str] = []
         if should_prefill_code(
             request, markdown_format=self.parser_name in MARKDOWN_FORMATS, policy=self.prefill_code
         ):
             prefill, stop = CODE_PREFILL, [CODE_STOP]
-        prompt_ids = self._encode(self.render(request, prefill))
+        prompt = self.render(request, prefill)
+        if self.reasoning:
+            parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
+        prompt_ids = self._encode(prompt)
         room = self._max_model_len - len(prompt_ids)
         if room < 1:
             raise EngineError(
@@ -159,38 +213,38 @@ class VLLMEngine:
             stop=stop,
         )
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
-        calls = 0
+        tally = _Tally()
         output_tokens = 0
         cached = 0
         reason: str | None = None
         stream = self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, vllm_id)
         try:
             if prefill:
-                for delta in parser.feed(prefill):
-                    calls += isinstance(delta, ToolCallStart)
+                for delta in tally.see(parser.feed(prefill)):
                     yield delta
             async for out in stream:
                 completion = out.outputs[0]
                 output_tokens += len(completion.token_ids)
-                for delta in parser.feed(completion.text):
-                    calls += isinstance(delta, ToolCallStart)
+                for delta in tally.see(parser.feed(completion.text)):
                     yield delta
                 if out.finished:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
             if reason == "abort" or reason is None:
                 raise EngineError("the engine aborted the request", status=503, code="engine_aborted")
-            for delta in parser.finish():
-                calls += isinstance(delta, ToolCallStart)
+            for delta in tally.see(parser.finish()):
                 yield delta
-            finish: FinishReason = "length" if reason == "length" else "tool_calls" if calls else "stop"
-            yield Finish(finish, Usage(len(prompt_ids), output_tokens, cached))
+            finish: FinishReason = "length" if reason == "length" else "tool_calls" if tally.calls else "stop"
+            thought = len(self._encode("".join(tally.reasoning))) if tally.reasoning else 0
+            yield Finish(finish, Usage(len(prompt_ids), output_tokens, cached, min(thought, output_tokens)))
         except (asyncio.CancelledError, GeneratorExit, EngineError):
             raise
         except EngineDeadError as exc:
             raise EngineError("the vLLM engine died", status=503, code="engine_dead") from exc
         except (VLLMClientError, ValueError) as exc:  # vLLM's request validation errors
-            raise EngineError(f"vLLM rejected the request: {exc}", status=400, code="invalid_request") from exc
+            raise EngineError(
+                f"vLLM rejected the request: {exc}", status=400, code="invalid_request"
+            ) from exc
         except Exception as exc:
             raise EngineError(f"vLLM failed: {exc}") from exc
         finally:
