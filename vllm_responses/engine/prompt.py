@@ -27,6 +27,7 @@ __all__ = [
     "code_hint",
     "probe_template",
     "render_prompt",
+    "code_ran_since_user",
     "should_prefill_code",
     "tools_to_openai",
     "turns_to_messages",
@@ -169,12 +170,18 @@ def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, poli
         return True
     if isinstance(choice, ForcedTool) or not policy:
         return False
+    return not code_ran_since_user(request)
+
+
+def code_ran_since_user(request: GenerateRequest) -> bool:
+    """Whether a code-interpreter call follows the last user message in the conversation."""
+    code_tools = {t.name for t in request.tools if t.code_interpreter}
     for turn in reversed(request.turns):
         if isinstance(turn, Message) and turn.role == "user":
-            return True
-        if isinstance(turn, ToolCall) and turn.name in code_tools:
             return False
-    return True
+        if isinstance(turn, ToolCall) and turn.name in code_tools:
+            return True
+    return False
 
 
 def render_prompt(

@@ -34,10 +34,11 @@ from vllm_responses.engine.prompt import (
     choose_parser,
     probe_template,
     render_prompt,
+    code_ran_since_user,
     should_prefill_code,
 )
 from vllm_responses.engine.sampling import MARKDOWN_FORMATS, structured_constraint, to_sampling_params
-from vllm_responses.parsers.base import ToolParser, get_parser
+from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
 
 __all__ = ["VLLMEngine"]
@@ -190,10 +191,14 @@ class VLLMEngine:
         parser: ToolParser = self._parser_cls(tools)
         prefill = ""
         stop: list[str] = []
-        if should_prefill_code(
-            request, markdown_format=self.parser_name in MARKDOWN_FORMATS, policy=self.prefill_code
-        ):
+        markdown = self.parser_name in MARKDOWN_FORMATS
+        if should_prefill_code(request, markdown_format=markdown, policy=self.prefill_code):
             prefill, stop = CODE_PREFILL, [CODE_STOP]
+        elif markdown and self.prefill_code and code_ran_since_user(request):
+            # With the prefill policy a markdown-format model gets one code call per user message: once
+            # its code has run, a python block it writes is part of its answer, not another call (weak
+            # models otherwise re-run the same cell until the token budget is gone).
+            parser = PlainTextParser(())
         prompt = self.render(request, prefill)
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_responses.chat import CODE_TOOL_NAME, Delta, TextDelta, ToolCall
+from vllm_responses.chat import ToolResult, CODE_TOOL_NAME, Delta, TextDelta, ToolCall
 from vllm_responses.parsers.base import register
 from vllm_responses.parsers.regions import CodeRegion, code_arguments
 from vllm_responses.parsers.scan import Region, ScanningParser
@@ -60,3 +60,10 @@ class MarkdownCodeParser(ScanningParser):
         if code is None:
             return super().render_call(call)
         return f"{FENCE}python\n{code}\n{FENCE}"
+
+    def render_result(self, result: ToolResult) -> str:
+        # Weak models with no tool format need telling what the output is for.
+        return (
+            f"<tool_response>\n{result.output}\n</tool_response>\n"
+            "That is what the code printed. Answer my question with it, in words."
+        )
