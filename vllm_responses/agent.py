@@ -155,16 +155,12 @@ async def run_agent(
                         call = calls.get(event.index)
                         if call is None:
                             continue
+                        for ev in _end_call(builder, call):
+                            yield ev
                         if call.code is not None:
-                            rest = call.code.finish()
-                            events = builder.code_delta(call.index, rest) if rest else []
                             code_calls.append(call)
-                            for ev in events + builder.code_done(call.index):
-                                yield ev
                         else:
                             function_calls += 1
-                            for ev in builder.function_call_done(call.index, _normalize_args(call.arguments)):
-                                yield ev
                     elif isinstance(event, Finish):
                         finish = event
             if finish is None:
@@ -178,16 +174,13 @@ async def run_agent(
                 yield ev
             # Calls the parser opened but never closed (output cut off) are closed here.
             for call in calls.values():
-                item = builder.output[call.index]
-                if item["status"] == "in_progress":
+                if builder.output[call.index]["status"] == "in_progress":
+                    for ev in _end_call(builder, call):
+                        yield ev
                     if call.code is not None:
                         code_calls.append(call)
-                        for ev in builder.code_done(call.index):
-                            yield ev
                     else:
                         function_calls += 1
-                        for ev in builder.function_call_done(call.index, _normalize_args(call.arguments)):
-                            yield ev
             if finish.reason == "length" and not code_calls:
                 for ev in builder.incomplete("max_output_tokens", plan.usage):
                     yield ev
@@ -226,6 +219,14 @@ async def _run_code(
         yield ev
     plan.turns.append(ToolCall(item["id"], call.name, json.dumps({"code": code})))
     plan.turns.append(ToolResult(item["id"], call.name, code_result_text(outputs)))
+
+
+def _end_call(builder: ResponseBuilder, call: _Call) -> list[Event]:
+    """Events that finish a call's item once its arguments are complete (code: the rest of the code)."""
+    if call.code is not None:
+        rest = call.code.finish()
+        return (builder.code_delta(call.index, rest) if rest else []) + builder.code_done(call.index)
+    return builder.function_call_done(call.index, _normalize_args(call.arguments))
 
 
 def _normalize_args(arguments: str) -> str:

@@ -69,7 +69,10 @@ async def test_second_turn_folds_the_result_into_a_user_turn(smol):
     request = GenerateRequest("d2", turns, tools=(code_tool_spec(),), sampling=sampling)
     prompt = smol.render(request)
     assert "<|im_start|>assistant\n```python\nprint(6*7)\n```<|im_end|>" in prompt
-    result_turn = "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+    result_turn = (
+        "<|im_start|>user\n<tool_response>\n42\n</tool_response>\n"
+        "That is what the code printed. Answer my question with it, in words.<|im_end|>\n"
+    )
     assert result_turn + "<|im_start|>assistant\n" in prompt
     events = [e async for e in smol.generate(request)]  # code already ran: no prefill, free answer
     assert isinstance(events[-1], Finish) and events[-1].usage.output_tokens > 0

@@ -69,7 +69,10 @@ def test_markdown_render():
     p = get_parser("markdown_code")()
     call = ToolCall("c1", CODE_TOOL_NAME, json.dumps({"code": "print(1)"}))
     assert p.render_call(call) == "```python\nprint(1)\n```"
-    assert "<tool_response>\n1\n</tool_response>" == p.render_result(ToolResult("c1", CODE_TOOL_NAME, "1"))
+    assert p.render_result(ToolResult("c1", CODE_TOOL_NAME, "1")) == (
+        "<tool_response>\n1\n</tool_response>\n"
+        "That is what the code printed. Answer my question with it, in words."
+    )
 
 
 def test_harmony_render_round_trip():
