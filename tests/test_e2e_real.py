@@ -8,60 +8,24 @@ answer. The loop, the parser, the sandbox and the wire format are all the real o
 from __future__ import annotations
 
 import base64
-import re
 import struct
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
+from tests.real import TINY as MODEL
+from tests.real import exactly, hermes_call, tiny_model_server
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse
-from vllm_responses.config import Config
-from vllm_responses.store import MemoryStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
-
-MODEL = "tiny-tool-model"
-
-
-def hermes_call(code: str) -> str:
-    import json
-
-    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
-
-
-def exactly(text: str) -> dict[str, str]:
-    return {"regex": re.escape(text)}
 
 
 @pytest.fixture(scope="module")
 def real_server() -> Iterator[LiveServer]:
-    import argparse
-
-    from interpreter_service.pool import WorkerPool
-    from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
-    from vllm_responses.engine.models import tiny_model_path
-    from vllm_responses.engine.vllm import VLLMEngine
-
-    path = tiny_model_path()
-    if not (path / "config.json").is_file():
-        pytest.fail(f"the tiny model is missing at {path}: run scripts/setup.sh")
-
-    @asynccontextmanager
-    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
-        async with AsyncExitStack() as stack:
-            pool = await stack.enter_async_context(WorkerPool(workers=2, timeout_s=20))
-            parser = add_engine_cli_args(argparse.ArgumentParser())
-            args = engine_args_from_namespace(parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path))
-            engine = await VLLMEngine.start(args, model_name=MODEL, tool_parser="hermes")
-            stack.push_async_callback(engine.aclose)
-            yield engine, pool, MemoryStore()
-
-    server = LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=600)
+    server = tiny_model_server()
     yield server
     server.stop()
 

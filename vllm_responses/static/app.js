@@ -2,7 +2,7 @@
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  model: $("model"), code: $("code"), include: $("include"), key: $("key"), newChat: $("new"),
+  model: $("model"), code: $("code"), include: $("include"), key: $("key"), newChat: $("new"), extra: $("extra"),
   log: $("log"), form: $("form"), prompt: $("prompt"), send: $("send"), status: $("status"),
 };
 const KEY_STORAGE = "vllm-responses.apiKey";
@@ -214,6 +214,14 @@ async function send(text) {
   if (state.previousId) body.previous_response_id = state.previousId;
   if (ui.code.checked) body.tools = [{ type: "code_interpreter", container: { type: "auto" } }];
   if (ui.include.checked) body.include = ["code_interpreter_call.outputs"];
+  if (ui.extra.value.trim()) {
+    // Extra request fields (temperature, max_output_tokens, ...), merged over the ones above.
+    try {
+      Object.assign(body, JSON.parse(ui.extra.value));
+    } catch (err) {
+      return turn.error(`Extra request fields are not valid JSON: ${err.message}`);
+    }
+  }
   const controller = (state.controller = new AbortController());
   setBusy(true);
   scrollDown();

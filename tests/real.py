@@ -1,0 +1,54 @@
+"""A live server over the real parts: vLLM on CPU with the tiny deterministic model, and real sandbox workers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import pytest
+
+from tests.serving import LiveServer
+from vllm_responses.config import Config
+from vllm_responses.store import MemoryStore
+
+__all__ = ["TINY", "exactly", "hermes_call", "tiny_model_server"]
+
+TINY = "tiny-tool-model"
+
+
+def hermes_call(code: str) -> str:
+    """The tiny model's tool-call text for a code-interpreter call (its template is Hermes-style)."""
+    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+def exactly(text: str) -> dict[str, str]:
+    """A structured-outputs constraint that makes the model write exactly `text`."""
+    return {"regex": re.escape(text)}
+
+
+def tiny_model_server(workers: int = 2) -> LiveServer:
+    """Start (and return) a server on the tiny model and a real pool; the caller stops it."""
+    from interpreter_service.pool import WorkerPool
+    from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
+    from vllm_responses.engine.models import tiny_model_path
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    path = tiny_model_path()
+    if not (path / "config.json").is_file():
+        pytest.fail(f"the tiny model is missing at {path}: run scripts/setup.sh")
+
+    @asynccontextmanager
+    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+        async with AsyncExitStack() as stack:
+            pool = await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
+            parser = add_engine_cli_args(argparse.ArgumentParser())
+            args = engine_args_from_namespace(parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path))
+            engine = await VLLMEngine.start(args, model_name=TINY, tool_parser="hermes")
+            stack.push_async_callback(engine.aclose)
+            yield engine, pool, MemoryStore()
+
+    return LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=600)
