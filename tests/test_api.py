@@ -281,3 +281,27 @@ def test_input_items_listing(client: openai.OpenAI, engine: FakeEngine) -> None:
 def test_models_and_health(fake_server: LiveServer, client: openai.OpenAI) -> None:
     assert [m.id for m in client.models.list()] == [MODEL]
     assert httpx.get(fake_server.base_url + "/health").json() == {"status": "ok"}
+
+
+def test_request_the_engine_refuses_up_front_is_a_4xx(fake_server: LiveServer, engine: FakeEngine) -> None:
+    def too_long(request: object) -> list:
+        raise EngineError("the prompt is 9000 tokens; this model's context is 4096", status=400, code="context_length_exceeded")
+
+    for stream in (False, True):
+        engine.reset(too_long)
+        r = httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "x" * 100, "stream": stream}, timeout=30)
+        assert r.status_code == 400, r.text
+        assert r.json()["error"] == {
+            "message": "the prompt is 9000 tokens; this model's context is 4096",
+            "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded",
+        }
+
+
+def test_refusal_after_a_tool_call_fails_the_stream(fake_server: LiveServer, engine: FakeEngine) -> None:
+    def too_long(request: object) -> list:
+        raise EngineError("the prompt is 9000 tokens; this model's context is 4096", status=400, code="context_length_exceeded")
+
+    engine.reset(code_call("print(1)"), too_long)
+    events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI})
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "invalid_prompt"

@@ -195,7 +195,10 @@ async def run_agent(
                 return
     except EngineError as exc:
         logger.warning("response %s failed in the engine: %s", builder.id, exc.message)
-        for ev in builder.failed(exc.message, plan.usage):
+        builder.failure_status, builder.failure_code = exc.status, exc.code
+        # On the wire `error.code` is one of the SDK's fixed codes.
+        code = "invalid_prompt" if 400 <= exc.status < 500 else "server_error"
+        for ev in builder.failed(exc.message, plan.usage, code=code):
             yield ev
 
 

@@ -22,6 +22,8 @@ class Run:
         self.background = background
         self.events: list[dict[str, Any]] = []
         self.done = asyncio.Event()
+        # Set once the response produced something past `response.in_progress`, or ended.
+        self.under_way = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self._followers: set[asyncio.Queue[Any]] = set()
 
@@ -31,11 +33,14 @@ class Run:
 
     def publish(self, event: dict[str, Any]) -> None:
         self.events.append(event)
+        if len(self.events) > 2:
+            self.under_way.set()
         for q in self._followers:
             q.put_nowait(event)
 
     def close(self) -> None:
         self.done.set()
+        self.under_way.set()
         for q in self._followers:
             q.put_nowait(_END)
 

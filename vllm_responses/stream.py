@@ -57,6 +57,10 @@ class ResponseBuilder:
         self.error: dict[str, Any] | None = None
         self.incomplete_reason: str | None = None
         self.completed_at: int | None = None
+        # HTTP status of a failure caused by the request itself (e.g. a prompt longer than the context):
+        # not on the wire; lets the route answer 4xx when nothing was streamed yet.
+        self.failure_status: int | None = None
+        self.failure_code: str | None = None
         self._seq = 0
         self._open: dict[str, int] = {}  # "message" / "reasoning" -> output_index of the open item
 
