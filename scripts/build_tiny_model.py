@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 __all__ = ["CHAT_TEMPLATE", "build", "main"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from vllm_responses.engine.models import save_model_folder  # noqa: E402
 DEFAULT_OUT = REPO_ROOT / "models" / "tiny-tool-model"
 SEED = 1234
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -115,20 +115,7 @@ def build(out: Path = DEFAULT_OUT, *, force: bool = False) -> Path:
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad, bos_token_id=pad)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=out.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "BUILD_STAMP").write_text(fp + "\n")
-        tmp.chmod(0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return out
+    return save_model_folder(model, tokenizer, out, {"BUILD_STAMP": fp + "\n"})
 
 
 def main(argv: list[str] | None = None) -> int:

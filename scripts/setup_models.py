@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vllm_responses.engine.models import DEFAULT_MODEL_NAME, models_dir  # noqa: E402
+from vllm_responses.engine.models import DEFAULT_MODEL_NAME, models_dir, save_model_folder  # noqa: E402
 
 __all__ = ["convert_default_model", "find_gguf", "main"]
 
@@ -61,18 +59,7 @@ def convert_default_model(out: Path, *, force: bool = False) -> Path:
         del model.config.quantization_config
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     log(f"loaded in {time.monotonic() - t0:.1f} s; saving")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        tmp.chmod(0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    save_model_folder(model, tokenizer, out)
     log(f"default model ready in {time.monotonic() - t0:.1f} s: {out}")
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from vllm_responses.engine.base import EngineError
 
@@ -11,6 +12,7 @@ __all__ = [
     "DEFAULT_MODEL_NAME",
     "TINY_MODEL_NAME",
     "default_model_path",
+    "save_model_folder",
     "models_dir",
     "repo_root",
     "tiny_model_path",
@@ -50,3 +52,26 @@ def default_model_path() -> Path:
 def tiny_model_path() -> Path:
     """The tiny random-weight test model (built by `scripts/build_tiny_model.py`), if present."""
     return repo_root() / "models" / TINY_MODEL_NAME
+
+
+def save_model_folder(model: Any, tokenizer: Any, out: Path, extra: dict[str, str] | None = None) -> Path:
+    """Write a transformers model and tokenizer to `out` atomically: into a temporary folder beside it,
+    then renamed over it, so an interrupted set-up never leaves a half-written model behind."""
+    import shutil
+    import tempfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for name, text in (extra or {}).items():
+            (tmp / name).write_text(text)
+        tmp.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
