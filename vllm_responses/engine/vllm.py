@@ -73,6 +73,12 @@ class _Tally:
         return deltas
 
 
+# `--reasoning-parser` names (vLLM's) whose models think inside <think>...</think>: our streaming
+# ReasoningSplitter handles them. The harmony format (gpt-oss) carries its own analysis channel.
+THINK_REASONING_PARSERS = frozenset({"deepseek_r1", "deepseek_v3", "qwen3", "glm45"})
+HARMONY_REASONING_PARSERS = frozenset({"openai_gptoss", "gpt_oss"})
+
+
 class VLLMEngine:
     """An `Engine` over one `AsyncLLM`. Build it with `await VLLMEngine.start(args)` (or use it as an
     async context manager, which always shuts vLLM down).
@@ -95,7 +101,11 @@ class VLLMEngine:
         tool_parser: str | None = None,
         prefill_code: bool = True,
         chat_template: str | None = None,
+        reasoning_parser: str | None = None,
     ) -> None:
+        if reasoning_parser and reasoning_parser not in THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS:
+            known = ", ".join(sorted(THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS))
+            raise EngineError(f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}")
         self._llm = llm
         self._model_name = model_name
         self._tokenizer: Any = llm.get_tokenizer()
@@ -107,7 +117,9 @@ class VLLMEngine:
             tool_parser, template if isinstance(template, str) else None, model_name, self.caps
         )
         self._parser_cls = _load_parser(self.parser_name)
-        self.reasoning = isinstance(template, str) and "<think>" in template
+        self.reasoning = (isinstance(template, str) and "<think>" in template) or (
+            reasoning_parser in THINK_REASONING_PARSERS
+        )
         self.prefill_code = prefill_code
         self._closed = False
 
@@ -142,6 +154,7 @@ class VLLMEngine:
                 tool_parser=tool_parser,
                 prefill_code=prefill_code,
                 chat_template=chat_template,
+                reasoning_parser=getattr(args, "reasoning_parser", None) or None,
             )
         except BaseException:
             llm.shutdown()
