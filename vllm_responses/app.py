@@ -82,17 +82,18 @@ async def create_response(request: Request) -> Response:
     state = _state(request)
     req = parse_create_request(await _json_body(request))
     run = await state.service.create(req)
-    # Wait for the first output (or the end) so that a request the engine refuses up front, such as a
-    # prompt longer than the context, is answered with a 4xx instead of a failed stream.
-    try:
-        await run.under_way.wait()
-    except asyncio.CancelledError:
-        run.cancel()
-        raise
-    builder = run.builder
-    if builder.status == "failed" and builder.failure_status and 400 <= builder.failure_status < 500:
-        assert builder.error is not None
-        raise InvalidRequest(builder.error["message"], param="input", code=builder.failure_code)
+    if not req.background:
+        # Wait for the first output (or the end) so that a request the engine refuses up front, such as
+        # a prompt longer than the context, is answered with a 4xx instead of a failed stream.
+        try:
+            await run.under_way.wait()
+        except asyncio.CancelledError:
+            run.cancel()
+            raise
+        builder = run.builder
+        if builder.status == "failed" and builder.failure_status and 400 <= builder.failure_status < 500:
+            assert builder.error is not None
+            raise InvalidRequest(builder.error["message"], param="input", code=builder.failure_code)
     if req.stream:
         return StreamingResponse(
             _stream(run, None, cancel_on_disconnect=not req.background),
