@@ -1,6 +1,6 @@
 """Measure engine build time, time to first event and tok/s through `VLLMEngine` (tiny and default models).
 
-Run: `python tests/engine/bench_engine.py [--model tiny|default] [--streams 1,8]`. Not collected by pytest.
+Run: `python scripts/bench_engine.py [--model tiny|default] [--streams 1,8]`. (A benchmark, not a test.)
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vllm_responses.chat import Finish, GenerateRequest, Message, Sampling  # noqa: E402
 
