@@ -208,6 +208,9 @@ class WorkerProcess:
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(err)
+                # A caller that timed out has stopped awaiting this future; reading the exception here
+                # keeps asyncio from logging "exception was never retrieved". An awaiter still gets it.
+                fut.exception()
         self._pending.clear()
 
     def _send(self, op: str, **fields: object) -> asyncio.Future[dict]:
