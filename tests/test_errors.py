@@ -103,3 +103,13 @@ def test_code_interpreter_disabled_is_400() -> None:
         assert r.status_code == 400 and r.json()["error"]["param"] == "tools"
     finally:
         server.stop()
+
+
+def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: FakeEngine) -> None:
+    from tests.wire import validate_response
+
+    tools = [{"type": "code_interpreter", "container": {"type": "auto"}, "strict": True, "future_field": 1}]
+    r = httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": tools}, timeout=10)
+    assert r.status_code == 200, r.text
+    assert r.json()["tools"] == [{"type": "code_interpreter", "container": {"type": "auto"}}]
+    validate_response(r.json())

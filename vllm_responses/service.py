@@ -144,9 +144,11 @@ class ResponsesService:
         return resolve
 
     def _echo(self, req: CreateResponseRequest) -> dict[str, Any]:
-        tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in req.tools]
-        for t in tools:
-            t.pop("strict", None) if t.get("type") == "code_interpreter" else None
+        # Only the fields we model: unknown fields a client sent (accepted and ignored) are not echoed.
+        tools = [
+            t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
+            for t in req.tools
+        ]
         choice = req.tool_choice
         return {
             "model": self.model_names[0],
