@@ -40,6 +40,5 @@ class Config:
     code_interpreter_idle_expiry: float = 20 * 60
     max_turns: int = 8
     tool_parser: str | None = None
-    reasoning_parser: str | None = None
     log_level: str = "info"
     engine_args: dict[str, Any] = field(default_factory=dict)
