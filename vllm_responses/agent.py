@@ -166,12 +166,6 @@ async def run_agent(
             if finish is None:
                 raise EngineError("the engine stream ended without a finish event")
             plan.usage = plan.usage + finish.usage
-            if finish.reason == "length" and not calls:
-                for ev in builder.incomplete("max_output_tokens", plan.usage):
-                    yield ev
-                return
-            for ev in builder.close_open():
-                yield ev
             # Calls the parser opened but never closed (output cut off) are closed here.
             for call in calls.values():
                 if builder.output[call.index]["status"] == "in_progress":
@@ -182,9 +176,12 @@ async def run_agent(
                     else:
                         function_calls += 1
             if finish.reason == "length" and not code_calls:
+                # `incomplete` closes an open message as incomplete too.
                 for ev in builder.incomplete("max_output_tokens", plan.usage):
                     yield ev
                 return
+            for ev in builder.close_open():
+                yield ev
             for call in code_calls:
                 async for ev in _run_code(plan, builder, interpreter, call):
                     yield ev
