@@ -62,7 +62,7 @@ class SQLiteStore:
     """
 
     def __init__(self, path: str | Path, *, max_age_s: float = 30 * 86400, max_rows: int = 100_000) -> None:
-        self.path = str(path)
+        self.path = str(path) if str(path) == ":memory:" else str(Path(path).expanduser())
         self.max_age_s = max_age_s
         self.max_rows = max_rows
         self._db: aiosqlite.Connection | None = None
@@ -70,8 +70,8 @@ class SQLiteStore:
 
     async def open(self) -> None:
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(str(Path(self.path).expanduser()) if self.path != ":memory:" else self.path)
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self.path)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")
         await self._db.executescript(_SCHEMA)
