@@ -32,6 +32,7 @@ WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
 STREAM_LIMIT = 64 * 1024 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {n} more bytes not shown ...]\n"
+INTERRUPT_RESEND_S = 0.25  # while a timed-out call has not answered, re-send the interrupt this often
 
 
 class WorkerDied(InterpreterError):
@@ -274,13 +275,17 @@ class WorkerProcess:
 
     async def _interrupt_and_wait(self, fut: asyncio.Future[dict]) -> dict | None:
         """Interrupt the running call; wait the grace period, else kill. Returns the reply if any."""
-        self.interrupt()
+        # Re-sent until answered: one that lands before the code starts (while its imports load) is
+        # cleared with the flag, and code may swallow a KeyboardInterrupt; a later one still gets through.
+        deadline = time.monotonic() + self.cfg.grace_s
         try:
-            done, _ = await asyncio.wait({fut}, timeout=self.cfg.grace_s)
+            while not fut.done() and (left := deadline - time.monotonic()) > 0:
+                self.interrupt()
+                await asyncio.wait({fut}, timeout=min(INTERRUPT_RESEND_S, left))
         except asyncio.CancelledError:
             await self.kill()
             raise
-        if fut in done and fut.exception() is None:
+        if fut.done() and fut.exception() is None:
             return fut.result()
         self.poisoned = True
         await self.kill()

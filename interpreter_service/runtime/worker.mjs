@@ -173,6 +173,7 @@ async function boot() {
 async function doExec(req) {
   outChunks.length = 0; outBytes = 0; outDropped = 0;
   outCap = req.max_output ?? 100000;
+  Atomics.store(interruptBuf, 0, 0); // a late re-sent interrupt for the previous call must not hit this one
   const loadMsgs = [];
   try {
     await pyodide.loadPackagesFromImports(req.code, {

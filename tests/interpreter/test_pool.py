@@ -78,6 +78,22 @@ async def test_timeout_interrupts_and_container_survives(pool: WorkerPool, conta
         assert r.ok and r.logs == "'yes'\n" and not r.worker_restarted
 
 
+async def test_interrupt_is_resent_until_the_code_yields(pool: WorkerPool, container: str) -> None:
+    # Code that swallows the first KeyboardInterrupt still stops: the interrupt is sent again until the
+    # call answers (which also covers one that landed before the code started, where the flag is cleared).
+    # (The loop is in a callee: under Pyodide a KeyboardInterrupt skips handlers in the frame it hits.)
+    code = (
+        "seen = 0\ndef spin():\n    while True: pass\n"
+        "while True:\n    try:\n        spin()\n    except KeyboardInterrupt:\n        seen += 1\n"
+        "        if seen == 2: raise"
+    )
+    async with asyncio.timeout(60):
+        r = await pool.execute(container, code, timeout_s=0.5)
+        assert r.error_kind == "timeout" and not r.worker_restarted, r.error
+        r = await pool.execute(container, "seen")
+        assert r.ok and r.logs == "2\n"
+
+
 async def test_code_that_ignores_interrupt_is_killed_and_replaced(pool: WorkerPool, container: str) -> None:
     code = "from pyodide.code import run_js\nrun_js('while (true) {}')"  # JS never checks the interrupt flag
     async with asyncio.timeout(90):
