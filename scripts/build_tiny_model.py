@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from vllm_responses.engine.models import save_model_folder  # noqa: E402
+
 DEFAULT_OUT = REPO_ROOT / "models" / "tiny-tool-model"
 SEED = 1234
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

@@ -9,7 +9,15 @@ from typing import Any
 
 from interpreter_service import ContainerNotFound, Interpreter, InterpreterError, PoolExhausted
 from vllm_responses.agent import AgentPlan, run_agent
-from vllm_responses.chat import CODE_TOOL_NAME, ForcedTool, Message, Sampling, ToolChoice, ToolSpec, code_tool_spec
+from vllm_responses.chat import (
+    CODE_TOOL_NAME,
+    ForcedTool,
+    Message,
+    Sampling,
+    ToolChoice,
+    ToolSpec,
+    code_tool_spec,
+)
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound

@@ -32,9 +32,9 @@ from vllm_responses.engine.prompt import (
     CODE_STOP,
     TemplateCaps,
     choose_parser,
+    code_ran_since_user,
     probe_template,
     render_prompt,
-    code_ran_since_user,
     should_prefill_code,
 )
 from vllm_responses.engine.sampling import MARKDOWN_FORMATS, structured_constraint, to_sampling_params

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_responses.chat import ToolResult, CODE_TOOL_NAME, Delta, TextDelta, ToolCall
+from vllm_responses.chat import CODE_TOOL_NAME, Delta, TextDelta, ToolCall, ToolResult
 from vllm_responses.parsers.base import register
 from vllm_responses.parsers.regions import CodeRegion, code_arguments
 from vllm_responses.parsers.scan import Region, ScanningParser
