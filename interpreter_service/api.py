@@ -134,5 +134,9 @@ class Interpreter(ABC):
     async def read_file(self, container_id: str, path: str) -> bytes: ...
 
     @abstractmethod
+    async def delete_file(self, container_id: str, path: str) -> None:
+        """Remove a file (under /mnt/data unless `path` is absolute); `InterpreterError` if it is not there."""
+
+    @abstractmethod
     async def list_files(self, container_id: str) -> list[FileInfo]:
         """Files under /mnt/data, the folder code is told to write its outputs to."""

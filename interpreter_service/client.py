@@ -89,6 +89,9 @@ class HTTPInterpreter(Interpreter):
         r = await self._call("GET", f"/v1/containers/{container_id}/files/content", params={"path": path})
         return r.content
 
+    async def delete_file(self, container_id: str, path: str) -> None:
+        await self._call("DELETE", f"/v1/containers/{container_id}/files/content", params={"path": path})
+
     async def list_files(self, container_id: str) -> list[FileInfo]:
         r = await self._call("GET", f"/v1/containers/{container_id}/files")
         return [file_from_json(f) for f in r.json()["data"]]

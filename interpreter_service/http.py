@@ -103,6 +103,10 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
         data = await interp.read_file(r.path_params["cid"], r.query_params["path"])
         return Response(data, media_type="application/octet-stream")
 
+    async def delete_file(r: Request) -> Response:
+        await interp.delete_file(r.path_params["cid"], r.query_params["path"])
+        return Response(status_code=204)
+
     async def list_files(r: Request) -> Response:
         return JSONResponse({"data": [to_json(f) for f in await interp.list_files(r.path_params["cid"])]})
 
@@ -116,6 +120,7 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
         Route("/v1/containers/{cid}/files", _guard(list_files), methods=["GET"]),
         Route("/v1/containers/{cid}/files/content", _guard(put_file), methods=["PUT"]),
         Route("/v1/containers/{cid}/files/content", _guard(get_file), methods=["GET"]),
+        Route("/v1/containers/{cid}/files/content", _guard(delete_file), methods=["DELETE"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -331,6 +331,15 @@ class WorkerPool(Interpreter):
             raise InterpreterError(f"cannot read {full}: {e}") from e
         return base64.b64decode(reply["data_b64"])
 
+    async def delete_file(self, container_id: str, path: str) -> None:
+        c = self._get(container_id)
+        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        try:
+            reply = await self._file_request(c, "delete_file", path=full)
+        except InterpreterError as e:
+            raise InterpreterError(f"cannot delete {full}: {e}") from e
+        c.files.pop(reply["path"], None)
+
     async def list_files(self, container_id: str) -> list[FileInfo]:
         c = self._get(container_id)
         reply = await self._file_request(c, "list_files", dir=DATA_DIR)

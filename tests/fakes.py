@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import hashlib
 import io
 import itertools
 import json
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from interpreter_service import (
@@ -19,6 +20,7 @@ from interpreter_service import (
     ExecutionResult,
     FileInfo,
     Interpreter,
+    InterpreterError,
     PoolExhausted,
 )
 from vllm_responses.chat import (
@@ -31,8 +33,6 @@ from vllm_responses.chat import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
-    ToolSpec,
-    Turn,
     Usage,
 )
 
@@ -104,7 +104,7 @@ class FakeEngine:
         self.requests.append(request)
         entry = self.script[min(n, len(self.script) - 1)]
         events = entry(request) if callable(entry) else entry
-        prompt = sum(len(getattr(t, "text", "") or getattr(t, "arguments", "") or getattr(t, "output", "")) for t in request.turns)
+        prompt = self.prompt_tokens(request)
         finished = False
         self.active += 1
         try:
@@ -120,7 +120,7 @@ class FakeEngine:
                     if max_tokens is not None and out > max_tokens:
                         reason = "length"
                     finished = True
-                    yield Finish(reason, Usage(input_tokens=prompt // 4 + 1, output_tokens=out))
+                    yield Finish(reason, Usage(input_tokens=prompt, output_tokens=out))
                     return
                 out += 1
                 yield ev
@@ -130,21 +130,37 @@ class FakeEngine:
             if not finished:
                 self.aborted.append(request.request_id)
 
-    async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
-        return sum(len(getattr(t, "text", "")) for t in turns) // 4 + 1
+    @staticmethod
+    def prompt_tokens(request: GenerateRequest) -> int:
+        """A deterministic stand-in for a tokenizer: characters of the turns and offered tools // 4 + 1."""
+        chars = sum(
+            len(getattr(t, "text", "") or getattr(t, "arguments", "") or getattr(t, "output", ""))
+            for t in request.turns
+        )
+        if request.tool_choice != "none":
+            chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+        return chars // 4 + 1
+
+    async def count_tokens(self, request: GenerateRequest) -> int:
+        return self.prompt_tokens(request)
 
     async def aclose(self) -> None:
         return None
 
 
 class FakeInterpreter(Interpreter):
-    """Runs code with `exec` in this process (trusted test code only), one globals dict per container."""
+    """Runs code with `exec` in this process (trusted test code only), one globals dict per container.
+
+    Files live in memory: code calls `save(path, data)` and `load(path)` (paths under /mnt/data unless
+    absolute) instead of touching the real filesystem; saved files are reported in `files_changed`.
+    """
 
     def __init__(self, max_containers: int = 8) -> None:
         self.max_containers = max_containers
         self.containers: dict[str, dict[str, Any]] = {}
         self.infos: dict[str, ContainerInfo] = {}
-        self.files: dict[str, dict[str, bytes]] = {}
+        self.files: dict[str, dict[str, bytes]] = {}  # container id -> full path -> content
+        self.uploaded: dict[str, set[str]] = {}
         self.executions: list[tuple[str, str]] = []
         self.cancelled = 0
         self._ids = itertools.count(1)
@@ -162,6 +178,7 @@ class FakeInterpreter(Interpreter):
         now = time.time()
         self.containers[cid] = {}
         self.files[cid] = {}
+        self.uploaded[cid] = set()
         self.infos[cid] = ContainerInfo(cid, now, now, 1200.0, name=name, memory_limit=memory_limit)
         return self.infos[cid]
 
@@ -177,6 +194,7 @@ class FakeInterpreter(Interpreter):
         if container_id not in self.infos:
             raise ContainerNotFound(container_id)
         del self.infos[container_id], self.containers[container_id], self.files[container_id]
+        del self.uploaded[container_id]
 
     async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
         if container_id not in self.containers:
@@ -191,6 +209,16 @@ class FakeInterpreter(Interpreter):
         if "# fake-timeout" in code:
             return ExecutionResult(logs="", error=f"Execution timed out after {timeout_s} s", error_kind="timeout")
         env = self.containers[container_id]
+        files = self.files[container_id]
+        changed: list[str] = []
+
+        def save(path: str, data: str | bytes) -> None:
+            full = _data_path(path)
+            files[full] = data.encode() if isinstance(data, str) else data
+            changed.append(full)
+
+        env["save"] = save
+        env["load"] = lambda path: files[_data_path(path)].decode()
         buf = io.StringIO()
         error = None
         try:
@@ -207,17 +235,42 @@ class FakeInterpreter(Interpreter):
             error = f"{type(exc).__name__}: {exc}"
         images = (TINY_PNG,) if "# fake-image" in code else ()
         return ExecutionResult(
-            logs=buf.getvalue(), images=images, error=error, error_kind="exception" if error else None
+            logs=buf.getvalue(),
+            images=images,
+            error=error,
+            error_kind="exception" if error else None,
+            files_changed=tuple(sorted(set(changed))),
         )
 
+    def _info(self, container_id: str, path: str) -> FileInfo:
+        fid = "cfile_" + hashlib.sha256(f"{container_id}:{path}".encode()).hexdigest()[:24]
+        source = "user" if path in self.uploaded[container_id] else "assistant"
+        return FileInfo(fid, container_id, path, len(self.files[container_id][path]), 1700000000.0, source)
+
+    def _files(self, container_id: str) -> dict[str, bytes]:
+        if container_id not in self.files:
+            raise ContainerNotFound(container_id)
+        return self.files[container_id]
+
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        self.files[container_id][path] = data
-        return FileInfo(f"cfile_{len(self.files[container_id])}", container_id, path, len(data), time.time(), "user")
+        full = _data_path(path)
+        self._files(container_id)[full] = data
+        self.uploaded[container_id].add(full)
+        return self._info(container_id, full)
 
     async def read_file(self, container_id: str, path: str) -> bytes:
-        return self.files[container_id][path]
+        try:
+            return self._files(container_id)[_data_path(path)]
+        except KeyError:
+            raise InterpreterError(f"cannot read {_data_path(path)}: no such file") from None
+
+    async def delete_file(self, container_id: str, path: str) -> None:
+        if self._files(container_id).pop(_data_path(path), None) is None:
+            raise InterpreterError(f"cannot delete {_data_path(path)}: no such file")
 
     async def list_files(self, container_id: str) -> list[FileInfo]:
-        return [
-            FileInfo(f"cfile_{i}", container_id, p, len(d), 0.0) for i, (p, d) in enumerate(self.files[container_id].items())
-        ]
+        return [self._info(container_id, p) for p in sorted(self._files(container_id))]
+
+
+def _data_path(path: str) -> str:
+    return path if path.startswith("/") else f"/mnt/data/{path}"

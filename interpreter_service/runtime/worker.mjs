@@ -1,7 +1,7 @@
 // Deno worker: runs Pyodide from a local distribution and serves a line-delimited JSON protocol on stdin/stdout.
 //
 // Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> [preload,packages|-]
-// Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"list_files", ...}
+// Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"delete_file"|"list_files", ...}
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
 import { createRequire } from "node:module";
@@ -221,6 +221,11 @@ async function handle(req) {
       let s = "";
       for (let i = 0; i < data.length; i += 0x8000) s += String.fromCharCode(...data.subarray(i, i + 0x8000));
       return { data_b64: btoa(s) };
+    }
+    case "delete_file": {
+      const path = fsPath(req.path);
+      pyodide.FS.unlink(path);
+      return { path };
     }
     case "list_files": {
       const snap = pyodide.globals.get("_vr_snapshot");

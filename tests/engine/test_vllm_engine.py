@@ -96,7 +96,7 @@ async def test_forced_text_streams_exactly(engine):
     assert [e for e in events if isinstance(e, Finish)] == [finish]
     # byte-level tokenizer: one token per byte, plus the end-of-turn token the grammar ends with
     assert finish.usage.output_tokens == len(want.encode()) + 1
-    assert finish.usage.input_tokens == await engine.count_tokens(USER, ())
+    assert finish.usage.input_tokens == await engine.count_tokens(request)
 
 
 async def test_forced_hermes_call_becomes_tool_call_events(engine):
@@ -113,8 +113,11 @@ async def test_forced_hermes_call_becomes_tool_call_events(engine):
     assert text_of(events).strip() == ""
     finish = events[-1]
     assert finish.reason == "tool_calls"
-    assert finish.usage.input_tokens == await engine.count_tokens(USER, tools)
-    assert finish.usage.input_tokens > await engine.count_tokens(USER, ())  # the tools section
+    assert finish.usage.input_tokens == await engine.count_tokens(request)
+    assert finish.usage.input_tokens > await engine.count_tokens(GenerateRequest("t2b", USER))  # the tools section
+    assert await engine.count_tokens(GenerateRequest("t2c", USER, tools=tools, tool_choice="none")) == (
+        await engine.count_tokens(GenerateRequest("t2d", USER))
+    )
 
 
 async def test_tool_choice_constrains_to_the_hermes_wrapper(engine):
@@ -183,7 +186,7 @@ async def test_tool_result_renders_with_the_template_tool_role(engine):
     assert result + "<|im_start|>assistant\n" in prompt
     events = await collect(engine, request)
     assert text_of(events) == "42" and events[-1].reason == "stop"
-    assert events[-1].usage.input_tokens == await engine.count_tokens(turns, (code_tool_spec(),))
+    assert events[-1].usage.input_tokens == await engine.count_tokens(request)
 
 
 async def test_prompt_longer_than_the_context_is_a_400(engine):
@@ -211,7 +214,7 @@ async def test_template_errors_are_400(engine, monkeypatch):
         await collect(engine, GenerateRequest("t10", USER))
     assert ei.value.status == 400 and "alternate" in ei.value.message
     with pytest.raises(EngineError):
-        await engine.count_tokens(USER, ())
+        await engine.count_tokens(GenerateRequest("t11", USER))
 
 
 async def test_choice_and_text_format_json_schema_constrain_the_output(engine):

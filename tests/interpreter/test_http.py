@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from interpreter_service.api import ContainerNotFound, PoolExhausted
+from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
 from interpreter_service.client import HTTPInterpreter
 from interpreter_service.http import create_app
 from interpreter_service.pool import WorkerPool
@@ -40,6 +40,10 @@ async def test_http_api_in_process(pool: WorkerPool) -> None:
             assert f.path == "/mnt/data/a.txt" and f.bytes == 5
             assert await client.read_file(info.id, "/mnt/data/a.txt") == b"hello"
             assert [x.path for x in await client.list_files(info.id)] == ["/mnt/data/a.txt"]
+            await client.delete_file(info.id, "a.txt")
+            assert await client.list_files(info.id) == []
+            with pytest.raises(InterpreterError):
+                await client.delete_file(info.id, "a.txt")
             other = await client.create_container()
             try:
                 with pytest.raises(PoolExhausted):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from interpreter_service.api import ContainerNotFound, PoolExhausted
+from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
 from interpreter_service.pool import WorkerPool
 
 from .conftest import png_size
@@ -247,6 +247,12 @@ async def test_files_roundtrip(pool: WorkerPool, container: str) -> None:
         files = {f.path: f for f in await pool.list_files(container)}
         assert set(files) == {"/mnt/data/in.csv", "/mnt/data/out.csv"}
         assert files["/mnt/data/in.csv"].source == "user" and files["/mnt/data/out.csv"].source == "assistant"
+        await pool.delete_file(container, "in.csv")
+        assert [f.path for f in await pool.list_files(container)] == ["/mnt/data/out.csv"]
+        r = await pool.execute(container, "import os\nos.path.exists('/mnt/data/in.csv')")
+        assert r.logs == "False\n"
+        with pytest.raises(InterpreterError, match="cannot delete /mnt/data/in.csv"):
+            await pool.delete_file(container, "in.csv")
 
 
 async def test_unknown_container(pool: WorkerPool) -> None:
@@ -275,8 +281,6 @@ async def test_exhaustion_and_expiry(dist_dir) -> None:
 
 async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
     import shutil
-
-    from interpreter_service.api import InterpreterError
 
     for name in ("pyodide.mjs", "pyodide.asm.js", "python_stdlib.zip", "pyodide-lock.json"):
         shutil.copyfile(dist_dir / name, tmp_path / name)

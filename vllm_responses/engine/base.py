@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from vllm_responses.chat import EngineEvent, GenerateRequest, ToolSpec, Turn
+from vllm_responses.chat import EngineEvent, GenerateRequest
 
 __all__ = ["Engine", "EngineError"]
 
@@ -34,8 +34,8 @@ class Engine(Protocol):
 
     def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]: ...
 
-    async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
-        """Prompt tokens these turns and tools render to (for `/v1/responses/input_tokens`)."""
+    async def count_tokens(self, request: GenerateRequest) -> int:
+        """Prompt tokens `generate(request)` would feed the model (for `/v1/responses/input_tokens`)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -22,8 +22,6 @@ from vllm_responses.chat import (
     GenerateRequest,
     ReasoningDelta,
     ToolCallStart,
-    ToolSpec,
-    Turn,
     Usage,
 )
 from vllm_responses.engine.base import EngineError
@@ -193,13 +191,8 @@ class VLLMEngine:
                 code="invalid_prompt",
             ) from exc
 
-    async def count_tokens(self, turns: Sequence[Turn], tools: Sequence[ToolSpec]) -> int:
-        request = GenerateRequest(request_id="count", turns=tuple(turns), tools=tuple(tools))
-        return len(self._encode(self.render(request)))
-
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
-        if self._closed:
-            raise EngineError("the engine is shut down", status=503, code="engine_closed")
+    def _prepare(self, request: GenerateRequest) -> tuple[str, str, list[str], ToolParser]:
+        """One call's prompt text (prefill included), its prefill, stop strings and output parser."""
         tools = request.tools if request.tool_choice != "none" else ()
         parser: ToolParser = self._parser_cls(tools)
         prefill = ""
@@ -215,6 +208,16 @@ class VLLMEngine:
         prompt = self.render(request, prefill)
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
+        return prompt, prefill, stop, parser
+
+    async def count_tokens(self, request: GenerateRequest) -> int:
+        prompt, _prefill, _stop, _parser = self._prepare(request)
+        return len(self._encode(prompt))
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+        if self._closed:
+            raise EngineError("the engine is shut down", status=503, code="engine_closed")
+        prompt, prefill, stop, parser = self._prepare(request)
         prompt_ids = self._encode(prompt)
         room = self._max_model_len - len(prompt_ids)
         if room < 1:
