@@ -22,7 +22,7 @@ CASES = [
     ({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0].name"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]}, 400, "tools[0].container"),
-    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "cntr_nope"}]}, 404, "tools.container"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "cntr_nope"}]}, 404, "tools[0].container"),
     ({"model": MODEL, "input": "hi", "include": ["message.output_text.logprobs"]}, 400, "include[0]"),
     ({"model": MODEL, "input": "hi", "include": ["nonsense"]}, 400, "include[0]"),
     ({"model": MODEL, "input": [{"type": "image_generation_call"}]}, 400, "input[0].type"),

@@ -8,7 +8,7 @@ from typing import Any
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
-__all__ = ["check_stream", "parse_sse", "validate_event", "validate_response"]
+__all__ = ["check_stream", "parse_sse", "validate_as", "validate_event", "validate_response"]
 
 _EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
 
@@ -29,6 +29,13 @@ def validate_event(event: dict[str, Any]) -> Any:
     parsed = _EVENT.validate_python(event)
     assert parsed.type == event["type"]
     _no_extras(parsed, event["type"])
+    return parsed
+
+
+def validate_as(model: type[pydantic.BaseModel], body: dict[str, Any]) -> Any:
+    """`body` parsed as the SDK type `model`, failing on any field the type does not know."""
+    parsed = model.model_validate(body)
+    _no_extras(parsed, model.__name__)
     return parsed
 
 

@@ -21,8 +21,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
 from vllm_responses.config import Config
+from vllm_responses.containers import container_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import APIError, InvalidRequest, Unauthorized, error_body
+from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.runs import Run
@@ -146,32 +148,7 @@ async def cancel_response(request: Request) -> Response:
 
 async def list_input_items(request: Request) -> Response:
     items = await _state(request).service.input_items(request.path_params["response_id"])
-    q = request.query_params
-    order = q.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
-    try:
-        limit = int(q.get("limit", "20"))
-    except ValueError:
-        raise InvalidRequest("limit must be an integer.", param="limit") from None
-    if not 1 <= limit <= 100:
-        raise InvalidRequest("limit must be between 1 and 100.", param="limit")
-    ordered = items if order == "asc" else list(reversed(items))
-    if after := q.get("after"):
-        ids = [it["id"] for it in ordered]
-        if after not in ids:
-            raise InvalidRequest(f"No input item with id {after!r}.", param="after")
-        ordered = ordered[ids.index(after) + 1 :]
-    page = ordered[:limit]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(ordered) > limit,
-        }
-    )
+    return JSONResponse(cursor_page(items, request.query_params))
 
 
 async def list_models(request: Request) -> Response:
@@ -253,6 +230,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+        *container_routes(),
         *playground_routes(),
     ]
     app = Starlette(

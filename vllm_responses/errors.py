@@ -5,7 +5,8 @@
     │   └── NotFound (404)                            unknown response / container / file id
     ├── Unauthorized (401 authentication_error)
     ├── Conflict (409 invalid_request_error)          e.g. cancelling a response that is not background
-    └── Unavailable (503 server_error)                engine or sandbox not ready / pool exhausted
+    ├── Busy (429 rate_limit_error)                   every sandbox is running code: retry later
+    └── Unavailable (503 server_error)                engine or sandbox not ready / could not start
 
 Routes raise these; `app.py` turns them into `{"error": {...}}` bodies in one place. Once a stream has
 started, errors travel as `response.failed` events instead (see `stream.py`).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["APIError", "Conflict", "InvalidRequest", "NotFound", "Unauthorized", "Unavailable", "error_body"]
+__all__ = ["APIError", "Busy", "Conflict", "InvalidRequest", "NotFound", "Unauthorized", "Unavailable", "error_body"]
 
 
 class APIError(Exception):
@@ -54,6 +55,12 @@ class Conflict(APIError):
     status = 409
     type = "invalid_request_error"
     default_code = "conflict"
+
+
+class Busy(APIError):
+    status = 429
+    type = "rate_limit_error"
+    default_code = "rate_limit_exceeded"
 
 
 class Unavailable(APIError):

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from interpreter_service import ContainerNotFound, Interpreter, InterpreterError, PoolExhausted
+from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.agent import AgentPlan, run_agent
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
@@ -19,11 +19,11 @@ from vllm_responses.chat import (
     code_tool_spec,
 )
 from vllm_responses.config import Config
+from vllm_responses.containers import ContainerService
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import Conflict, InvalidRequest, NotFound
+from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.protocol.requests import (
-    CodeInterpreterTool,
     CreateResponseRequest,
     ToolChoiceBuiltin,
     ToolChoiceFunction,
@@ -48,6 +48,7 @@ class ResponsesService:
         self.engine = engine
         self.interpreter = interpreter
         self.store = store
+        self.containers = ContainerService(interpreter)
         self.runs: dict[str, Run] = {}
 
     @property
@@ -97,7 +98,7 @@ class ResponsesService:
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
             code_timeout_s=self.config.code_interpreter_timeout,
-            container=await self._container_resolver(code_tool, history) if code_tool else None,
+            container=await self._container_resolver(req, history) if code_tool else None,
             structured=[structured] if isinstance(structured, dict) else list(structured or []),
         )
         run = Run(builder, background=req.background)
@@ -116,16 +117,14 @@ class ResponsesService:
             raise NotFound(f"Previous response with id {response_id!r} not found.", param="previous_response_id")
         return prev
 
-    async def _container_resolver(self, tool: CodeInterpreterTool, history: list[dict[str, Any]]) -> Any:
+    async def _container_resolver(self, req: CreateResponseRequest, history: list[dict[str, Any]]) -> Any:
         """A coroutine function giving this response's container id, created or reused on first use."""
-        assert self.interpreter is not None
-        interp = self.interpreter
+        tool = req.code_tool
+        assert tool is not None
+        containers = self.containers
         named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
         if named is not None:
-            try:
-                await interp.get_container(named)
-            except ContainerNotFound:
-                raise NotFound(f"Container {named!r} not found or expired.", param="tools.container") from None
+            await containers.get(named, param=f"tools[{req.tools.index(tool)}].container")
         earlier = next(
             (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"), None
         )
@@ -137,15 +136,15 @@ class ResponsesService:
                 return chosen[0]
             if earlier:
                 try:
-                    await interp.get_container(earlier)
+                    await containers.get(earlier)
                     chosen.append(earlier)
                     return earlier
-                except ContainerNotFound:
+                except NotFound:
                     pass
             try:
-                info = await interp.create_container(memory_limit=memory)
-            except PoolExhausted as exc:
-                raise InterpreterError(f"no sandbox available: {exc}") from exc
+                info = await containers.create(memory_limit=memory)
+            except APIError as exc:
+                raise InterpreterError(exc.message) from exc
             chosen.append(info.id)
             return info.id
 

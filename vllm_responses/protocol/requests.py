@@ -330,6 +330,14 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         raise InvalidRequest("Function tool names must be unique.", param="tools")
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
+    for i, tool in enumerate(req.tools):
+        if isinstance(tool, CodeInterpreterTool) and isinstance(tool.container, ContainerAuto) and tool.container.file_ids:
+            raise InvalidRequest(
+                "container.file_ids refer to the Files API, which this server does not have: create a container "
+                "(POST /v1/containers), upload the files to it, and pass its id as container.",
+                param=f"tools[{i}].container.file_ids",
+                code="unsupported_parameter",
+            )
     if isinstance(req.tool_choice, ToolChoiceFunction) and req.tool_choice.name not in names:
         raise InvalidRequest(
             f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.", param="tool_choice"

@@ -1,0 +1,248 @@
+"""Containers and container files through the real `openai` SDK, over the fake engine and in-process interpreter."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import openai
+import pytest
+from openai.types import ContainerCreateResponse, ContainerListResponse, ContainerRetrieveResponse
+from openai.types.containers import FileCreateResponse, FileListResponse
+
+from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.serving import LiveServer
+from tests.wire import validate_as
+from vllm_responses.config import Config
+
+MODEL = "fake-model"
+
+
+@pytest.fixture
+def made(client: openai.OpenAI) -> Iterator[str]:
+    """A container created through the API, deleted afterwards when still there."""
+    c = client.containers.create(name="made")
+    yield c.id
+    try:
+        client.containers.delete(c.id)
+    except openai.NotFoundError:
+        pass
+
+
+def _raw(client: openai.OpenAI, method: str, path: str, **kw: object) -> httpx.Response:
+    return httpx.request(method, str(client.base_url).rstrip("/") + path, timeout=10, **kw)  # type: ignore[arg-type]
+
+
+def test_create_get_list_delete(client: openai.OpenAI, fake_server: LiveServer) -> None:
+    before = int(time.time())
+    created = client.containers.create(
+        name="analysis", expires_after={"anchor": "last_active_at", "minutes": 5}, memory_limit="4g"
+    )
+    raw = _raw(client, "GET", f"/containers/{created.id}").json()
+    validate_as(ContainerRetrieveResponse, raw)
+    validate_as(ContainerCreateResponse, created.model_dump(mode="json"))
+    assert created.id.startswith("cntr_") and created.object == "container" and created.status == "running"
+    assert created.name == "analysis" and created.memory_limit == "4g"
+    assert created.expires_after is not None and created.expires_after.minutes == 5
+    assert created.expires_after.anchor == "last_active_at"
+    assert created.created_at >= before - 1 and created.last_active_at is not None
+    assert client.containers.retrieve(created.id).model_dump() == created.model_dump()
+
+    others = [client.containers.create(name=f"n{i}").id for i in range(3)]
+    page = client.containers.list(limit=2, order="asc")
+    body = _raw(client, "GET", "/containers", params={"limit": 2, "order": "asc"}).json()
+    assert set(body) == {"object", "data", "first_id", "last_id", "has_more"} and body["object"] == "list"
+    for c in body["data"]:
+        validate_as(ContainerListResponse, c)
+    every = [c.id for c in client.containers.list(order="asc")]  # the SDK follows `after` cursors
+    assert every.index(created.id) < every.index(others[0]) < every.index(others[1]) < every.index(others[2])
+    assert len(page.data) == 2 and page.has_more
+    newest_first = [c.id for c in client.containers.list(order="desc", limit=100).data]
+    assert newest_first[:3] == others[::-1]
+    assert [c.id for c in client.containers.list(name="n1").data] == [others[1]]
+
+    deleted = _raw(client, "DELETE", f"/containers/{created.id}").json()
+    assert deleted == {"id": created.id, "object": "container.deleted", "deleted": True}
+    with pytest.raises(openai.NotFoundError) as ei:
+        client.containers.retrieve(created.id)
+    assert ei.value.body["param"] == "container_id"  # type: ignore[index]
+    assert created.id not in [c.id for c in client.containers.list(limit=100).data]
+    for cid in others:
+        client.containers.delete(cid)
+
+
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        ({}, "name"),
+        ({"name": "x", "expires_after": {"anchor": "created_at", "minutes": 5}}, "expires_after.anchor"),
+        ({"name": "x", "expires_after": {"anchor": "last_active_at", "minutes": 0}}, "expires_after.minutes"),
+        ({"name": "x", "memory_limit": "2g"}, "memory_limit"),
+        ({"name": "x", "file_ids": ["file-abc"]}, "file_ids"),
+        (
+            {"name": "x", "network_policy": {"type": "allowlist", "allowed_domains": ["a.b"]}},
+            "network_policy.type",
+        ),
+        ({"name": "x", "skills": [{"type": "skill_reference", "skill_id": "s"}]}, "skills"),
+        ([1], "body"),
+    ],
+)
+def test_bad_create_is_400(client: openai.OpenAI, body: object, param: str) -> None:
+    r = _raw(client, "POST", "/containers", json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["param"] == param and err["message"]
+
+
+def test_unknown_ids_are_404(client: openai.OpenAI, made: str) -> None:
+    for method, path, param in [
+        ("GET", "/containers/cntr_nope", "container_id"),
+        ("DELETE", "/containers/cntr_nope", "container_id"),
+        ("GET", "/containers/cntr_nope/files", "container_id"),
+        ("GET", f"/containers/{made}/files/cfile_nope", "file_id"),
+        ("GET", f"/containers/{made}/files/cfile_nope/content", "file_id"),
+        ("DELETE", f"/containers/{made}/files/cfile_nope", "file_id"),
+    ]:
+        r = _raw(client, method, path)
+        assert r.status_code == 404, (method, path, r.text)
+        assert r.json()["error"]["param"] == param and r.json()["error"]["type"] == "invalid_request_error"
+    r = _raw(client, "POST", "/containers/cntr_nope/files", files={"file": ("a.txt", b"x")})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "container_id"
+
+
+def test_list_paging_errors(client: openai.OpenAI) -> None:
+    for params, param in [
+        ({"limit": 0}, "limit"),
+        ({"order": "up"}, "order"),
+        ({"after": "cntr_nope"}, "after"),
+    ]:
+        r = _raw(client, "GET", "/containers", params=params)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param
+
+
+def test_upload_is_visible_to_code_and_listed(
+    client: openai.OpenAI, engine: FakeEngine, made: str, fake_server: LiveServer
+) -> None:
+    up = client.containers.files.create(made, file=("in.csv", b"a,b\n1,2\n"))
+    validate_as(FileCreateResponse, _raw(client, "GET", f"/containers/{made}/files/{up.id}").json())
+    assert up.object == "container.file" and up.path == "/mnt/data/in.csv" and up.bytes == 8
+    assert up.source == "user" and up.container_id == made and up.id.startswith("cfile_")
+    assert client.containers.files.retrieve(up.id, container_id=made).model_dump() == up.model_dump()
+    assert client.containers.files.content.retrieve(up.id, container_id=made).read() == b"a,b\n1,2\n"
+
+    engine.reset(code_call("print(load('/mnt/data/in.csv').splitlines()[1])"), say("Row one is 1,2."))
+    resp = client.responses.create(
+        model=MODEL,
+        input="read it",
+        tools=[{"type": "code_interpreter", "container": made}],
+        include=["code_interpreter_call.outputs"],
+    )
+    call = resp.output[0]
+    assert call.type == "code_interpreter_call" and call.container_id == made
+    assert call.outputs is not None and call.outputs[0].logs == "1,2\n"  # type: ignore[union-attr]
+
+    # A same-named upload replaces the file and keeps its id.
+    again = client.containers.files.create(made, file=("in.csv", b"new"))
+    assert again.id == up.id and again.bytes == 3
+    listed = client.containers.files.list(made)
+    for f in _raw(client, "GET", f"/containers/{made}/files").json()["data"]:
+        validate_as(FileListResponse, f)
+    assert [f.id for f in listed.data] == [up.id]
+    client.containers.files.delete(up.id, container_id=made)
+    assert client.containers.files.list(made).data == []
+    with pytest.raises(openai.NotFoundError):
+        client.containers.files.retrieve(up.id, container_id=made)
+
+
+def test_files_code_writes_are_listed_and_downloadable(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("save('report/out.csv', 'x,y\\n1,4\\n')"), say("Saved."))
+    resp = client.responses.create(model=MODEL, input="write", tools=[{"type": "code_interpreter"}])
+    cid = resp.output[0].container_id  # type: ignore[union-attr]
+    files = client.containers.files.list(cid).data
+    assert [(f.path, f.source, f.bytes) for f in files] == [("/mnt/data/report/out.csv", "assistant", 8)]
+    r = _raw(client, "GET", f"/containers/{cid}/files/{files[0].id}/content")
+    assert r.content == b"x,y\n1,4\n" and r.headers["content-type"].startswith("text/csv")
+    assert "out.csv" in r.headers["content-disposition"]
+
+
+def test_upload_errors(client: openai.OpenAI, made: str) -> None:
+    r = _raw(client, "POST", f"/containers/{made}/files", json={"file_id": "file-123"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file_id"
+    assert r.json()["error"]["code"] == "unsupported_parameter"
+    r = _raw(client, "POST", f"/containers/{made}/files", files={"other": ("a.txt", b"x")})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file"
+    r = _raw(client, "POST", f"/containers/{made}/files", files={"file": ("..", b"x")})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file"
+    r = _raw(
+        client, "POST", f"/containers/{made}/files", content=b"raw", headers={"content-type": "text/plain"}
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file"
+    # A path in the upload's name is dropped: the file lands in /mnt/data under its base name.
+    up = client.containers.files.create(made, file=("../../etc/evil.txt", b"x"))
+    assert up.path == "/mnt/data/evil.txt"
+
+
+def test_tool_container_must_exist_and_file_ids_are_refused(client: openai.OpenAI, made: str) -> None:
+    client.containers.delete(made)
+    r = _raw(
+        client,
+        "POST",
+        "/responses",
+        json={
+            "model": MODEL,
+            "input": "hi",
+            "tools": [{"type": "function", "name": "f"}, {"type": "code_interpreter", "container": made}],
+        },
+    )
+    assert r.status_code == 404 and r.json()["error"]["param"] == "tools[1].container"
+    r = _raw(
+        client,
+        "POST",
+        "/responses",
+        json={
+            "model": MODEL,
+            "input": "hi",
+            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}],
+        },
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tools[0].container.file_ids"
+    r = _raw(
+        client,
+        "POST",
+        "/responses",
+        json={
+            "model": MODEL,
+            "input": "hi",
+            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": []}}],
+        },
+    )
+    assert r.status_code == 200
+
+
+def test_short_expires_after_is_enforced(client: openai.OpenAI, fake_server: LiveServer) -> None:
+    c = client.containers.create(name="brief", expires_after={"anchor": "last_active_at", "minutes": 1})
+    interp: FakeInterpreter = fake_server.interpreter
+    info = interp.infos[c.id]
+    interp.infos[c.id] = type(info)(**{**info.__dict__, "last_active_at": time.time() - 61})
+    with pytest.raises(openai.NotFoundError):
+        client.containers.retrieve(c.id)
+    assert c.id not in interp.infos  # deleted from the pool, its slot freed
+
+
+def test_pool_full_is_429_and_disabled_interpreter_is_400() -> None:
+    server = LiveServer(Config(), FakeEngine(), FakeInterpreter(max_containers=1)).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        client.containers.create(name="one")
+        with pytest.raises(openai.RateLimitError) as ei:
+            client.containers.create(name="two")
+        assert ei.value.body["code"] == "pool_exhausted"  # type: ignore[index]
+    finally:
+        server.stop()
+    server = LiveServer(Config(code_interpreter=False), FakeEngine(), None).start()
+    try:
+        r = httpx.post(server.base_url + "/v1/containers", json={"name": "x"}, timeout=10)
+        assert r.status_code == 400 and "disabled" in r.json()["error"]["message"]
+    finally:
+        server.stop()
