@@ -13,7 +13,9 @@ from openai.types.containers import FileCreateResponse, FileListResponse
 
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.serving import LiveServer
-from tests.wire import validate_as
+from tests.test_api import _plain, raw_stream
+from tests.wire import validate_as, validate_response
+from vllm_responses.chat import Finish
 from vllm_responses.config import Config
 
 MODEL = "fake-model"
@@ -246,3 +248,97 @@ def test_pool_full_is_429_and_disabled_interpreter_is_400() -> None:
         assert r.status_code == 400 and "disabled" in r.json()["error"]["message"]
     finally:
         server.stop()
+
+
+# --- container_file_citation --------------------------------------------------------------------------
+
+WRITE = "save('out.csv', 'a,b\\n1,2\\n')\nsave('plot.png', b'png')"
+ANSWER = "Wrote out.csv for you."
+
+
+def _citations(message: dict) -> list[dict]:
+    return message["content"][0]["annotations"]
+
+
+def test_citations_non_stream(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call(WRITE), say(ANSWER))
+    resp = client.responses.create(model=MODEL, input="write", tools=[{"type": "code_interpreter"}])
+    validate_response(resp.model_dump(mode="json", exclude_unset=True))
+    cid = resp.output[0].container_id  # type: ignore[union-attr]
+    files = {f.path: f.id for f in client.containers.files.list(cid).data}
+    cites = [a.model_dump() for a in resp.output[1].content[0].annotations]  # type: ignore[union-attr]
+    at = ANSWER.index("out.csv")
+    assert cites == [
+        {
+            "type": "container_file_citation",
+            "container_id": cid,
+            "file_id": files["/mnt/data/out.csv"],
+            "filename": "out.csv",
+            "start_index": at,
+            "end_index": at + len("out.csv"),
+        },
+        {  # not mentioned: cited at the end of the last message
+            "type": "container_file_citation",
+            "container_id": cid,
+            "file_id": files["/mnt/data/plot.png"],
+            "filename": "plot.png",
+            "start_index": len(ANSWER),
+            "end_index": len(ANSWER),
+        },
+    ]
+    data = client.containers.files.content.retrieve(cites[0]["file_id"], container_id=cid).read()
+    assert data == b"a,b\n1,2\n"
+    stored = client.responses.retrieve(resp.id)
+    assert stored.output[1].content[0].annotations == resp.output[1].content[0].annotations  # type: ignore[union-attr]
+
+
+def test_no_files_no_citations(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call("print('out.csv')"), say(ANSWER))
+    resp = client.responses.create(model=MODEL, input="x", tools=[{"type": "code_interpreter"}])
+    assert resp.output[1].content[0].annotations == []  # type: ignore[union-attr]
+
+
+def test_citations_stream_events(fake_server: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(code_call(WRITE), say(ANSWER))
+    events = raw_stream(
+        fake_server, {"model": MODEL, "input": "write", "tools": [{"type": "code_interpreter"}]}
+    )
+    types = [e["type"] for e in events]
+    added = [e for e in events if e["type"] == "response.output_text.annotation.added"]
+    assert [a["annotation_index"] for a in added] == [0, 1]
+    assert [a["annotation"]["filename"] for a in added] == ["out.csv", "plot.png"]
+    first = types.index("response.output_text.annotation.added")
+    assert types[first - 1] == "response.output_text.delta"
+    assert types[first + 2 : first + 5] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]
+    part_done = events[first + 3]["part"]
+    item_done = events[first + 4]["item"]
+    assert _citations(item_done) == part_done["annotations"] == [a["annotation"] for a in added]
+    assert _citations(events[-1]["response"]["output"][-1]) == part_done["annotations"]
+
+
+def test_message_before_code_cites_nothing_and_last_cites_the_rest(
+    fake_server: LiveServer, engine: FakeEngine
+) -> None:
+    before = [ev for ev in say("I will write out.csv.") if not isinstance(ev, Finish)]
+    engine.reset(before + code_call(WRITE), say("Done."))
+    events = raw_stream(fake_server, {"model": MODEL, "input": "w", "tools": [{"type": "code_interpreter"}]})
+    messages = [it for it in events[-1]["response"]["output"] if it["type"] == "message"]
+    assert _citations(messages[0]) == []  # the files did not exist yet
+    assert [(a["filename"], a["start_index"]) for a in _citations(messages[1])] == [
+        ("out.csv", 5),
+        ("plot.png", 5),
+    ]
+
+
+def test_sdk_stream_helper_matches_retrieve_with_citations(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(code_call(WRITE), say(ANSWER))
+    with client.responses.stream(model=MODEL, input="w", tools=[{"type": "code_interpreter"}]) as stream:
+        seen = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert seen.count("response.output_text.annotation.added") == 2
+    assert len(final.output[1].content[0].annotations) == 2  # type: ignore[union-attr]
+    assert _plain(final) == _plain(client.responses.retrieve(final.id))

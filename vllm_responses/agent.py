@@ -27,6 +27,7 @@ from vllm_responses.chat import (
     Turn,
     Usage,
 )
+from vllm_responses.citations import WrittenFile
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.parsers.partial_json import JsonStringField
@@ -180,7 +181,8 @@ async def run_agent(
                 for ev in builder.incomplete("max_output_tokens", plan.usage):
                     yield ev
                 return
-            for ev in builder.close_open():
+            # A message closed with no code left to run is the response's last: it cites every file.
+            for ev in builder.close_open(final=bool(function_calls) or not code_calls):
                 yield ev
             for call in code_calls:
                 async for ev in _run_code(plan, builder, interpreter, call):
@@ -213,12 +215,25 @@ async def _run_code(
         raise
     except InterpreterError as exc:
         result = ExecutionResult(logs="", error=f"Sandbox error: {exc}", error_kind="crashed")
+    if result.files_changed and interpreter is not None:
+        builder.note_files(await _written_files(interpreter, item["container_id"], result.files_changed))
     failed = result.error_kind not in (None, "exception")
     outputs = code_outputs(result)
     for ev in builder.code_finished(call.index, outputs, failed=failed):
         yield ev
     plan.turns.append(ToolCall(item["id"], call.name, json.dumps({"code": code})))
     plan.turns.append(ToolResult(item["id"], call.name, code_result_text(outputs)))
+
+
+async def _written_files(interpreter: Interpreter, container_id: str, paths: tuple[str, ...]) -> list[WrittenFile]:
+    """The container files (with their ids) at `paths`, which a code call just wrote."""
+    try:
+        infos = await interpreter.list_files(container_id)
+    except InterpreterError as exc:
+        logger.warning("could not list the files of container %s: %s", container_id, exc)
+        return []
+    changed = set(paths)
+    return [WrittenFile(container_id, f.id, f.path) for f in infos if f.path in changed]
 
 
 def _end_call(builder: ResponseBuilder, call: _Call) -> list[Event]:

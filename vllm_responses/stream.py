@@ -16,6 +16,7 @@ import time
 from typing import Any, Literal
 
 from vllm_responses.chat import Usage
+from vllm_responses.citations import WrittenFile, file_citations
 
 __all__ = ["ResponseBuilder", "new_id"]
 
@@ -63,6 +64,9 @@ class ResponseBuilder:
         self.failure_code: str | None = None
         self._seq = 0
         self._open: dict[str, int] = {}  # "message" / "reasoning" -> output_index of the open item
+        # Files the response's code wrote (cited in messages, see citations.py) and the ids cited so far.
+        self.files: list[WrittenFile] = []
+        self._cited: set[str] = set()
 
     # --- plumbing -------------------------------------------------------------------------------------
 
@@ -113,20 +117,26 @@ class ResponseBuilder:
             self._event("response.in_progress", response=self.snapshot()),
         ]
 
-    def close_open(self, status: str = "completed") -> list[Event]:
-        """Finish an open message or reasoning item (before a tool call, or at the end)."""
+    def close_open(self, status: str = "completed", *, final: bool = False) -> list[Event]:
+        """Finish an open message or reasoning item (before a tool call, or at the end). `final`: nothing
+        follows, so a message closed now cites the written files no message mentioned."""
         events: list[Event] = []
         if "reasoning" in self._open:
             events += self._close_reasoning(status)
         if "message" in self._open:
-            events += self._close_message(status)
+            events += self._close_message(status, final=final)
         return events
+
+    def note_files(self, files: list[WrittenFile]) -> None:
+        """Files code wrote during this response (a file written again replaces its earlier entry)."""
+        ids = {f.file_id for f in files}
+        self.files = [f for f in self.files if f.file_id not in ids] + files
 
     def completed(self, usage: Usage) -> list[Event]:
         return self._finish("completed", "response.completed", usage)
 
     def incomplete(self, reason: str, usage: Usage) -> list[Event]:
-        events = self.close_open("incomplete")
+        events = self.close_open("incomplete", final=True)
         self.incomplete_reason = reason
         return events + self._finish("incomplete", "response.incomplete", usage)
 
@@ -146,7 +156,7 @@ class ResponseBuilder:
         self.completed_at = int(time.time())
 
     def _finish(self, status: Status, type_: str, usage: Usage) -> list[Event]:
-        events = self.close_open()
+        events = self.close_open(final=True)
         self.usage = usage
         self.status = status
         self.completed_at = int(time.time())
@@ -182,12 +192,19 @@ class ResponseBuilder:
         )
         return events
 
-    def _close_message(self, status: str) -> list[Event]:
+    def _close_message(self, status: str, *, final: bool = False) -> list[Event]:
         index = self._open.pop("message")
         item = self.output[index]
         part = item["content"][0]
         item["status"] = status
+        part["annotations"] = file_citations(part["text"], self.files, cite_rest=final, already_cited=self._cited)
+        self._cited |= {a["file_id"] for a in part["annotations"]}
+        ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
         return [
+            *(
+                self._event("response.output_text.annotation.added", annotation_index=i, annotation=dict(a), **ids)
+                for i, a in enumerate(part["annotations"])
+            ),
             self._event(
                 "response.output_text.done",
                 item_id=item["id"], output_index=index, content_index=0, text=part["text"], logprobs=[],

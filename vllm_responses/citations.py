@@ -1,0 +1,91 @@
+"""`container_file_citation` annotations: where a message's text mentions a file the response's code wrote.
+
+The rule (also in docs/api.md): every mention of a written file in an assistant message is cited, spanning
+the longest of `sandbox:/mnt/data/<path>`, `/mnt/data/<path>`, `<path>` and the file's base name that the
+text holds there; the base name must stand on its own (`out.csv` is not found in `about.csv` nor in
+`out.csv2`). A file that no message of the response mentions is cited once at the end of the response's
+last message, as a zero-width annotation (`start_index == end_index == len(text)`), so that clients can
+still find every file the code produced. Indexes count Unicode code points.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["WrittenFile", "file_citations", "mentions"]
+
+DATA_DIR = "/mnt/data/"
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    container_id: str
+    file_id: str
+    path: str  # absolute, e.g. /mnt/data/report/out.csv
+
+    @property
+    def filename(self) -> str:
+        return posixpath.basename(self.path)
+
+
+def _word(ch: str) -> bool:
+    return bool(ch) and (ch.isalnum() or ch in "_-")
+
+
+def mentions(text: str, path: str) -> list[tuple[int, int]]:
+    """`(start, end)` of each mention of the file at `path` in `text`, in order."""
+    name = posixpath.basename(path)
+    if not name:
+        return []
+    rel = path[len(DATA_DIR) :] if path.startswith(DATA_DIR) else path.lstrip("/")
+    prefixes = ["sandbox:" + DATA_DIR + rel, DATA_DIR + rel, rel]
+    found: list[tuple[int, int]] = []
+    at = text.find(name)
+    while at >= 0:
+        end = at + len(name)
+        before = text[at - 1] if at else ""
+        after = text[end] if end < len(text) else ""
+        after_next = text[end + 1] if end + 1 < len(text) else ""
+        standalone = not (_word(before) or before == ".") and not (
+            _word(after) or (after == "." and _word(after_next))
+        )
+        if standalone:
+            start = at
+            for prefix in prefixes:  # longest first
+                if text[:end].endswith(prefix):
+                    start = end - len(prefix)
+                    break
+            found.append((start, end))
+        at = text.find(name, at + 1)
+    return found
+
+
+def file_citations(
+    text: str, files: Sequence[WrittenFile], *, cite_rest: bool, already_cited: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """The annotations of one message's text, ordered by position.
+
+    `cite_rest`: this is the response's last message, so files not mentioned in it nor cited before
+    (`already_cited` file ids) get a zero-width citation at its end.
+    """
+    spans: list[tuple[int, int, WrittenFile]] = []
+    for f in files:
+        spans += [(s, e, f) for s, e in mentions(text, f.path)]
+    cited = set(already_cited) | {f.file_id for _, _, f in spans}
+    if cite_rest:
+        spans += [(len(text), len(text), f) for f in files if f.file_id not in cited]
+    spans.sort(key=lambda s: (s[0], s[1]))
+    return [
+        {
+            "type": "container_file_citation",
+            "container_id": f.container_id,
+            "file_id": f.file_id,
+            "filename": f.filename,
+            "start_index": s,
+            "end_index": e,
+        }
+        for s, e, f in spans
+    ]
