@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import typing
+
 import httpx
 import openai
 import pytest
+from openai.types.responses import ResponseIncludable
 
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
 from vllm_responses.config import Config
+from vllm_responses.protocol.requests import SUPPORTED_INCLUDES
 
 MODEL = "fake-model"
 
@@ -113,3 +117,29 @@ def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: Fak
     assert r.status_code == 200, r.text
     assert r.json()["tools"] == [{"type": "code_interpreter", "container": {"type": "auto"}}]
     validate_response(r.json())
+
+
+@pytest.mark.parametrize("value", typing.get_args(ResponseIncludable))
+def test_every_sdk_include_value_is_honoured_or_refused(
+    fake_server: LiveServer, engine: FakeEngine, value: str
+) -> None:
+    base = fake_server.base_url + "/v1/responses"
+    r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": ["code_interpreter_call.outputs", value]}, timeout=10)
+    if value in SUPPORTED_INCLUDES:
+        assert r.status_code == 200, r.text
+        rid = r.json()["id"]
+        got = httpx.get(f"{base}/{rid}", params={"include[]": value}, timeout=10)
+        assert got.status_code == 200, got.text
+        return
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "include[1]" and value in err["message"] and err["code"] == "unsupported_value"
+    rid = httpx.post(base, json={"model": MODEL, "input": "hi"}, timeout=10).json()["id"]
+    got = httpx.get(f"{base}/{rid}", params={"include[]": ["code_interpreter_call.outputs", value]}, timeout=10)
+    assert got.status_code == 400 and got.json()["error"]["param"] == "include[1]"
+    assert value in got.json()["error"]["message"]
+
+
+def test_only_code_interpreter_outputs_is_honoured() -> None:
+    assert SUPPORTED_INCLUDES == ("code_interpreter_call.outputs",)
+    assert set(SUPPORTED_INCLUDES) <= set(typing.get_args(ResponseIncludable))

@@ -26,7 +26,7 @@ from vllm_responses.engine.base import Engine
 from vllm_responses.errors import APIError, InvalidRequest, Unauthorized, error_body
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
-from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, parse_create_request
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store import ResponseStore
@@ -114,7 +114,27 @@ async def create_response(request: Request) -> Response:
 
 def _include_outputs(request: Request) -> bool | None:
     include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
+    for i, value in enumerate(include):
+        if value not in SUPPORTED_INCLUDES:
+            raise InvalidRequest(
+                f"include value {value!r} is not supported; supported: {', '.join(SUPPORTED_INCLUDES)}.",
+                param=f"include[{i}]",
+                code="unsupported_value",
+            )
     return ("code_interpreter_call.outputs" in include) if include else None
+
+
+async def count_input_tokens(request: Request) -> Response:
+    state = _state(request)
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", param="body")
+    # `model` and `input` are optional here; the rest is validated as for create.
+    body = {**body, "model": body.get("model") or state.service.model_names[0]}
+    if body.get("input") is None:
+        body["input"] = []
+    count = await state.service.count_input_tokens(parse_create_request(body))
+    return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
 
 async def get_response(request: Request) -> Response:
@@ -226,6 +246,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/health", health),
         Route("/v1/models", list_models),
         Route("/v1/responses", create_response, methods=["POST"]),
+        Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),

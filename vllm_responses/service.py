@@ -12,16 +12,18 @@ from vllm_responses.agent import AgentPlan, run_agent
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
     ForcedTool,
+    GenerateRequest,
     Message,
     Sampling,
     ToolChoice,
     ToolSpec,
+    Turn,
     code_tool_spec,
 )
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
-from vllm_responses.engine.base import Engine
-from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound
+from vllm_responses.engine.base import Engine, EngineError
+from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound, Unavailable
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
@@ -57,7 +59,10 @@ class ResponsesService:
 
     # --- create ---------------------------------------------------------------------------------------
 
-    async def create(self, req: CreateResponseRequest) -> Run:
+    async def _conversation(
+        self, req: CreateResponseRequest
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Turn], list[ToolSpec]]:
+        """The stored history, the input as items, the turns the model sees and the tools it is offered."""
         if req.model not in self.model_names:
             raise NotFound(
                 f"The model {req.model!r} does not exist; this server serves {', '.join(self.model_names)}.",
@@ -82,6 +87,30 @@ class ResponsesService:
             ToolSpec(t.name, t.description or "", t.parameters or {"type": "object", "properties": {}}, strict=bool(t.strict))
             for t in req.function_tools
         ]
+        return history, input_items, turns, tools
+
+    async def count_input_tokens(self, req: CreateResponseRequest) -> int:
+        """Prompt tokens of the response's first model call, rendered as `create` would render it."""
+        _history, _items, turns, tools = await self._conversation(req)
+        choice = _tool_choice(req)
+        offered = bool(tools) and choice != "none" and self.config.max_turns > 1
+        request = GenerateRequest(
+            request_id="input-tokens",
+            turns=tuple(turns),
+            tools=tuple(tools) if offered else (),
+            tool_choice=choice if offered else "none",
+            parallel_tool_calls=req.parallel_tool_calls,
+        )
+        try:
+            return await self.engine.count_tokens(request)
+        except EngineError as exc:
+            if 400 <= exc.status < 500:
+                raise InvalidRequest(exc.message, param="input", code=exc.code) from exc
+            raise Unavailable(exc.message, code=exc.code) from exc
+
+    async def create(self, req: CreateResponseRequest) -> Run:
+        history, input_items, turns, tools = await self._conversation(req)
+        code_tool = req.code_tool
         fmt = req.text.format if req.text and req.text.format else None
         text_format = None
         if fmt is not None and fmt.type != "text":
