@@ -13,7 +13,8 @@ import logging
 import mimetypes
 import posixpath
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from starlette.datastructures import UploadFile
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DATA_DIR = "/mnt/data"
 MAX_UPLOAD_BYTES = 64 * 1024 * 1024
@@ -144,7 +146,7 @@ class ContainerService:
             self._expiry_s[info.id] = req.expires_after.minutes * 60.0
         return info
 
-    async def list(self) -> list[ContainerInfo]:
+    async def list_all(self) -> list[ContainerInfo]:
         live = [info for info in await self._interp().list_containers() if not await self._expire(info)]
         return sorted(live, key=lambda i: i.created_at)
 
@@ -183,7 +185,7 @@ class ContainerService:
         info = await self.file(container_id, file_id)
         await self._file_call(self._interp().delete_file(container_id, info.path))
 
-    async def _file_call(self, call: Any) -> Any:
+    async def _file_call(self, call: Awaitable[T]) -> T:
         try:
             return await call
         except ContainerNotFound:
@@ -216,7 +218,7 @@ async def create_container(request: Request) -> Response:
 
 async def list_containers(request: Request) -> Response:
     svc = _service(request)
-    infos = await svc.list()
+    infos = await svc.list_all()
     if name := request.query_params.get("name"):
         infos = [i for i in infos if i.name == name]
     return JSONResponse(
