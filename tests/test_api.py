@@ -121,6 +121,27 @@ def test_sdk_stream_helper_accumulates_the_stored_response(client: openai.OpenAI
     assert final.output[1].outputs[0].logs == "1024\n"  # type: ignore[union-attr, index]
 
 
+def test_reasoning_encrypted_content_is_opaque_and_accepted_back(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(think("Add them.") + say("5"), think("Double it.") + say("10"))
+    plain = client.responses.create(model=MODEL, input="2+3?", store=False)
+    assert plain.output[0].type == "reasoning" and plain.output[0].encrypted_content is None
+    engine.reset(think("Add them.") + say("5"), think("Double it.") + say("10"))
+    with client.responses.stream(
+        model=MODEL, input="2+3?", store=False, include=["reasoning.encrypted_content"]
+    ) as stream:
+        first = stream.get_final_response()
+    sealed = first.output[0]
+    assert sealed.type == "reasoning" and sealed.encrypted_content and "Add them." not in sealed.encrypted_content
+    # A stateless client sends the whole output back as input, encrypted reasoning included.
+    history = [{"role": "user", "content": "2+3?"}, *[it.model_dump(exclude_none=True) for it in first.output]]
+    second = client.responses.create(
+        model=MODEL, input=[*history, {"role": "user", "content": "Double it."}], store=False,
+        include=["reasoning.encrypted_content"],
+    )
+    assert second.output_text == "10" and second.output[0].encrypted_content
+    assert [getattr(t, "text", None) for t in engine.requests[-1].turns][-2:] == ["5", "Double it."]
+
+
 def test_function_tool_round_trip(client: openai.OpenAI, engine: FakeEngine) -> None:
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
     engine.reset(function_call("get_weather", {"city": "Paris"}), say("It is sunny in Paris."))

@@ -140,6 +140,6 @@ def test_every_sdk_include_value_is_honoured_or_refused(
     assert value in got.json()["error"]["message"]
 
 
-def test_only_code_interpreter_outputs_is_honoured() -> None:
-    assert SUPPORTED_INCLUDES == ("code_interpreter_call.outputs",)
+def test_the_honoured_include_values_are_code_outputs_and_reasoning() -> None:
+    assert SUPPORTED_INCLUDES == ("code_interpreter_call.outputs", "reasoning.encrypted_content")
     assert set(SUPPORTED_INCLUDES) <= set(typing.get_args(ResponseIncludable))

@@ -116,7 +116,9 @@ class ResponsesService:
         if fmt is not None and fmt.type != "text":
             text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
         structured = req.structured_outputs
-        builder = ResponseBuilder(self._echo(req), include_outputs=req.wants_outputs)
+        builder = ResponseBuilder(
+            self._echo(req), include_outputs=req.wants_outputs, include_reasoning=req.wants_reasoning
+        )
         plan = AgentPlan(
             turns=turns,
             tools=tuple(tools),

@@ -10,6 +10,7 @@ the stored/non-streamed forms cannot drift apart. Items always keep their full c
 
 from __future__ import annotations
 
+import base64
 import copy
 import secrets
 import time
@@ -38,6 +39,15 @@ def usage_dict(u: Usage) -> dict[str, Any]:
     }
 
 
+REASONING_SEAL = "vr1:"
+
+
+def seal_reasoning(text: str) -> str:
+    """The `encrypted_content` of a reasoning item: not secret (the text is in the item already), only
+    opaque to clients. Resent as input it is accepted; earlier reasoning is not rendered into prompts."""
+    return REASONING_SEAL + base64.urlsafe_b64encode(text.encode()).decode()
+
+
 class ResponseBuilder:
     """Builds the events and the snapshot of one response.
 
@@ -45,13 +55,19 @@ class ResponseBuilder:
     ----------
     base: the response fields echoed from the request (model, tools, tool_choice, instructions, ...).
     include_outputs: whether code-interpreter `outputs` go out on the wire.
+    include_reasoning: whether finished reasoning items carry `encrypted_content` (include
+        "reasoning.encrypted_content"): an opaque copy of the reasoning a stateless client sends back.
     """
 
-    def __init__(self, base: dict[str, Any], *, include_outputs: bool, response_id: str | None = None) -> None:
+    def __init__(
+        self, base: dict[str, Any], *, include_outputs: bool, include_reasoning: bool = False,
+        response_id: str | None = None,
+    ) -> None:
         self.id = response_id or new_id("resp")
         self.created_at = int(time.time())
         self.base = base
         self.include_outputs = include_outputs
+        self.include_reasoning = include_reasoning
         self.status: Status = "in_progress"
         self.output: list[dict[str, Any]] = []
         self.usage = Usage()
@@ -251,6 +267,8 @@ class ResponseBuilder:
         item = self.output[index]
         item["status"] = status
         text = item["content"][0]["text"]
+        if self.include_reasoning:
+            item["encrypted_content"] = seal_reasoning(text)
         return [
             self._event(
                 "response.reasoning_text.done", item_id=item["id"], output_index=index, content_index=0, text=text

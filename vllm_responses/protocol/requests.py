@@ -28,7 +28,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_INCLUDES = ("code_interpreter_call.outputs",)
+SUPPORTED_INCLUDES = ("code_interpreter_call.outputs", "reasoning.encrypted_content")
 _KNOWN_INCLUDES = (
     "file_search_call.results",
     "web_search_call.results",
@@ -230,6 +230,10 @@ class CreateResponseRequest(_Model):
     @property
     def wants_outputs(self) -> bool:
         return "code_interpreter_call.outputs" in self.include
+
+    @property
+    def wants_reasoning(self) -> bool:
+        return "reasoning.encrypted_content" in self.include
 
     @property
     def code_tool(self) -> CodeInterpreterTool | None:
