@@ -89,7 +89,7 @@ class ResponsesService:
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
             code_timeout_s=self.config.code_interpreter_timeout,
-            container=await self._container_resolver(code_tool, history) if code_tool else None,
+            container=await self._container_resolver(code_tool, [*history, *input_items]) if code_tool else None,
             structured=[structured] if isinstance(structured, dict) else list(structured or []),
         )
         run = Run(builder, background=req.background)
@@ -109,7 +109,10 @@ class ResponsesService:
         return prev
 
     async def _container_resolver(self, tool: CodeInterpreterTool, history: list[dict[str, Any]]) -> Any:
-        """A coroutine function giving this response's container id, created or reused on first use."""
+        """A coroutine function giving this response's container id, created or reused on first use.
+
+        With container "auto", the last code_interpreter_call in the model's context names the container to
+        reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do)."""
         assert self.interpreter is not None
         interp = self.interpreter
         named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
