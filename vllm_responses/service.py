@@ -59,7 +59,7 @@ class ResponsesService:
         if req.previous_response_id:
             prev = await self._previous(req.previous_response_id)
             history = prev.history
-        input_items = input_to_items(req.input)
+        input_items = await self._resolve_references(input_to_items(req.input))
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
@@ -107,6 +107,18 @@ class ResponsesService:
         if prev is None:
             raise NotFound(f"Previous response with id {response_id!r} not found.", param="previous_response_id")
         return prev
+
+    async def _resolve_references(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Input `item_reference`s replaced by the stored items they name (the Vercel AI SDK sends these)."""
+        resolved = []
+        for i, item in enumerate(items):
+            if item.get("type") == "item_reference":
+                found = await self.store.find_item(item["id"])
+                if found is None:
+                    raise NotFound(f"Item with id {item['id']!r} not found.", param=f"input[{i}].id")
+                item = found
+            resolved.append(item)
+        return resolved
 
     async def _container_resolver(self, tool: CodeInterpreterTool, history: list[dict[str, Any]]) -> Any:
         """A coroutine function giving this response's container id, created or reused on first use.
