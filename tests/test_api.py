@@ -178,6 +178,32 @@ def test_previous_response_id_across_three_turns(client: openai.OpenAI, engine: 
     assert r3.output_text == "We computed 42 then 43."
 
 
+def test_code_call_resent_as_input_reuses_its_container(client: openai.OpenAI, engine: FakeEngine) -> None:
+    # Clients that keep the conversation themselves (openai-agents, langchain) send earlier items back as input.
+    engine.reset(code_call("secret = 7 * 6\nprint(secret)"), say("It is 42."))
+    r1 = client.responses.create(model=MODEL, input="Compute it.", tools=CI, include=["code_interpreter_call.outputs"])  # type: ignore[arg-type,list-item]
+    engine.reset(code_call("print(secret + 1)"), say("Now 43."))
+    history = [{"role": "user", "content": "Compute it."}, *(it.model_dump(exclude_none=True) for it in r1.output)]
+    r2 = client.responses.create(model=MODEL, input=[*history, {"role": "user", "content": "Add one."}], tools=CI)  # type: ignore[arg-type,list-item]
+    assert r2.output[0].container_id == r1.output[0].container_id  # type: ignore[union-attr]
+    assert engine.requests[1].turns[-1].output == "43\n"  # type: ignore[union-attr]
+
+
+def test_item_references_bring_back_stored_items(client: openai.OpenAI, engine: FakeEngine) -> None:
+    # The Vercel AI SDK sends earlier output back as `item_reference`s (it stores responses by default).
+    engine.reset(code_call("secret = 7 * 6\nprint(secret)"), say("It is 42."))
+    r1 = client.responses.create(model=MODEL, input="Compute it.", tools=CI)  # type: ignore[arg-type]
+    engine.reset(code_call("print(secret + 1)"), say("Now 43."))
+    refs = [{"type": "item_reference", "id": it.id} for it in r1.output]
+    r2 = client.responses.create(model=MODEL, input=[{"role": "user", "content": "Compute it."}, *refs, {"role": "user", "content": "Add one."}], tools=CI)  # type: ignore[arg-type,list-item]
+    texts = [t.output if isinstance(t, ToolResult) else getattr(t, "text", None) for t in engine.requests[0].turns]
+    assert texts == ["Compute it.", None, "42\n", "It is 42.", "Add one."]
+    assert r2.output[0].container_id == r1.output[0].container_id  # type: ignore[union-attr]
+    with pytest.raises(openai.NotFoundError) as err:
+        client.responses.create(model=MODEL, input=[{"type": "item_reference", "id": "msg_nope"}])  # type: ignore[list-item]
+    assert err.value.body["param"] == "input[0].id"  # type: ignore[index]
+
+
 def test_delete_then_404(client: openai.OpenAI, engine: FakeEngine) -> None:
     r = client.responses.create(model=MODEL, input="hi")
     client.responses.delete(r.id)

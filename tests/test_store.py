@@ -54,3 +54,34 @@ async def test_memory_store_is_bounded() -> None:
     for i in range(3):
         await store.save(record(i))
     assert await store.get("resp_0") is None and await store.get("resp_2") is not None
+
+
+def conversation(i: int) -> StoredResponse:
+    """A response whose history holds an earlier turn's items, then its own input and output."""
+    old = {"id": "msg_old", "type": "message", "role": "user", "content": "earlier"}
+    own_in = {"id": f"msg_in{i}", "type": "message", "role": "user", "content": "now"}
+    own_out = {"id": f"ci_{i}", "type": "code_interpreter_call", "code": "1", "outputs": [{"type": "logs", "logs": "1"}]}
+    return StoredResponse(
+        id=f"resp_{i}",
+        response={"id": f"resp_{i}", "output": [{**own_out, "outputs": None}]},  # outputs not included
+        input_items=[own_in],
+        history=[old, own_in, own_out],
+        include_outputs=False,
+        created_at=time.time() + i,
+    )
+
+
+async def test_items_are_found_by_id_until_their_response_goes(tmp_path: Path) -> None:
+    for store in (SQLiteStore(tmp_path / "r.db", max_rows=1), MemoryStore(max_rows=1)):
+        await store.open()
+        await store.save(conversation(1))
+        found = await store.find_item("ci_1")
+        assert found is not None and found["outputs"] == [{"type": "logs", "logs": "1"}]  # the full item, from history
+        assert (await store.find_item("msg_in1"))["content"] == "now"  # type: ignore[index]
+        assert await store.find_item("msg_old") is None  # not this response's own item
+        await store.save(conversation(2))
+        if isinstance(store, SQLiteStore):
+            await store._prune()
+        assert await store.find_item("ci_1") is None and await store.find_item("ci_2") is not None
+        assert await store.delete("resp_2") and await store.find_item("ci_2") is None
+        await store.aclose()

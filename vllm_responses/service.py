@@ -73,7 +73,7 @@ class ResponsesService:
         if req.previous_response_id:
             prev = await self._previous(req.previous_response_id)
             history = prev.history
-        input_items = input_to_items(req.input)
+        input_items = await self._resolve_references(input_to_items(req.input))
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
@@ -129,7 +129,7 @@ class ResponsesService:
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
             code_timeout_s=self.config.code_interpreter_timeout,
-            container=await self._container_resolver(req, history) if code_tool else None,
+            container=await self._container_resolver(req, [*history, *input_items]) if code_tool else None,
             structured=[structured] if isinstance(structured, dict) else list(structured or []),
         )
         run = Run(builder, background=req.background)
@@ -148,8 +148,23 @@ class ResponsesService:
             raise NotFound(f"Previous response with id {response_id!r} not found.", param="previous_response_id")
         return prev
 
+    async def _resolve_references(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Input `item_reference`s replaced by the stored items they name (the Vercel AI SDK sends these)."""
+        resolved = []
+        for i, item in enumerate(items):
+            if item.get("type") == "item_reference":
+                found = await self.store.find_item(item["id"])
+                if found is None:
+                    raise NotFound(f"Item with id {item['id']!r} not found.", param=f"input[{i}].id")
+                item = found
+            resolved.append(item)
+        return resolved
+
     async def _container_resolver(self, req: CreateResponseRequest, history: list[dict[str, Any]]) -> Any:
-        """A coroutine function giving this response's container id, created or reused on first use."""
+        """A coroutine function giving this response's container id, created or reused on first use.
+
+        With container "auto", the last code_interpreter_call in the model's context names the container to
+        reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do)."""
         tool = req.code_tool
         assert tool is not None
         containers = self.containers

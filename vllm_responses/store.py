@@ -35,6 +35,15 @@ class ResponseStore(Protocol):
     async def save(self, record: StoredResponse) -> None: ...
     async def get(self, response_id: str) -> StoredResponse | None: ...
     async def delete(self, response_id: str) -> bool: ...
+    async def find_item(self, item_id: str) -> dict[str, Any] | None:
+        """An input or output item of a stored response, by its id (what an `item_reference` names)."""
+        ...
+
+
+def _own_items(record: StoredResponse) -> list[dict[str, Any]]:
+    """The items a response brought: its input, then its output (the full items kept in its history)."""
+    own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
+    return [it for it in record.history if it.get("id") in own]
 
 
 _SCHEMA = """
@@ -48,6 +57,12 @@ CREATE TABLE IF NOT EXISTS responses (
     history TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+CREATE TABLE IF NOT EXISTS items (
+    id TEXT PRIMARY KEY,
+    response_id TEXT NOT NULL,
+    item TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS items_response ON items (response_id);
 """
 
 
@@ -102,6 +117,10 @@ class SQLiteStore:
                 json.dumps(record.history),
             ),
         )
+        await self.db.executemany(
+            "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
+            [(it["id"], record.id, json.dumps(it)) for it in _own_items(record) if it.get("id")],
+        )
         await self.db.commit()
         self._writes += 1
         if self._writes % 500 == 0:
@@ -126,8 +145,14 @@ class SQLiteStore:
 
     async def delete(self, response_id: str) -> bool:
         cur = await self.db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+        await self.db.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
         await self.db.commit()
         return cur.rowcount > 0
+
+    async def find_item(self, item_id: str) -> dict[str, Any] | None:
+        async with self.db.execute("SELECT item FROM items WHERE id = ?", (item_id,)) as cur:
+            row = await cur.fetchone()
+        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
 
     async def _prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))
@@ -135,6 +160,7 @@ class SQLiteStore:
             "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
             (self.max_rows,),
         )
+        await self.db.execute("DELETE FROM items WHERE response_id NOT IN (SELECT id FROM responses)")
         await self.db.commit()
 
 
@@ -162,3 +188,10 @@ class MemoryStore:
 
     async def delete(self, response_id: str) -> bool:
         return self._rows.pop(response_id, None) is not None
+
+    async def find_item(self, item_id: str) -> dict[str, Any] | None:
+        for record in reversed(self._rows.values()):
+            for item in _own_items(record):
+                if item.get("id") == item_id:
+                    return item
+        return None

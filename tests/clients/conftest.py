@@ -1,0 +1,31 @@
+"""One real server for every client module: vLLM on CPU (tiny model, outputs forced) and real sandbox workers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.real import tiny_model_server
+from tests.serving import LiveServer
+
+
+@pytest.fixture(scope="package")
+def real_server() -> Iterator[Any]:
+    # Package-scoped: the engine takes about a minute to start, and every client module can share it.
+    # VR_CLIENTS_SERVER=http://127.0.0.1:PORT reuses a tiny-model server already running (tests/real.py's).
+    if url := os.environ.get("VR_CLIENTS_SERVER"):
+        yield SimpleNamespace(base_url=url.rstrip("/"))
+        return
+    server = tiny_model_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def base_url(real_server: LiveServer) -> str:
+    """What a user passes as the client's base URL (`.../v1`)."""
+    return real_server.base_url + "/v1"
