@@ -202,6 +202,10 @@ class ResponsesService:
             t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
             for t in req.tools
         ]
+        for tool in tools:  # as OpenAI echoes them: a function tool's description and strict always present
+            if tool["type"] == "function":
+                tool.setdefault("description", None)
+                tool.setdefault("strict", None)
         choice = req.tool_choice
         return {
             "model": self.model_names[0],
@@ -221,6 +225,13 @@ class ResponsesService:
             else {"format": {"type": "text"}},
             "truncation": req.truncation or "disabled",
             "user": req.user,
+            # As OpenAI's API reports them (Open Responses requires them too). It also requires `store`,
+            # `presence_penalty` and `frequency_penalty`, which the openai types do not declare: left out.
+            "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"}) if req.reasoning else None,
+            "top_logprobs": req.top_logprobs or 0,
+            "service_tier": "default",
+            "safety_identifier": req.safety_identifier,
+            "prompt_cache_key": req.prompt_cache_key,
         }
 
     async def _drive(

@@ -202,6 +202,8 @@ class CreateResponseRequest(_Model):
     user: str | None = None
     truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: int | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
