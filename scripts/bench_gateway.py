@@ -1,6 +1,7 @@
 """Gateway benchmark: raw AsyncLLM, our server and vLLM's own server on one engine configuration, streamed.
 
-Targets, one after another in one run (one engine at a time), with the same engine flags and prompt:
+Targets, one after another in one run (one engine at a time; `--interleave`: all engines up at once and
+the rounds of the targets alternated, fairer on a shared machine), with the same engine flags and prompt:
   raw             AsyncLLM.generate in this process (the limit: no HTTP, no parsing);
   ours            `python -m vllm_responses serve` (child process), POST /v1/responses, stream;
   vllm_responses  `python -m vllm.entrypoints.openai.api_server` (child process), POST /v1/responses;
@@ -22,7 +23,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +162,8 @@ def summarize(samples: list[Sample], totals: list[float], n: int) -> dict[str, A
     }
 
 
-async def run_raw(model: str, flags: list[str], levels: list[int], repeats: int, n: int, length: str) -> dict:
+@asynccontextmanager
+async def open_raw(model: str, flags: list[str], n: int, length: str) -> AsyncIterator[tuple[dict[str, Request], float]]:
     """Target (a): AsyncLLM in this process, the chat-templated prompt, DELTA outputs."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -189,15 +192,14 @@ async def run_raw(model: str, flags: list[str], levels: list[int], repeats: int,
                 s.tokens += got
                 s.deltas += 1 if got else 0
 
-        levels_out = await measure({"raw": lambda: timed(go)}, levels, repeats, n)
+        yield {"raw": lambda: timed(go)}, ready
     finally:
         llm.shutdown()
-    return {"ready_s": round(ready, 1), "levels": levels_out["raw"]}
 
 
-def run_server(which: str, model: str, flags: list[str], env: dict[str, str], levels: list[int], repeats: int,
-               n: int, length: str, logs: Path) -> dict[str, dict]:
-    """Targets (b) and (c): start the server, stream against it, stop it."""
+def start_server(which: str, model: str, flags: list[str], env: dict[str, str], n: int, length: str,
+                 logs: Path) -> tuple[ServerProcess, dict[str, Request]]:
+    """Targets (b) and (c): the server (not yet started: enter it) and its request functions."""
     port = free_port()
     common = {"model": model, "stream": True, "temperature": 0.0, "store": False}
     regex = {"structured_outputs": {"regex": length_regex(n)}} if length == "regex" else {}
@@ -213,9 +215,40 @@ def run_server(which: str, model: str, flags: list[str], env: dict[str, str], le
         chat = {**common, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": n, "ignore_eos": True,
                 "min_tokens": n, "stream_options": {"include_usage": True}, **regex}
         requests = {"vllm_responses": responses_request(port, resp), "vllm_chat": chat_request(port, chat)}
-    with ServerProcess(which, argv, port, env, logs / f"gateway-{which}.log") as server:
-        levels_out = asyncio.run(measure(requests, levels, repeats, n))
-    return {label: {"ready_s": round(server.ready_s, 1), "levels": lv} for label, lv in levels_out.items()}
+    return ServerProcess(which, argv, port, env, logs / f"gateway-{which}.log"), requests
+
+
+async def raw_and_measure(raw: bool, requests: dict[str, Request], ready: dict[str, float], model: str,
+                          flags: list[str], levels: list[int], repeats: int, n: int, length: str) -> dict:
+    async with AsyncExitStack() as stack:
+        if raw:
+            reqs, ready["raw"] = await stack.enter_async_context(open_raw(model, flags, n, length))
+            requests = {**reqs, **requests}
+        levels_out = await measure(requests, levels, repeats, n)
+    return {label: {"ready_s": round(ready[label], 1), "levels": lv} for label, lv in levels_out.items()}
+
+
+def run_targets(chosen: list[str], interleave: bool, model: str, flags: list[str], env: dict[str, str],
+                levels: list[int], repeats: int, n: int, length: str, logs: Path) -> dict[str, dict]:
+    """One engine at a time (each target measured alone), or with `interleave` all engines up at once
+    and the rounds of every target alternated (fairer on a shared machine, but N engines of memory)."""
+    args = (model, flags, levels, repeats, n, length)
+    servers = [start_server(w, model, flags, env, n, length, logs) for w in ("ours", "vllm") if w in chosen]
+    out: dict[str, dict] = {}
+    if interleave:
+        with ExitStack() as stack:
+            requests, ready = {}, {}
+            for server, reqs in servers:
+                stack.enter_context(server)
+                requests.update(reqs)
+                ready.update(dict.fromkeys(reqs, server.ready_s))
+            return asyncio.run(raw_and_measure("raw" in chosen, requests, ready, *args))
+    if "raw" in chosen:
+        out.update(asyncio.run(raw_and_measure(True, {}, {}, *args)))
+    for server, reqs in servers:
+        with server:
+            out.update(asyncio.run(raw_and_measure(False, reqs, dict.fromkeys(reqs, server.ready_s), *args)))
+    return out
 
 
 def compare(targets: dict[str, dict], levels: list[int]) -> dict[str, Any]:
@@ -260,10 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="raw,ours,vllm",
                     help="raw, ours, vllm (both vLLM endpoints); --quick: raw,ours")
     ap.add_argument("--length", choices=["regex", "eos"], default="regex", help="fixed-length method")
+    ap.add_argument("--interleave", action="store_true",
+                    help="start every target's engine at once and alternate their rounds (memory: one engine each)")
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags for every target (quoted)")
     ap.add_argument("--quick", action="store_true", help="tiny model, 1 and 2 streams, 16 tokens, 1 round")
-    ap.add_argument("--out", default="bench-results", help="folder for gateway.json and server logs")
+    ap.add_argument("--out", default="bench-results", help="folder for gateway-<model>.json and server logs")
     ns = ap.parse_args(argv)
     if ns.quick:  # two engine starts (raw, ours) unless --targets says otherwise: about a minute here
         ns.model, ns.concurrency, ns.max_tokens, ns.repeats = "tiny", "1,2", 16, 1
@@ -282,19 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"model": ns.model, "model_path": model, "engine_flags": flags, "env": env, "prompt": PROMPT,
                    "max_tokens": ns.max_tokens, "concurrency": levels, "repeats": ns.repeats, "length": ns.length,
                    "length_regex": length_regex(ns.max_tokens) if ns.length == "regex" else None,
-                   "client": CLIENT, "quick": ns.quick},
+                   "client": CLIENT, "interleave": ns.interleave, "quick": ns.quick},
         "targets": {},
     }
     t0 = time.monotonic()
-    if "raw" in chosen:
-        result["targets"]["raw"] = asyncio.run(run_raw(model, flags, levels, ns.repeats, ns.max_tokens, ns.length))
-    for which in ("ours", "vllm"):
-        if which in chosen:
-            result["targets"].update(
-                run_server(which, model, flags, env, levels, ns.repeats, ns.max_tokens, ns.length, logs))
+    result["targets"] = run_targets(chosen, ns.interleave, model, flags, env, levels, ns.repeats, ns.max_tokens,
+                                    ns.length, logs)
     result.update(compare(result["targets"], levels))
     result["wall_s"] = round(time.monotonic() - t0, 1)
-    path = write_json(out, "gateway" if not ns.quick else "gateway-quick", result)
+    label = ns.model if ns.model in ("tiny", "default") else Path(model).name
+    path = write_json(out, f"gateway-{label}" + ("-quick" if ns.quick else ""), result)
     print(json.dumps({k: result[k] for k in ("targets", "ratios_to_raw", "checks")}, indent=1))
     print(f"wrote {path}")
     return 0
