@@ -25,17 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated: gateway-tiny, default, interpreter, agent")
     ap.add_argument("--model", action="append", default=[], help="an extra gateway model (path or name)")
     ap.add_argument("--concurrency", default="1,8,32")
+    ap.add_argument("--interleave", action="store_true", help="gateway runs: all engines up, rounds alternated")
     ns = ap.parse_args(argv)
     skip = set(ns.skip.split(","))
     py = sys.executable
+    gw = ["--concurrency", ns.concurrency, *(["--interleave"] if ns.interleave else [])]
     runs = {
-        "gateway-tiny": [py, HERE / "bench_gateway.py", "--model", "tiny", "--concurrency", ns.concurrency],
-        "default": [py, HERE / "bench_gateway.py", "--model", "default", "--concurrency", ns.concurrency],
+        "gateway-tiny": [py, HERE / "bench_gateway.py", "--model", "tiny", *gw],
+        "default": [py, HERE / "bench_gateway.py", "--model", "default", *gw],
         "interpreter": [py, HERE / "bench_interpreter.py"],
         "agent": [py, HERE / "bench_agent.py", "--model", "tiny"],
     }
     for i, m in enumerate(ns.model):
-        runs[f"model-{i}"] = [py, HERE / "bench_gateway.py", "--model", m, "--concurrency", ns.concurrency]
+        runs[f"model-{i}"] = [py, HERE / "bench_gateway.py", "--model", m, *gw]
     failed = []
     for name, cmd in runs.items():
         if name in skip:

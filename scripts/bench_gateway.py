@@ -290,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1,8,32", help="comma-separated stream counts")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="rounds per concurrency level and target")
-    ap.add_argument("--targets", default="raw,ours,vllm",
-                    help="raw, ours, vllm (both vLLM endpoints); --quick: raw,ours")
+    ap.add_argument("--targets", default=None,
+                    help="raw, ours, vllm (both vLLM endpoints); default all, with --quick raw,ours")
     ap.add_argument("--length", choices=["regex", "eos"], default="regex", help="fixed-length method")
     ap.add_argument("--interleave", action="store_true",
                     help="start every target's engine at once and alternate their rounds (memory: one engine each)")
@@ -302,10 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     if ns.quick:  # two engine starts (raw, ours) unless --targets says otherwise: about a minute here
         ns.model, ns.concurrency, ns.max_tokens, ns.repeats = "tiny", "1,2", 16, 1
-        if "--targets" not in (argv if argv is not None else sys.argv):
-            ns.targets = "raw,ours"
     levels = [int(c) for c in ns.concurrency.split(",")]
-    chosen = ns.targets.split(",")
+    chosen = (ns.targets or ("raw,ours" if ns.quick else "raw,ours,vllm")).split(",")
     model = model_path(ns.model)
     flags, env = engine_flags(model, max_model_len=ns.max_model_len, extra=ns.engine_args)
     os.environ.update(env)
