@@ -61,6 +61,9 @@ class WorkerConfig:
     dist_dir: Path
     memory_limit: int = 1 << 30  # WebAssembly heap (Python objects live there)
     js_heap_mb: int = 512  # V8 old space (JS side: proxies, output buffers)
+    # V8 young generation: 1 MB semi-spaces instead of V8's default (up to 16 MB), measured: RSS of a warm
+    # worker with numpy + matplotlib 288 -> 261 MiB, round trips unchanged (little JS runs here).
+    semi_space_mb: int = 1
     max_output: int = 100_000  # characters of logs per call
     allow_net: Sequence[str] = field(default_factory=tuple)
     start_timeout_s: float = 90.0
@@ -82,7 +85,8 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
         "--no-npm",
         "--no-code-cache",
         f"--allow-read={dist}",
-        f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb}",
+        (f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb},"
+         f"--max-semi-space-size={cfg.semi_space_mb}"),
     ]
     if cfg.allow_net:
         hosts = [h.strip() for h in cfg.allow_net if h.strip()]

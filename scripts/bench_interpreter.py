@@ -1,51 +1,168 @@
-"""Measure the interpreter's start-up and round-trip numbers on this machine (prints a small table)."""
+"""Interpreter benchmark: worker start and RSS, new container from the warm pool, cell round trips, scaling.
+
+Measures (issue 7 targets in brackets): worker start to ready, bare and with numpy + matplotlib preloaded;
+RSS per worker after warm-up and after a plot [<= 300 MB]; a new container from the warm pool [<= 50 ms];
+warm `print(1)` round trip p50/p99 [p50 <= 2 ms]; a numpy cell; a matplotlib cell returning a PNG
+[<= 300 ms]; calls/s with 1, 2 and 4 workers on independent containers as a ratio to 1 worker (a light
+`print(1)` cell and a CPU-bound cell) [near-linear up to the core count]; a `while True: pass` timeout.
+All through `WorkerPool` in this process, as the server uses it.
+Run: `python scripts/bench_interpreter.py [--quick] [--out bench-results]`.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from interpreter_service.distribution import default_dist_dir  # noqa: E402
-from interpreter_service.pool import WorkerPool  # noqa: E402
-from interpreter_service.worker import WorkerConfig, WorkerProcess  # noqa: E402
+from benchlib import machine_info, percentile, write_json
 
-__all__: list[str] = []
+from interpreter_service.distribution import default_dist_dir
+from interpreter_service.pool import WorkerPool
+from interpreter_service.worker import WorkerConfig, WorkerProcess
+
+__all__ = ["main"]
+
+NUMPY_CELL = "import numpy as np\na = np.arange(250_000, dtype=np.float64).reshape(500, 500)\nprint(float((a @ a).sum()))"
+PLOT_CELL = "import matplotlib.pyplot as plt\nplt.plot(range(10), [x * x for x in range(10)])\nplt.title('squares')"
+CPU_CELL = "s = 0\nfor i in range(100_000):\n    s += i * i\nprint(s)"
 
 
-async def main() -> None:
-    dist = default_dist_dir()
-    print(f"loadavg at start: {os.getloadavg()}")
-    for preload in ((), ("numpy", "matplotlib")):
-        w = WorkerProcess(WorkerConfig(dist_dir=dist, preload=preload))
-        await w.start()
-        print(f"worker start to ready, preload={preload or 'none'}: {w.ready_s:.2f} s, RSS {w.rss_bytes() >> 20} MiB")
-        await w.kill()
-    async with WorkerPool(workers=1, spares=0, dist_dir=dist) as pool:
+def ms(values: list[float], q: float) -> float | None:
+    v = percentile(values, q)
+    return round(v * 1000, 2) if v is not None else None
+
+
+async def timed_calls(pool: WorkerPool, cid: str, code: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
         t0 = time.perf_counter()
-        c = await pool.create_container()
-        print(f"create_container from a warm pool: {(time.perf_counter() - t0) * 1000:.1f} ms")
-        ts = []
-        for _ in range(200):
+        r = await pool.execute(cid, code)
+        out.append(time.perf_counter() - t0)
+        if r.error:
+            raise RuntimeError(f"cell failed: {r.error}")
+    return out
+
+
+async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):
+        ready, rss = [], []
+        for _ in range(repeats):
+            w = WorkerProcess(WorkerConfig(dist_dir=dist, preload=preload))
+            await w.start()
+            ready.append(w.ready_s)
+            rss.append((w.rss_bytes() or 0) / 2**20)
+            await w.kill()
+        out[label] = {"ready_s_p50": round(statistics.median(ready), 2), "rss_mib": round(max(rss), 1)}
+    return out
+
+
+async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any]:
+    async with WorkerPool(workers=1, spares=1, dist_dir=dist) as pool:
+        create = []
+        for _ in range(n_cells):
+            await pool.wait_warm()
             t0 = time.perf_counter()
-            await pool.execute(c.id, "print(1)")
-            ts.append(time.perf_counter() - t0)
-        print(f"print(1) round trip: median {statistics.median(ts) * 1000:.2f} ms, p90 "
-              f"{sorted(ts)[179] * 1000:.2f} ms (n=200)")
+            c = await pool.create_container()
+            create.append(time.perf_counter() - t0)
+            await pool.delete_container(c.id)
+        await pool.wait_warm()
+        c = await pool.create_container()
+        rss_warm = max(x or 0 for x in pool.stats()["worker_rss_bytes"]) / 2**20  # type: ignore[attr-defined]
+        await timed_calls(pool, c.id, "print(1)", 20)  # warm-up
+        prints = await timed_calls(pool, c.id, "print(1)", n_print)
+        numpy_first = await timed_calls(pool, c.id, NUMPY_CELL, 1)
+        numpy = await timed_calls(pool, c.id, NUMPY_CELL, n_cells)
         t0 = time.perf_counter()
-        r = await pool.execute(c.id, "import matplotlib.pyplot as plt\nplt.plot(range(10))")
-        print(f"matplotlib line plot to PNG: {(time.perf_counter() - t0) * 1000:.0f} ms ({len(r.images[0])} bytes)")
+        r = await pool.execute(c.id, PLOT_CELL)
+        plot_first = time.perf_counter() - t0
+        png = len(r.images[0]) if r.images else 0
+        plots = await timed_calls(pool, c.id, PLOT_CELL, n_cells)
+        rss_after = max(x or 0 for x in pool.stats()["worker_rss_bytes"]) / 2**20  # type: ignore[attr-defined]
         t0 = time.perf_counter()
         r = await pool.execute(c.id, "while True: pass", timeout_s=0.5)
-        print(f"timeout 0.5 s + interrupt: call returned after {(time.perf_counter() - t0) * 1000:.0f} ms "
-              f"({r.error_kind})")
-    print(f"loadavg at end: {os.getloadavg()}")
+        timeout = {"returned_after_ms": round((time.perf_counter() - t0) * 1000), "error_kind": r.error_kind}
+    return {
+        "new_container_ms": {"p50": ms(create, 50), "max": ms(create, 100), "n": len(create)},
+        "print_ms": {"p50": ms(prints, 50), "p90": ms(prints, 90), "p99": ms(prints, 99), "n": len(prints)},
+        "numpy_cell_ms": {"first": ms(numpy_first, 50), "p50": ms(numpy, 50), "n": len(numpy)},
+        "matplotlib_png_ms": {"first": round(plot_first * 1000, 1), "p50": ms(plots, 50), "n": len(plots),
+                              "png_bytes": png},
+        "rss_mib": {"warm_idle": round(rss_warm, 1), "after_plots": round(rss_after, 1)},
+        "timeout_0_5s": timeout,
+    }
+
+
+async def scaling(dist: Path, counts: list[int], seconds: float) -> dict[str, Any]:
+    """Calls/s with k workers, each looping on its own container for `seconds`, for two kinds of cell."""
+    out: dict[str, Any] = {}
+    async with WorkerPool(workers=max(counts), spares=0, dist_dir=dist, preload=()) as pool:
+        cids = [(await pool.create_container()).id for _ in range(max(counts))]
+        for cid in cids:
+            await timed_calls(pool, cid, CPU_CELL, 2)  # warm-up
+        for label, code in (("print", "print(1)"), ("cpu", CPU_CELL)):
+            rates = {}
+            for k in counts:
+                done = [0] * k
+                stop = time.perf_counter() + seconds
+
+                async def loop(i: int, code: str = code, stop: float = stop, done: list[int] = done) -> None:
+                    while time.perf_counter() < stop:
+                        await pool.execute(cids[i], code)
+                        done[i] += 1
+
+                t0 = time.perf_counter()
+                await asyncio.gather(*(loop(i) for i in range(k)))
+                rates[k] = sum(done) / (time.perf_counter() - t0)
+            out[label] = {str(k): {"calls_s": round(r, 1), "ratio_to_1": round(r / rates[counts[0]], 2)}
+                          for k, r in rates.items()}
+    return out
+
+
+def checks(r: dict[str, Any]) -> dict[str, bool]:
+    s = r["single_worker"]
+    cores = os.cpu_count() or 1
+    cpu = r["scaling"]["cpu"]
+    top = str(max(int(k) for k in cpu if int(k) <= cores))
+    return {
+        "print_p50_le_2ms": (s["print_ms"]["p50"] or 1e9) <= 2,
+        "matplotlib_png_le_300ms": (s["matplotlib_png_ms"]["p50"] or 1e9) <= 300,
+        "new_container_le_50ms": (s["new_container_ms"]["p50"] or 1e9) <= 50,
+        "rss_le_300mb": max(s["rss_mib"].values()) * 2**20 <= 300e6,
+        f"cpu_scaling_at_{top}_ge_0_8_linear": cpu[top]["ratio_to_1"] >= 0.8 * int(top),
+    }
+
+
+async def bench(quick: bool) -> dict[str, Any]:
+    dist = default_dist_dir()
+    result: dict[str, Any] = {"benchmark": "interpreter", "machine": machine_info(), "quick": quick}
+    result["worker_start"] = await worker_start(dist, 1 if quick else 3)
+    result["single_worker"] = await single_worker(dist, 50 if quick else 500, 2 if quick else 10)
+    result["scaling"] = await scaling(dist, [1, 2] if quick else [1, 2, 4], 1.0 if quick else 4.0)
+    result["checks"] = checks(result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer calls, 1 and 2 workers (about 30 s)")
+    ap.add_argument("--out", default="bench-results", help="folder for interpreter.json")
+    ns = ap.parse_args(argv)
+    result = asyncio.run(bench(ns.quick))
+    path = write_json(ns.out, "interpreter-quick" if ns.quick else "interpreter", result)
+    print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
+    print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(main())

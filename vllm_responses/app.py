@@ -68,8 +68,8 @@ async def _json_body(request: Request) -> Any:
 async def _stream(run: Run, starting_after: int | None, *, cancel_on_disconnect: bool) -> AsyncIterator[bytes]:
     completed = False
     try:
-        async for event in run.follow(starting_after):
-            yield sse_frame(event)
+        async for batch in run.follow_batches(starting_after):  # one write for all frames ready at once
+            yield b"".join(sse_frame(event) for event in batch)
         completed = True
     finally:
         if not completed and cancel_on_disconnect and not run.done.is_set():

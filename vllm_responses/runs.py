@@ -46,6 +46,14 @@ class Run:
 
     async def follow(self, starting_after: int | None = None) -> AsyncIterator[dict[str, Any]]:
         """Every event after sequence number `starting_after` (all when None), live until the end."""
+        async for batch in self.follow_batches(starting_after):
+            for ev in batch:
+                yield ev
+
+    async def follow_batches(self, starting_after: int | None = None) -> AsyncIterator[list[dict[str, Any]]]:
+        """As `follow`, in batches: each is every event that was ready when the reader came back (the
+        backlog, then all that queued up meanwhile), so a reader that falls behind catches up in one
+        write instead of one write per event."""
         q: asyncio.Queue[Any] = asyncio.Queue()
         start = 0 if starting_after is None else starting_after + 1
         backlog = self.events[start:]
@@ -53,15 +61,21 @@ class Run:
         if not finished:
             self._followers.add(q)
         try:
-            for ev in backlog:
-                yield ev
+            if backlog:
+                yield backlog
             if finished:
                 return
             while True:
-                ev = await q.get()
-                if ev is _END:
+                batch = [await q.get()]
+                while not q.empty():
+                    batch.append(q.get_nowait())
+                end = batch[-1] is _END
+                if end:
+                    batch.pop()
+                if batch:
+                    yield batch
+                if end:
                     return
-                yield ev
         finally:
             self._followers.discard(q)
 

@@ -1,0 +1,38 @@
+"""`Run.follow_batches`: events ready at once come as one batch (one SSE write), in order, until the end."""
+
+from __future__ import annotations
+
+import asyncio
+
+from vllm_responses.runs import Run
+from vllm_responses.stream import ResponseBuilder
+
+
+def _run() -> Run:
+    return Run(ResponseBuilder({"model": "m"}, include_outputs=False), background=False)
+
+
+async def test_backlog_and_what_queued_meanwhile_come_as_batches() -> None:
+    run = _run()
+    for i in range(3):
+        run.publish({"type": "e", "n": i})
+    batches = run.follow_batches()
+    assert [e["n"] for e in await anext(batches)] == [0, 1, 2]
+    waiting = asyncio.ensure_future(anext(batches))
+    await asyncio.sleep(0)
+    run.publish({"type": "e", "n": 3})  # the reader is waiting: it gets this one alone...
+    assert [e["n"] for e in await waiting] == [3]
+    run.publish({"type": "e", "n": 4})  # ...and these two, published while it was away, together
+    run.publish({"type": "e", "n": 5})
+    run.close()
+    assert [e["n"] for e in await anext(batches)] == [4, 5]
+    assert [b async for b in batches] == []
+
+
+async def test_follow_still_yields_single_events_and_can_start_late() -> None:
+    run = _run()
+    for i in range(4):
+        run.publish({"type": "e", "n": i, "sequence_number": i})
+    run.close()
+    assert [e["n"] async for e in run.follow(starting_after=1)] == [2, 3]
+    assert [len(b) async for b in run.follow_batches()] == [4]
