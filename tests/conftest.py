@@ -1,4 +1,4 @@
-"""Shared fixtures: a live server on 127.0.0.1 over the fake engine and interpreter, and SDK clients for it."""
+"""Shared fixtures: live servers on 127.0.0.1 (over the fake engine and interpreter, or the real parts) and SDK clients."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.real import tiny_model_server
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
@@ -34,3 +35,16 @@ def client(fake_server: LiveServer) -> openai.OpenAI:
 @pytest.fixture
 def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def real_server() -> Iterator[LiveServer]:
+    """vLLM (tiny model) and real sandbox workers, one server per module that asks (tests/clients shares one)."""
+    server = tiny_model_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def real_client(real_server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)

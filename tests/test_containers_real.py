@@ -6,34 +6,20 @@ code it runs and the answer it gives are exact; the sandbox, files and token cou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
 import pytest
 
 from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call, tiny_model_server
-from tests.serving import LiveServer
+from tests.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 
 
-@pytest.fixture(scope="module")
-def real_server() -> Iterator[LiveServer]:
-    server = tiny_model_server()
-    yield server
-    server.stop()
 
-
-@pytest.fixture
-def client(real_server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
-
-
-def test_written_file_is_cited_and_downloadable(client: openai.OpenAI) -> None:
+def test_written_file_is_cited_and_downloadable(real_client: openai.OpenAI) -> None:
     code = "import csv\nwith open('/mnt/data/out.csv', 'w', newline='') as f:\n    csv.writer(f).writerows([['n', 'sq'], [3, 9]])"
     answer = "The table is in out.csv."
-    with client.responses.stream(
+    with real_client.responses.stream(
         model=MODEL,
         input="Write a table.",
         tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
@@ -48,20 +34,20 @@ def test_written_file_is_cited_and_downloadable(client: openai.OpenAI) -> None:
     assert [a.model_dump() for a in added] == [cite.model_dump()]  # type: ignore[union-attr]
     assert cite.type == "container_file_citation" and cite.container_id == call.container_id
     assert cite.filename == "out.csv" and answer[cite.start_index : cite.end_index] == "out.csv"
-    assert client.responses.retrieve(final.id).output[1].content[0].annotations == [cite]  # type: ignore[union-attr]
-    data = client.containers.files.content.retrieve(cite.file_id, container_id=cite.container_id).read()
+    assert real_client.responses.retrieve(final.id).output[1].content[0].annotations == [cite]  # type: ignore[union-attr]
+    data = real_client.containers.files.content.retrieve(cite.file_id, container_id=cite.container_id).read()
     assert data.replace(b"\r\n", b"\n") == b"n,sq\n3,9\n"
-    meta = client.containers.files.retrieve(cite.file_id, container_id=cite.container_id)
+    meta = real_client.containers.files.retrieve(cite.file_id, container_id=cite.container_id)
     assert meta.path == "/mnt/data/out.csv" and meta.source == "assistant" and meta.bytes == len(data)
 
 
-def test_uploaded_file_is_read_by_code_in_a_named_container(client: openai.OpenAI) -> None:
-    container = client.containers.create(name="real-upload")
+def test_uploaded_file_is_read_by_code_in_a_named_container(real_client: openai.OpenAI) -> None:
+    container = real_client.containers.create(name="real-upload")
     try:
-        up = client.containers.files.create(container.id, file=("in.csv", b"a,b\n1,2\n3,4\n"))
+        up = real_client.containers.files.create(container.id, file=("in.csv", b"a,b\n1,2\n3,4\n"))
         assert up.path == "/mnt/data/in.csv" and up.source == "user"
         code = "import pandas as pd\nprint(int(pd.read_csv('/mnt/data/in.csv').b.sum()))"
-        resp = client.responses.create(
+        resp = real_client.responses.create(
             model=MODEL,
             input="Sum column b.",
             tools=[{"type": "code_interpreter", "container": container.id}],
@@ -71,22 +57,22 @@ def test_uploaded_file_is_read_by_code_in_a_named_container(client: openai.OpenA
         call = resp.output[0]
         assert call.type == "code_interpreter_call" and call.container_id == container.id
         assert call.outputs is not None and call.outputs[0].logs == "6\n"  # type: ignore[union-attr]
-        assert [f.path for f in client.containers.files.list(container.id).data] == ["/mnt/data/in.csv"]
-        client.containers.files.delete(up.id, container_id=container.id)
-        assert client.containers.files.list(container.id).data == []
+        assert [f.path for f in real_client.containers.files.list(container.id).data] == ["/mnt/data/in.csv"]
+        real_client.containers.files.delete(up.id, container_id=container.id)
+        assert real_client.containers.files.list(container.id).data == []
     finally:
-        client.containers.delete(container.id)
+        real_client.containers.delete(container.id)
     with pytest.raises(openai.NotFoundError):
-        client.containers.retrieve(container.id)
+        real_client.containers.retrieve(container.id)
 
 
 @pytest.mark.parametrize("with_tools", [False, True], ids=["plain", "code-tool"])
-def test_input_tokens_equal_the_usage_of_a_one_call_response(client: openai.OpenAI, with_tools: bool) -> None:
+def test_input_tokens_equal_the_usage_of_a_one_call_response(real_client: openai.OpenAI, with_tools: bool) -> None:
     kwargs: dict = {"input": "Say hi in two words.", "instructions": "You are terse."}
     if with_tools:
         kwargs["tools"] = [{"type": "code_interpreter", "container": {"type": "auto"}}]
-    counted = client.responses.input_tokens.count(model=MODEL, **kwargs).input_tokens
-    resp = client.responses.create(
+    counted = real_client.responses.input_tokens.count(model=MODEL, **kwargs).input_tokens
+    resp = real_client.responses.create(
         model=MODEL, extra_body={"structured_outputs": exactly("Hi there.")}, **kwargs
     )
     assert resp.output_text == "Hi there." and len(resp.output) == 1  # one model call, so one prompt

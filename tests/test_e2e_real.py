@@ -9,39 +9,27 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
 from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call, tiny_model_server
+from tests.real import exactly, hermes_call
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 
 
-@pytest.fixture(scope="module")
-def real_server() -> Iterator[LiveServer]:
-    server = tiny_model_server()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def client(real_server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
-
 
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
 
 
-def test_code_runs_in_the_sandbox_and_the_answer_follows(client: openai.OpenAI) -> None:
+def test_code_runs_in_the_sandbox_and_the_answer_follows(real_client: openai.OpenAI) -> None:
     code = 'import numpy as np\nprint("sum:", int(np.arange(10).sum()))'
     answer = "The sum is 45."
-    with client.responses.stream(
+    with real_client.responses.stream(
         model=MODEL,
         input="Sum 0..9 with numpy.",
         tools=CI,  # type: ignore[arg-type]
@@ -84,12 +72,12 @@ def test_raw_stream_is_exact_and_plots_come_back_as_png(real_server: LiveServer)
     assert width > 100 and height > 100
 
 
-def test_state_persists_across_turns_in_the_container(client: openai.OpenAI) -> None:
-    first = client.responses.create(
+def test_state_persists_across_turns_in_the_container(real_client: openai.OpenAI) -> None:
+    first = real_client.responses.create(
         model=MODEL, input="Set x.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         extra_body={"structured_outputs": [exactly(hermes_call("x = 20 + 1")), exactly("Done.")]},
     )
-    second = client.responses.create(
+    second = real_client.responses.create(
         model=MODEL, input="Double it.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         previous_response_id=first.id,
         extra_body={"structured_outputs": [exactly(hermes_call("x * 2")), exactly("42.")]},
@@ -98,8 +86,8 @@ def test_state_persists_across_turns_in_the_container(client: openai.OpenAI) -> 
     assert second.output[0].outputs[0].logs.strip() == "42"  # type: ignore[union-attr,index]
 
 
-def test_python_error_is_reported_and_the_loop_goes_on(client: openai.OpenAI) -> None:
-    r = client.responses.create(
+def test_python_error_is_reported_and_the_loop_goes_on(real_client: openai.OpenAI) -> None:
+    r = real_client.responses.create(
         model=MODEL, input="Divide.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         extra_body={"structured_outputs": [exactly(hermes_call("1/0")), exactly("It failed.")]},
     )
@@ -108,8 +96,8 @@ def test_python_error_is_reported_and_the_loop_goes_on(client: openai.OpenAI) ->
     assert r.output_text == "It failed."
 
 
-def test_max_output_tokens_is_incomplete(client: openai.OpenAI) -> None:
-    r = client.responses.create(
+def test_max_output_tokens_is_incomplete(real_client: openai.OpenAI) -> None:
+    r = real_client.responses.create(
         model=MODEL, input="Talk.", max_output_tokens=16,
         extra_body={"structured_outputs": {"regex": "(ab){200}"}},
     )
