@@ -2,15 +2,50 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pydantic
 from openai.types.responses import Response, ResponseStreamEvent
 
-__all__ = ["check_stream", "parse_sse", "validate_as", "validate_event", "validate_response"]
+__all__ = [
+    "CODE_TURN_EVENT_RUNS",
+    "check_stream",
+    "event_runs",
+    "parse_sse",
+    "validate_as",
+    "validate_event",
+    "validate_response",
+]
 
 _EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
+
+# The event types of a turn that runs code once and then answers, each run of deltas counted once.
+CODE_TURN_EVENT_RUNS = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.code_interpreter_call.in_progress",
+    "response.code_interpreter_call_code.delta",
+    "response.code_interpreter_call_code.done",
+    "response.code_interpreter_call.interpreting",
+    "response.code_interpreter_call.completed",
+    "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+    "response.completed",
+]
+
+
+def event_runs(types: Iterable[str]) -> list[str]:
+    """Event types with each run of repeats (deltas) collapsed into one."""
+    return [t for t, _ in itertools.groupby(types)]
 
 
 def _no_extras(model: Any, path: str) -> None:

@@ -7,7 +7,6 @@ request field; this test plans the outputs and checks what the SDK handed back.
 
 from __future__ import annotations
 
-from itertools import groupby
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from tests.clients.node_runner import run_script
 from tests.real import TINY as MODEL
 from tests.real import exactly, hermes_call
-from tests.wire import validate_response
+from tests.wire import CODE_TURN_EVENT_RUNS, event_runs, validate_response
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -41,24 +40,7 @@ def test_node_sdk_stream_helper_create_and_second_turn(base_url: str) -> None:
     out = run_script("openai_sdk.mjs", base_url, plan)
     assert int(out["node"].lstrip("v").split(".")[0]) >= 22
 
-    assert [t for t, _ in groupby(out["types"])] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.code_interpreter_call.in_progress",
-        "response.code_interpreter_call_code.delta",
-        "response.code_interpreter_call_code.done",
-        "response.code_interpreter_call.interpreting",
-        "response.code_interpreter_call.completed",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.completed",
-    ]
+    assert event_runs(out["types"]) == CODE_TURN_EVENT_RUNS
     assert "".join(out["codeDeltas"]) == code
     streamed = out["streamed"]
     call, message = streamed["output"]

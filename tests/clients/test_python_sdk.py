@@ -7,7 +7,6 @@ Outputs are forced with the `structured_outputs` extension, sent the SDK's own w
 from __future__ import annotations
 
 import json
-from itertools import groupby
 from typing import Any
 
 import openai
@@ -22,7 +21,7 @@ from openai.types.responses import (
 
 from tests.real import TINY as MODEL
 from tests.real import exactly, hermes_call
-from tests.wire import check_stream
+from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -97,25 +96,7 @@ def test_raw_stream_events_are_the_sdks_event_classes(client: openai.OpenAI) -> 
     for e in events:
         assert type(e).__name__ != "BaseModel" and not (e.model_extra or {}), e
     check_stream([e.model_dump(mode="json", exclude_unset=True) for e in events])
-    types = [t for t, _ in groupby(e.type for e in events)]  # runs of deltas as one
-    assert types == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.code_interpreter_call.in_progress",
-        "response.code_interpreter_call_code.delta",
-        "response.code_interpreter_call_code.done",
-        "response.code_interpreter_call.interpreting",
-        "response.code_interpreter_call.completed",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.completed",
-    ]
+    assert event_runs(e.type for e in events) == CODE_TURN_EVENT_RUNS
     added = next(e for e in events if isinstance(e, ResponseOutputItemAddedEvent))
     assert isinstance(added.item, ResponseCodeInterpreterToolCall)
     assert added.item.code == "" and added.item.status == "in_progress" and added.item.container_id.startswith("cntr_")
