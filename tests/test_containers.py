@@ -186,39 +186,15 @@ def test_upload_errors(client: openai.OpenAI, made: str) -> None:
 
 
 def test_tool_container_must_exist_and_file_ids_are_refused(client: openai.OpenAI, made: str) -> None:
+    def create(*tools: dict[str, object]) -> httpx.Response:
+        return _raw(client, "POST", "/responses", json={"model": MODEL, "input": "hi", "tools": list(tools)})
+
     client.containers.delete(made)
-    r = _raw(
-        client,
-        "POST",
-        "/responses",
-        json={
-            "model": MODEL,
-            "input": "hi",
-            "tools": [{"type": "function", "name": "f"}, {"type": "code_interpreter", "container": made}],
-        },
-    )
+    r = create({"type": "function", "name": "f"}, {"type": "code_interpreter", "container": made})
     assert r.status_code == 404 and r.json()["error"]["param"] == "tools[1].container"
-    r = _raw(
-        client,
-        "POST",
-        "/responses",
-        json={
-            "model": MODEL,
-            "input": "hi",
-            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}}],
-        },
-    )
+    r = create({"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "tools[0].container.file_ids"
-    r = _raw(
-        client,
-        "POST",
-        "/responses",
-        json={
-            "model": MODEL,
-            "input": "hi",
-            "tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": []}}],
-        },
-    )
+    r = create({"type": "code_interpreter", "container": {"type": "auto", "file_ids": []}})
     assert r.status_code == 200
 
 
