@@ -13,7 +13,7 @@ from tests.fakes import FakeEngine, code_call, function_call, say, think
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
 from vllm_responses.chat import Message, ToolCall, ToolResult
-from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.base import EngineError, EngineRejected
 
 MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
@@ -332,7 +332,7 @@ def test_models_and_health(fake_server: LiveServer, client: openai.OpenAI) -> No
 
 def test_request_the_engine_refuses_up_front_is_a_4xx(fake_server: LiveServer, engine: FakeEngine) -> None:
     def too_long(request: object) -> list:
-        raise EngineError("the prompt is 9000 tokens; this model's context is 4096", status=400, code="context_length_exceeded")
+        raise EngineRejected("the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded")
 
     for stream in (False, True):
         engine.reset(too_long)
@@ -346,7 +346,7 @@ def test_request_the_engine_refuses_up_front_is_a_4xx(fake_server: LiveServer, e
 
 def test_refusal_after_a_tool_call_fails_the_stream(fake_server: LiveServer, engine: FakeEngine) -> None:
     def too_long(request: object) -> list:
-        raise EngineError("the prompt is 9000 tokens; this model's context is 4096", status=400, code="context_length_exceeded")
+        raise EngineRejected("the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded")
 
     engine.reset(code_call("print(1)"), too_long)
     events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI})

@@ -29,6 +29,7 @@ from vllm_responses.chat import (
 )
 from vllm_responses.citations import WrittenFile
 from vllm_responses.engine.base import Engine, EngineError
+from vllm_responses.errors import api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.parsers.partial_json import JsonStringField
 from vllm_responses.stream import ResponseBuilder
@@ -194,10 +195,9 @@ async def run_agent(
                 return
     except EngineError as exc:
         logger.warning("response %s failed in the engine: %s", builder.id, exc.message)
-        builder.failure_status, builder.failure_code = exc.status, exc.code
-        # On the wire `error.code` is one of the SDK's fixed codes.
-        code = "invalid_prompt" if 400 <= exc.status < 500 else "server_error"
-        for ev in builder.failed(exc.message, plan.usage, code=code):
+        err = api_error(exc)
+        builder.failure_status, builder.failure_code = err.status, err.code
+        for ev in builder.failed(exc.message, plan.usage, code=failure_code(err)):
             yield ev
 
 

@@ -23,7 +23,7 @@ from interpreter_service import Interpreter
 from vllm_responses.config import Config
 from vllm_responses.containers import container_routes
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import APIError, InvalidRequest, Unauthorized, error_body
+from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, parse_create_request
@@ -209,8 +209,8 @@ class APIKeyMiddleware:
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, APIError)
-    return JSONResponse(exc.body(), status_code=exc.status)
+    err = api_error(exc)
+    return JSONResponse(err.body(), status_code=err.status)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -257,7 +257,9 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            **dict.fromkeys(DOMAIN_ERRORS, _api_error), HTTPException: _http_error, Exception: _server_error
+        },
     )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
     return app

@@ -8,15 +8,32 @@
     ├── Busy (429 rate_limit_error)                   every sandbox is running code: retry later
     └── Unavailable (503 server_error)                engine or sandbox not ready / could not start
 
-Routes raise these; `app.py` turns them into `{"error": {...}}` bodies in one place. Once a stream has
-started, errors travel as `response.failed` events instead (see `stream.py`).
+The layers below raise their own domain errors (`engine.base.EngineError` and its subclasses,
+`interpreter_service.InterpreterError` and its subclasses); `api_error` is the one mapping from those to
+the tree above, used both by `app.py` (an `{"error": {...}}` body before anything was streamed) and by
+the agent loop (the `error` of `response.failed` once a stream has started, its code by `failure_code`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["APIError", "Busy", "Conflict", "InvalidRequest", "NotFound", "Unauthorized", "Unavailable", "error_body"]
+from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
+from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
+
+__all__ = [
+    "APIError",
+    "Busy",
+    "Conflict",
+    "DOMAIN_ERRORS",
+    "InvalidRequest",
+    "NotFound",
+    "Unauthorized",
+    "Unavailable",
+    "api_error",
+    "error_body",
+    "failure_code",
+]
 
 
 class APIError(Exception):
@@ -71,3 +88,38 @@ class Unavailable(APIError):
 
 def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+# The exception classes `api_error` maps (the app registers one handler for each).
+DOMAIN_ERRORS: tuple[type[Exception], ...] = (APIError, EngineError, InterpreterError)
+
+
+def api_error(exc: BaseException) -> APIError:
+    """The API error a domain error is answered with: the one place that decides status, type and code."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, EngineRejected):
+        return InvalidRequest(exc.message, param="input", code=exc.code)
+    if isinstance(exc, EngineUnavailable):
+        return Unavailable(exc.message, code=exc.code)
+    if isinstance(exc, EngineError):
+        return APIError(exc.message, code=exc.code)
+    if isinstance(exc, ContainerNotFound):
+        return NotFound(str(exc) or "Container not found or expired.", param="container_id")
+    if isinstance(exc, PoolExhausted):
+        return Busy(
+            f"Every code-interpreter sandbox is busy running code ({exc}); retry later or delete a container.",
+            code="pool_exhausted",
+        )
+    if isinstance(exc, InterpreterError):
+        return Unavailable(f"The code-interpreter sandbox failed: {exc}")
+    return APIError("The server had an error processing the request.")
+
+
+def failure_code(error: APIError) -> str:
+    """`error.code` of a `response.failed` event: one of the fixed codes the SDK's `ResponseError` allows."""
+    if isinstance(error, Busy):
+        return "rate_limit_exceeded"
+    if 400 <= error.status < 500:
+        return "invalid_prompt"
+    return "server_error"

@@ -22,8 +22,8 @@ from vllm_responses.chat import (
 )
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
-from vllm_responses.engine.base import Engine, EngineError
-from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound, Unavailable
+from vllm_responses.engine.base import Engine
+from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
@@ -101,12 +101,7 @@ class ResponsesService:
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
         )
-        try:
-            return await self.engine.count_tokens(request)
-        except EngineError as exc:
-            if 400 <= exc.status < 500:
-                raise InvalidRequest(exc.message, param="input", code=exc.code) from exc
-            raise Unavailable(exc.message, code=exc.code) from exc
+        return await self.engine.count_tokens(request)
 
     async def create(self, req: CreateResponseRequest) -> Run:
         history, input_items, turns, tools = await self._conversation(req)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Message, Sampling, ToolSpec, code_tool_spec
-from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.base import EngineError, EngineRejected
 from vllm_responses.engine.sampling import forced_tools, structured_constraint, to_sampling_params
 
 WEATHER = ToolSpec(
@@ -49,7 +49,7 @@ def test_structured_extension_wins_over_forced_tool_and_text_format():
 def test_bad_structured_is_a_400(bad):
     with pytest.raises(EngineError) as ei:
         structured_constraint(req(sampling=Sampling(structured=bad)), "hermes")
-    assert ei.value.status == 400
+    assert isinstance(ei.value, EngineRejected)
 
 
 def test_forced_tool_choices():
@@ -112,4 +112,4 @@ def test_to_sampling_params_fields():
 def test_to_sampling_params_bad_values_are_400():
     with pytest.raises(EngineError) as ei:
         to_sampling_params(Sampling(temperature=-1.0), max_tokens=3)
-    assert ei.value.status == 400
+    assert isinstance(ei.value, EngineRejected)

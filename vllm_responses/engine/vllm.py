@@ -24,7 +24,7 @@ from vllm_responses.chat import (
     ToolCallStart,
     Usage,
 )
-from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.prompt import (
     CODE_PREFILL,
     CODE_STOP,
@@ -185,9 +185,8 @@ class VLLMEngine:
             parser = self._parser_cls()
             return render_prompt(self._tokenizer, request, self.caps, parser, prefill, self.chat_template)
         except Exception as exc:  # jinja's TemplateError and whatever a template raises
-            raise EngineError(
+            raise EngineRejected(
                 f"the chat template of {self._model_name} cannot render this conversation: {exc}",
-                status=400,
                 code="invalid_prompt",
             ) from exc
 
@@ -216,14 +215,13 @@ class VLLMEngine:
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
         if self._closed:
-            raise EngineError("the engine is shut down", status=503, code="engine_closed")
+            raise EngineUnavailable("the engine is shut down", code="engine_closed")
         prompt, prefill, stop, parser = self._prepare(request)
         prompt_ids = self._encode(prompt)
         room = self._max_model_len - len(prompt_ids)
         if room < 1:
-            raise EngineError(
+            raise EngineRejected(
                 f"the prompt is {len(prompt_ids)} tokens; this model's context is {self._max_model_len}",
-                status=400,
                 code="context_length_exceeded",
             )
         wanted = request.sampling.max_tokens
@@ -252,7 +250,7 @@ class VLLMEngine:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
             if reason == "abort" or reason is None:
-                raise EngineError("the engine aborted the request", status=503, code="engine_aborted")
+                raise EngineUnavailable("the engine aborted the request", code="engine_aborted")
             for delta in tally.see(parser.finish()):
                 yield delta
             finish: FinishReason = "length" if reason == "length" else "tool_calls" if tally.calls else "stop"
@@ -261,11 +259,9 @@ class VLLMEngine:
         except (asyncio.CancelledError, GeneratorExit, EngineError):
             raise
         except EngineDeadError as exc:
-            raise EngineError("the vLLM engine died", status=503, code="engine_dead") from exc
+            raise EngineUnavailable("the vLLM engine died", code="engine_dead") from exc
         except (VLLMClientError, ValueError) as exc:  # vLLM's request validation errors
-            raise EngineError(
-                f"vLLM rejected the request: {exc}", status=400, code="invalid_request"
-            ) from exc
+            raise EngineRejected(f"vLLM rejected the request: {exc}", code="invalid_request") from exc
         except Exception as exc:
             raise EngineError(f"vLLM failed: {exc}") from exc
         finally:
