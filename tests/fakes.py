@@ -11,7 +11,7 @@ import itertools
 import json
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from interpreter_service import (
@@ -99,7 +99,7 @@ class FakeEngine:
         self.requests.clear()
         self.aborted.clear()
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         n = len(self.requests)
         self.requests.append(request)
         entry = self.script[min(n, len(self.script) - 1)]

@@ -26,6 +26,7 @@ from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
+from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, parse_create_request
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
@@ -48,7 +49,7 @@ class AppState:
     started_at: float
 
 
-def sse_frame(event: dict[str, Any]) -> bytes:
+def sse_frame(event: Event) -> bytes:
     """One SSE frame: `event:` line, one-line JSON `data:`, blank line, in a single write."""
     return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
 
@@ -92,10 +93,8 @@ async def create_response(request: Request) -> Response:
         except asyncio.CancelledError:
             run.cancel()
             raise
-        builder = run.builder
-        if builder.status == "failed" and builder.failure_status and 400 <= builder.failure_status < 500:
-            assert builder.error is not None
-            raise InvalidRequest(builder.error["message"], param="input", code=builder.failure_code)
+        if run.failure is not None and 400 <= run.failure.status < 500:
+            raise run.failure
     if req.stream:
         return StreamingResponse(
             _stream(run, None, cancel_on_disconnect=not req.background),

@@ -13,7 +13,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from vllm_responses.protocol.items import ContainerFileCitation
 
 __all__ = ["WrittenFile", "file_citations", "mentions"]
 
@@ -65,7 +66,7 @@ def mentions(text: str, path: str) -> list[tuple[int, int]]:
 
 def file_citations(
     text: str, files: Sequence[WrittenFile], *, cite_rest: bool, already_cited: Iterable[str] = ()
-) -> list[dict[str, Any]]:
+) -> list[ContainerFileCitation]:
     """The annotations of one message's text, ordered by position.
 
     `cite_rest`: this is the response's last message, so files not mentioned in it nor cited before

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from interpreter_service import ExecutionResult
 from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult, Turn
+from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import (
     CodeInterpreterCallItem,
     FunctionCallItem,
@@ -40,18 +41,18 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     return items
 
 
-def code_outputs(result: ExecutionResult) -> list[dict[str, Any]]:
+def code_outputs(result: ExecutionResult) -> list[CodeOutput]:
     """A sandbox result as code_interpreter_call `outputs` (logs, then one image per figure)."""
     logs = result.logs
     if result.error and result.error_kind != "exception" and result.error not in logs:
         logs = f"{logs}\n{result.error}" if logs else result.error
-    outputs: list[dict[str, Any]] = [{"type": "logs", "logs": logs}] if logs else []
+    outputs: list[CodeOutput] = [{"type": "logs", "logs": logs}] if logs else []
     for png in result.images:
         outputs.append({"type": "image", "url": "data:image/png;base64," + base64.b64encode(png).decode()})
     return outputs
 
 
-def code_result_text(outputs: list[dict[str, Any]] | None) -> str:
+def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:
     """What the model is told a code cell produced."""
     if outputs is None:
         return "(the output of this code was not kept)"

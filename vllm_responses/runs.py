@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from vllm_responses.errors import APIError
+from vllm_responses.protocol.events import Event
 from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["Run"]
@@ -20,18 +22,21 @@ class Run:
     def __init__(self, builder: ResponseBuilder, *, background: bool) -> None:
         self.builder = builder
         self.background = background
-        self.events: list[dict[str, Any]] = []
+        self.events: list[Event] = []
         self.done = asyncio.Event()
         # Set once the response produced something past `response.in_progress`, or ended.
         self.under_way = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        # Why the response failed, when it did (a request the engine refused is answered 4xx if nothing
+        # was streamed yet).
+        self.failure: APIError | None = None
         self._followers: set[asyncio.Queue[Any]] = set()
 
     @property
     def id(self) -> str:
         return self.builder.id
 
-    def publish(self, event: dict[str, Any]) -> None:
+    def publish(self, event: Event) -> None:
         self.events.append(event)
         if len(self.events) > 2:
             self.under_way.set()
@@ -44,13 +49,13 @@ class Run:
         for q in self._followers:
             q.put_nowait(_END)
 
-    async def follow(self, starting_after: int | None = None) -> AsyncIterator[dict[str, Any]]:
+    async def follow(self, starting_after: int | None = None) -> AsyncIterator[Event]:
         """Every event after sequence number `starting_after` (all when None), live until the end."""
         async for batch in self.follow_batches(starting_after):
             for ev in batch:
                 yield ev
 
-    async def follow_batches(self, starting_after: int | None = None) -> AsyncIterator[list[dict[str, Any]]]:
+    async def follow_batches(self, starting_after: int | None = None) -> AsyncIterator[list[Event]]:
         """As `follow`, in batches: each is every event that was ready when the reader came back (the
         backlog, then all that queued up meanwhile), so a reader that falls behind catches up in one
         write instead of one write per event."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
-from interpreter_service import Interpreter, InterpreterError
-from vllm_responses.agent import AgentPlan, run_agent
+from interpreter_service import Interpreter
+from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
     ForcedTool,
@@ -23,8 +24,9 @@ from vllm_responses.chat import (
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import APIError, Conflict, InvalidRequest, NotFound
+from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.protocol.items import ResponseEcho, ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceBuiltin,
@@ -115,7 +117,7 @@ class ResponsesService:
             self._echo(req), include_outputs=req.wants_outputs, include_reasoning=req.wants_reasoning
         )
         plan = AgentPlan(
-            turns=turns,
+            turns=tuple(turns),
             tools=tuple(tools),
             tool_choice=_tool_choice(req),
             parallel_tool_calls=req.parallel_tool_calls,
@@ -125,11 +127,12 @@ class ResponsesService:
             max_turns=self.config.max_turns,
             code_timeout_s=self.config.code_interpreter_timeout,
             container=await self._container_resolver(req, [*history, *input_items]) if code_tool else None,
-            structured=[structured] if isinstance(structured, dict) else list(structured or []),
+            structured=(structured,) if isinstance(structured, dict) else tuple(structured or ()),
         )
         run = Run(builder, background=req.background)
         self.runs[run.id] = run
-        run.task = asyncio.create_task(self._drive(run, plan, req, history, input_items), name=f"response {run.id}")
+        loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
+        run.task = asyncio.create_task(self._drive(run, loop, req, history, input_items), name=f"response {run.id}")
         return run
 
     async def _previous(self, response_id: str) -> StoredResponse:
@@ -155,11 +158,14 @@ class ResponsesService:
             resolved.append(item)
         return resolved
 
-    async def _container_resolver(self, req: CreateResponseRequest, history: list[dict[str, Any]]) -> Any:
+    async def _container_resolver(
+        self, req: CreateResponseRequest, history: list[dict[str, Any]]
+    ) -> Callable[[], Awaitable[str]]:
         """A coroutine function giving this response's container id, created or reused on first use.
 
         With container "auto", the last code_interpreter_call in the model's context names the container to
-        reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do)."""
+        reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do).
+        A container that cannot be had raises the interpreter's own errors (`errors.api_error` maps them)."""
         tool = req.code_tool
         assert tool is not None
         containers = self.containers
@@ -179,19 +185,16 @@ class ResponsesService:
                 try:
                     await containers.get(earlier)
                     chosen.append(earlier)
-                    return earlier
+                    return str(earlier)
                 except NotFound:
                     pass
-            try:
-                info = await containers.create(memory_limit=memory)
-            except APIError as exc:
-                raise InterpreterError(exc.message) from exc
+            info = await containers.create(memory_limit=memory)
             chosen.append(info.id)
             return info.id
 
         return resolve
 
-    def _echo(self, req: CreateResponseRequest) -> dict[str, Any]:
+    def _echo(self, req: CreateResponseRequest) -> ResponseEcho:
         # Only the fields we model: unknown fields a client sent (accepted and ignored) are not echoed.
         tools = [
             t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
@@ -232,7 +235,7 @@ class ResponsesService:
     async def _drive(
         self,
         run: Run,
-        plan: AgentPlan,
+        loop: AgentLoop,
         req: CreateResponseRequest,
         history: list[dict[str, Any]],
         input_items: list[dict[str, Any]],
@@ -240,14 +243,15 @@ class ResponsesService:
         """The task behind a run: play the agent loop into the run, then store the result."""
         builder = run.builder
         try:
-            async for event in run_agent(plan, builder, self.engine, self.interpreter, run.id):
+            async for event in loop.events():
+                run.failure = loop.failure  # set before its `response.failed` is seen
                 run.publish(event)
         except asyncio.CancelledError:
-            builder.cancelled(plan.usage)
+            builder.cancelled(loop.usage)
             raise
         except Exception:
             logger.exception("response %s failed", run.id)
-            for event in builder.failed("The server failed while generating this response.", plan.usage):
+            for event in builder.failed("The server failed while generating this response.", loop.usage):
                 run.publish(event)
         finally:
             run.close()
@@ -256,13 +260,12 @@ class ResponsesService:
                     id=run.id,
                     response=builder.snapshot(include_outputs=True),
                     input_items=input_items,
-                    history=[*history, *input_items, *builder.output],
+                    history=[*history, *input_items, *cast(list[dict[str, Any]], builder.output)],
                     include_outputs=req.wants_outputs,
                     created_at=time.time(),
                 )
                 await asyncio.shield(self._save(record))
-            loop = asyncio.get_running_loop()
-            loop.call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+            asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
 
     async def _save(self, record: StoredResponse) -> None:
         try:
@@ -272,7 +275,7 @@ class ResponsesService:
 
     # --- read, delete, cancel -------------------------------------------------------------------------
 
-    async def get(self, response_id: str, include_outputs: bool | None = None) -> dict[str, Any]:
+    async def get(self, response_id: str, include_outputs: bool | None = None) -> ResponseObject:
         run = self.runs.get(response_id)
         if run is not None and (not run.done.is_set() or run.builder.status == "cancelled"):
             return run.builder.snapshot(include_outputs=include_outputs)
@@ -282,16 +285,7 @@ class ResponsesService:
                 return run.builder.snapshot(include_outputs=include_outputs)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         show = stored.include_outputs if include_outputs is None else include_outputs
-        response = stored.response
-        if not show:
-            response = {
-                **response,
-                "output": [
-                    {**it, "outputs": None} if it.get("type") == "code_interpreter_call" else it
-                    for it in response["output"]
-                ],
-            }
-        return response
+        return {**stored.response, "output": wire_items(stored.response["output"], show)}
 
     async def input_items(self, response_id: str) -> list[dict[str, Any]]:
         stored = await self.store.get(response_id)
@@ -306,7 +300,7 @@ class ResponsesService:
         if not await self.store.delete(response_id) and run is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
 
-    async def cancel(self, response_id: str) -> dict[str, Any]:
+    async def cancel(self, response_id: str) -> ResponseObject:
         run = self.runs.get(response_id)
         if run is None:
             await self.get(response_id)  # 404 when unknown

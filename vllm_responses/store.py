@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import aiosqlite
 
+from vllm_responses.protocol.items import ResponseObject
+
 __all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse"]
 
 
@@ -20,7 +22,7 @@ class StoredResponse:
     whether the client asked for code outputs."""
 
     id: str
-    response: dict[str, Any]
+    response: ResponseObject
     input_items: list[dict[str, Any]]
     history: list[dict[str, Any]]
     include_outputs: bool

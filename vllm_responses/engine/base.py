@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from vllm_responses.chat import EngineEvent, GenerateRequest
@@ -39,7 +39,7 @@ class Engine(Protocol):
     @property
     def model_name(self) -> str: ...
 
-    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]: ...
+    def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]: ...
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         """Prompt tokens `generate(request)` would feed the model (for `/v1/responses/input_tokens`)."""

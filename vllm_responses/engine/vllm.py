@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -213,7 +213,7 @@ class VLLMEngine:
         prompt, _prefill, _stop, _parser = self._prepare(request)
         return len(self._encode(prompt))
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineEvent]:
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
         prompt, prefill, stop, parser = self._prepare(request)

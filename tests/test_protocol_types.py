@@ -1,0 +1,87 @@
+"""Our output TypedDicts (`protocol/items.py`, `protocol/events.py`) agree with the `openai` SDK's models."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import pytest
+from openai.types.responses import (
+    Response,
+    ResponseCodeInterpreterToolCall,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseStreamEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response_code_interpreter_tool_call import OutputImage, OutputLogs
+from openai.types.responses.response_output_text import AnnotationContainerFileCitation
+from pydantic import BaseModel
+
+from vllm_responses.protocol import events, items
+
+# Fields we send beyond the SDK's model, each for a reason documented where the TypedDict is defined.
+EXTRAS: dict[str, set[str]] = {"FunctionArgumentsDone": {"name"}}
+
+ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
+    (items.MessageItem, ResponseOutputMessage),
+    (items.OutputText, ResponseOutputText),
+    (items.ContainerFileCitation, AnnotationContainerFileCitation),
+    (items.ReasoningItem, ResponseReasoningItem),
+    (items.FunctionCallItem, ResponseFunctionToolCall),
+    (items.CodeInterpreterCallItem, ResponseCodeInterpreterToolCall),
+    (items.LogsOutput, OutputLogs),
+    (items.ImageOutput, OutputImage),
+    (items.ResponseUsage, ResponseUsage),
+    (items.ResponseObject, Response),
+]
+
+
+def _sdk_events() -> dict[str, type[BaseModel]]:
+    union = typing.get_args(ResponseStreamEvent)[0]
+    return {typing.get_args(cls.model_fields["type"].annotation)[0]: cls for cls in typing.get_args(union)}
+
+
+def _our_events() -> list[tuple[str, Any]]:
+    out = []
+    for td in typing.get_args(events.Event):
+        for literal in typing.get_args(typing.get_type_hints(td)["type"]):
+            out.append((literal, td))
+    return out
+
+
+def _check(td: Any, model: type[BaseModel]) -> None:
+    ours = set(typing.get_type_hints(td))
+    theirs = set(model.model_fields)
+    required = {name for name, f in model.model_fields.items() if f.is_required()}
+    assert ours - theirs == EXTRAS.get(td.__name__, set()), f"{td.__name__}: fields the SDK does not know"
+    assert required <= ours, f"{td.__name__} lacks the SDK's required {sorted(required - ours)}"
+
+
+@pytest.mark.parametrize(("td", "model"), ITEM_MODELS, ids=lambda v: getattr(v, "__name__", ""))
+def test_items_match_the_sdk(td: Any, model: type[BaseModel]) -> None:
+    _check(td, model)
+
+
+def test_every_event_type_matches_its_sdk_model() -> None:
+    sdk = _sdk_events()
+    ours = _our_events()
+    assert len(ours) == 21  # the lifecycle TypedDict covers five types
+    for literal, td in ours:
+        assert literal in sdk, literal
+        _check(td, sdk[literal])
+
+
+def test_the_checker_catches_a_wrong_field() -> None:
+    """The check above fails on a TypedDict with a misspelt field (so it is not vacuous)."""
+
+    class Broken(typing.TypedDict):
+        type: str
+        sequence_number: int
+        item_id: str
+        output_indx: int
+
+    with pytest.raises(AssertionError):
+        _check(Broken, _sdk_events()["response.code_interpreter_call.completed"])

@@ -1,0 +1,211 @@
+"""Typed shapes of the stream events we send, one TypedDict per event type (`ResponseStreamEvent` members).
+
+Every event carries its final `sequence_number`; the builder (`stream.py`) is the only place that makes
+them. `tests/test_protocol_types.py` checks each against the `openai` SDK model of the same type.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict, Union
+
+from vllm_responses.protocol.items import (
+    ContainerFileCitation,
+    OutputItem,
+    OutputText,
+    ReasoningText,
+    ResponseObject,
+)
+
+__all__ = [
+    "AnnotationAdded",
+    "CodeCallCompleted",
+    "CodeCallInProgress",
+    "CodeCallInterpreting",
+    "CodeDelta",
+    "CodeDone",
+    "ContentPartAdded",
+    "ContentPartDone",
+    "Event",
+    "FunctionArgumentsDelta",
+    "FunctionArgumentsDone",
+    "LifecycleType",
+    "OutputItemAdded",
+    "OutputItemDone",
+    "ReasoningTextDelta",
+    "ReasoningTextDone",
+    "ResponseLifecycle",
+    "TextDelta",
+    "TextDone",
+]
+
+Part = Union[OutputText, ReasoningText]
+
+
+LifecycleType = Literal[
+    "response.created", "response.in_progress", "response.completed", "response.incomplete", "response.failed"
+]
+
+
+class ResponseLifecycle(TypedDict):
+    """response.created / in_progress / completed / incomplete / failed: the response as it stands."""
+
+    type: LifecycleType
+    sequence_number: int
+    response: ResponseObject
+
+
+class OutputItemAdded(TypedDict):
+    type: Literal["response.output_item.added"]
+    sequence_number: int
+    output_index: int
+    item: OutputItem
+
+
+class OutputItemDone(TypedDict):
+    type: Literal["response.output_item.done"]
+    sequence_number: int
+    output_index: int
+    item: OutputItem
+
+
+class ContentPartAdded(TypedDict):
+    type: Literal["response.content_part.added"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    part: Part
+
+
+class ContentPartDone(TypedDict):
+    type: Literal["response.content_part.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    part: Part
+
+
+class TextDelta(TypedDict):
+    type: Literal["response.output_text.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    logprobs: list[object]
+
+
+class TextDone(TypedDict):
+    type: Literal["response.output_text.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    logprobs: list[object]
+
+
+class AnnotationAdded(TypedDict):
+    type: Literal["response.output_text.annotation.added"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    annotation_index: int
+    annotation: ContainerFileCitation
+
+
+class ReasoningTextDelta(TypedDict):
+    type: Literal["response.reasoning_text.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+
+
+class ReasoningTextDone(TypedDict):
+    type: Literal["response.reasoning_text.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+
+
+class FunctionArgumentsDelta(TypedDict):
+    type: Literal["response.function_call_arguments.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class FunctionArgumentsDone(TypedDict):
+    """`name` is beyond the openai SDK's model (the Open Responses specification requires it)."""
+
+    type: Literal["response.function_call_arguments.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    name: str
+    arguments: str
+
+
+class CodeCallInProgress(TypedDict):
+    type: Literal["response.code_interpreter_call.in_progress"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
+class CodeDelta(TypedDict):
+    type: Literal["response.code_interpreter_call_code.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class CodeDone(TypedDict):
+    type: Literal["response.code_interpreter_call_code.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    code: str
+
+
+class CodeCallInterpreting(TypedDict):
+    type: Literal["response.code_interpreter_call.interpreting"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
+class CodeCallCompleted(TypedDict):
+    type: Literal["response.code_interpreter_call.completed"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
+Event = Union[
+    ResponseLifecycle,
+    OutputItemAdded,
+    OutputItemDone,
+    ContentPartAdded,
+    ContentPartDone,
+    TextDelta,
+    TextDone,
+    AnnotationAdded,
+    ReasoningTextDelta,
+    ReasoningTextDone,
+    FunctionArgumentsDelta,
+    FunctionArgumentsDone,
+    CodeCallInProgress,
+    CodeDelta,
+    CodeDone,
+    CodeCallInterpreting,
+    CodeCallCompleted,
+]

@@ -1,0 +1,207 @@
+"""Typed shapes of what a response holds: its output items and the response object itself.
+
+TypedDicts rather than models: the builder keeps and updates these dicts as a response streams (no
+per-token validation cost), and mypy checks every literal and key against them. Each mirrors the
+`openai.types.responses` model of the same name; `tests/test_protocol_types.py` keeps them in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict, Union
+
+from typing_extensions import NotRequired
+
+__all__ = [
+    "CodeInterpreterCallItem",
+    "CodeOutput",
+    "ContainerFileCitation",
+    "FunctionCallItem",
+    "ImageOutput",
+    "InputTokensDetails",
+    "ItemStatus",
+    "LogsOutput",
+    "MessageItem",
+    "OutputItem",
+    "OutputText",
+    "OutputTokensDetails",
+    "ReasoningItem",
+    "ReasoningText",
+    "ResponseEcho",
+    "ResponseError",
+    "ResponseObject",
+    "ResponseStatus",
+    "ResponseUsage",
+    "wire_item",
+    "wire_items",
+]
+
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+CodeStatus = Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
+ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
+
+
+class ContainerFileCitation(TypedDict):
+    """`response_output_text.AnnotationContainerFileCitation`"""
+
+    type: Literal["container_file_citation"]
+    container_id: str
+    file_id: str
+    filename: str
+    start_index: int
+    end_index: int
+
+
+class OutputText(TypedDict):
+    """`ResponseOutputText`"""
+
+    type: Literal["output_text"]
+    text: str
+    annotations: list[ContainerFileCitation]
+    logprobs: list[Any]
+
+
+class MessageItem(TypedDict):
+    """`ResponseOutputMessage`"""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    status: ItemStatus
+    content: list[OutputText]
+
+
+class ReasoningText(TypedDict):
+    """`response_reasoning_item.Content`"""
+
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class ReasoningItem(TypedDict):
+    """`ResponseReasoningItem`"""
+
+    id: str
+    type: Literal["reasoning"]
+    summary: list[Any]
+    status: ItemStatus
+    content: list[ReasoningText]
+    encrypted_content: NotRequired[str]
+
+
+class FunctionCallItem(TypedDict):
+    """`ResponseFunctionToolCall`"""
+
+    id: str
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    status: ItemStatus
+
+
+class LogsOutput(TypedDict):
+    """`response_code_interpreter_tool_call.OutputLogs`"""
+
+    type: Literal["logs"]
+    logs: str
+
+
+class ImageOutput(TypedDict):
+    """`response_code_interpreter_tool_call.OutputImage`"""
+
+    type: Literal["image"]
+    url: str
+
+
+CodeOutput = Union[LogsOutput, ImageOutput]
+
+
+class CodeInterpreterCallItem(TypedDict):
+    """`ResponseCodeInterpreterToolCall`"""
+
+    id: str
+    type: Literal["code_interpreter_call"]
+    code: str
+    container_id: str
+    status: CodeStatus
+    outputs: list[CodeOutput] | None
+
+
+OutputItem = Union[MessageItem, ReasoningItem, FunctionCallItem, CodeInterpreterCallItem]
+
+
+class InputTokensDetails(TypedDict):
+    cached_tokens: int
+    cache_write_tokens: int
+
+
+class OutputTokensDetails(TypedDict):
+    reasoning_tokens: int
+
+
+class ResponseUsage(TypedDict):
+    """`ResponseUsage`"""
+
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class ResponseError(TypedDict):
+    """`ResponseError` (`code` is one of the SDK's fixed codes: see `errors.failure_code`)."""
+
+    code: str
+    message: str
+
+
+class ResponseEcho(TypedDict):
+    """The request's settings as a response echoes them back (the service resolves them from the request)."""
+
+    model: str
+    instructions: str | None
+    tools: list[dict[str, Any]]
+    tool_choice: str | dict[str, Any]
+    parallel_tool_calls: bool
+    temperature: float | None
+    top_p: float | None
+    max_output_tokens: int | None
+    max_tool_calls: int | None
+    previous_response_id: str | None
+    metadata: dict[str, str]
+    background: bool
+    text: dict[str, Any]
+    truncation: Literal["auto", "disabled"]
+    user: str | None
+    reasoning: dict[str, Any] | None
+    top_logprobs: int
+    service_tier: Literal["default"]
+    safety_identifier: str | None
+    prompt_cache_key: str | None
+
+
+class ResponseObject(ResponseEcho):
+    """`Response`: the fields the builder owns, and the echoed settings."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: ResponseStatus
+    completed_at: int | None
+    error: ResponseError | None
+    incomplete_details: dict[str, str] | None
+    output: list[OutputItem]
+    usage: ResponseUsage | None
+
+
+def wire_item(item: OutputItem, include_outputs: bool) -> OutputItem:
+    """An item as it goes out: code-interpreter `outputs` blanked to null unless the client asked for them
+    (`include=["code_interpreter_call.outputs"]`). The one place that rule is applied."""
+    if item["type"] == "code_interpreter_call" and not include_outputs:
+        return {**item, "outputs": None}
+    return item
+
+
+def wire_items(items: list[OutputItem], include_outputs: bool) -> list[OutputItem]:
+    return [wire_item(item, include_outputs) for item in items]

@@ -1,0 +1,112 @@
+"""The tool calls of one model call while it streams: start, argument deltas, end, and closing the dangling ones."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from vllm_responses.chat import FinishReason, ToolCallDelta, ToolCallStart
+from vllm_responses.parsers.partial_json import JsonStringField
+from vllm_responses.protocol.events import Event
+from vllm_responses.stream import ResponseBuilder
+
+__all__ = ["CallTracker", "OpenCall"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class OpenCall:
+    """One call's item while its arguments stream in."""
+
+    index: int  # output_index of the item
+    name: str
+    code: JsonStringField | None = None  # set for code-interpreter calls: decodes the code as it streams
+    arguments: str = ""
+    ended: bool = False
+
+    @property
+    def is_code(self) -> bool:
+        return self.code is not None
+
+
+class CallTracker:
+    """Turns the parser's call deltas into output items and their events, for one model call.
+
+    Parameters
+    ----------
+    builder: the response's event builder.
+    code_names: tool names that are the code interpreter (their calls become code_interpreter_call items).
+    container: gives the container id a code call runs in (creates one on first use); None when the
+        response has no code interpreter.
+    """
+
+    def __init__(
+        self,
+        builder: ResponseBuilder,
+        code_names: frozenset[str],
+        container: Callable[[], Awaitable[str]] | None,
+    ) -> None:
+        self.builder = builder
+        self.code_names = code_names
+        self.container = container
+        self._open: dict[int, OpenCall] = {}  # by the parser's call index
+        self.ended: list[OpenCall] = []  # in the order they ended
+        self.finish_reason: FinishReason | None = None  # set when the model call's stream has ended
+
+    @property
+    def code_calls(self) -> list[OpenCall]:
+        return [c for c in self.ended if c.is_code]
+
+    @property
+    def function_calls(self) -> list[OpenCall]:
+        return [c for c in self.ended if not c.is_code]
+
+    async def start(self, event: ToolCallStart) -> list[Event]:
+        if event.name in self.code_names and self.container is not None:
+            # Domain errors (no container to be had) propagate: the loop turns them into `response.failed`.
+            index, events = self.builder.code_start(await self.container())
+            self._open[event.index] = OpenCall(index, event.name, code=JsonStringField("code"))
+        else:
+            index, events = self.builder.function_call_start(event.name)
+            self._open[event.index] = OpenCall(index, event.name)
+        return events
+
+    def delta(self, event: ToolCallDelta) -> list[Event]:
+        call = self._open.get(event.index)
+        if call is None:
+            return []
+        call.arguments += event.arguments
+        if call.code is not None:
+            text = call.code.feed(event.arguments)
+            return self.builder.code_delta(call.index, text) if text else []
+        return self.builder.function_call_delta(call.index, event.arguments)
+
+    def end(self, parser_index: int) -> list[Event]:
+        call = self._open.get(parser_index)
+        if call is None or call.ended:
+            return []
+        call.ended = True
+        self.ended.append(call)
+        if call.code is not None:
+            rest = call.code.finish()
+            return (self.builder.code_delta(call.index, rest) if rest else []) + self.builder.code_done(call.index)
+        return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
+
+    def close_dangling(self) -> list[Event]:
+        """End the calls the parser opened but never closed (the output was cut off)."""
+        events: list[Event] = []
+        for parser_index in list(self._open):
+            events += self.end(parser_index)
+        return events
+
+
+def normalize_arguments(arguments: str) -> str:
+    """Arguments as compact JSON object text when they parse; as given otherwise."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return json.dumps(value) if isinstance(value, dict) else arguments
