@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from vllm_responses.protocol import events, items
 
 # Fields we send beyond the SDK's model, each for a reason documented where the TypedDict is defined.
-EXTRAS: dict[str, set[str]] = {"FunctionArgumentsDone": {"name"}}
+EXTRAS: dict[str, set[str]] = {}
 
 ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.MessageItem, ResponseOutputMessage),

@@ -378,7 +378,7 @@ class ResponseBuilder:
         return [
             FunctionArgumentsDone(
                 type="response.function_call_arguments.done", sequence_number=self._next(), item_id=item["id"],
-                output_index=index, name=item["name"], arguments=item["arguments"],
+                output_index=index, arguments=item["arguments"],
             ),
             self._item_done(index),
         ]

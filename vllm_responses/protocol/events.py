@@ -143,13 +143,10 @@ class FunctionArgumentsDelta(TypedDict):
 
 
 class FunctionArgumentsDone(TypedDict):
-    """`name` is beyond the openai SDK's model (the Open Responses specification requires it)."""
-
     type: Literal["response.function_call_arguments.done"]
     sequence_number: int
     item_id: str
     output_index: int
-    name: str
     arguments: str
 
 

@@ -1,0 +1,207 @@
+"""The agent loop on its own (`agent.py`, `tool_calls.py`): the fake engine and interpreter, no server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from interpreter_service import PoolExhausted
+from tests.fakes import FakeEngine, FakeInterpreter, code_call, function_call, say
+from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
+from vllm_responses.agent import AgentLoop, AgentPlan
+from vllm_responses.chat import (
+    CODE_TOOL_NAME,
+    Finish,
+    Message,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    code_tool_spec,
+)
+from vllm_responses.engine.base import EngineRejected
+from vllm_responses.errors import Busy, InvalidRequest
+from vllm_responses.protocol.items import ResponseEcho
+from vllm_responses.stream import ResponseBuilder
+
+ECHO: ResponseEcho = {
+    "model": "fake-model", "instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True,
+    "temperature": None, "top_p": None, "max_output_tokens": None, "max_tool_calls": None,
+    "previous_response_id": None, "metadata": {}, "background": False, "text": {"format": {"type": "text"}},
+    "truncation": "disabled", "user": None, "reasoning": None, "top_logprobs": 0, "service_tier": "default",
+    "safety_identifier": None, "prompt_cache_key": None,
+}
+WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
+
+
+def plan(**overrides: Any) -> AgentPlan:
+    fields: dict[str, Any] = {
+        "turns": (Message("user", "hi"),), "tools": (), "tool_choice": "auto", "parallel_tool_calls": True,
+        "sampling": Sampling(), "max_output_tokens": None, "max_tool_calls": None, "max_turns": 8,
+        "code_timeout_s": 5.0, "container": None,
+    }
+    return AgentPlan(**{**fields, **overrides})
+
+
+async def run(loop: AgentLoop) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [dict(ev) for ev in [ev async for ev in loop.events()]]
+    check_stream(events)
+    return events
+
+
+def with_code(interpreter: FakeInterpreter, **overrides: Any) -> AgentPlan:
+    async def container() -> str:
+        return (await interpreter.create_container()).id
+
+    return plan(tools=(code_tool_spec(),), container=container, **overrides)
+
+
+def loop_of(engine: FakeEngine, the_plan: AgentPlan, interpreter: FakeInterpreter | None = None) -> AgentLoop:
+    return AgentLoop(the_plan, ResponseBuilder(ECHO, include_outputs=True), engine, interpreter, "resp_test")
+
+
+async def test_text_only_completes_with_the_calls_usage() -> None:
+    engine = FakeEngine()
+    engine.reset(say("Hello there."))
+    loop = loop_of(engine, plan())
+    events = await run(loop)
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Hello there."
+    assert loop.usage == Usage(engine.prompt_tokens(engine.requests[0]), len(say("Hello there.")) - 1)
+    assert loop.failure is None and len(engine.requests) == 1
+
+
+async def test_code_call_runs_and_its_output_goes_back_to_the_model() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("print(6 * 7)"), say("It is 42."))
+    loop = loop_of(engine, with_code(interp), interp)
+    events = await run(loop)
+    assert event_runs(e["type"] for e in events) == CODE_TURN_EVENT_RUNS
+    call = events[-1]["response"]["output"][0]
+    assert call["code"] == "print(6 * 7)" and call["outputs"] == [{"type": "logs", "logs": "42\n"}]
+    second = engine.requests[1].turns
+    assert second[-2] == ToolCall(call["id"], CODE_TOOL_NAME, '{"code": "print(6 * 7)"}')
+    assert second[-1] == ToolResult(call["id"], CODE_TOOL_NAME, "42\n")
+    assert loop.turns[-2:] == list(second[-2:]) and loop.tool_calls == 1
+    # Usage sums both model calls.
+    assert loop.usage.input_tokens == sum(engine.prompt_tokens(r) for r in engine.requests)
+
+
+async def test_output_budget_shrinks_across_calls_and_ends_incomplete() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), say("a long answer that goes on and on and on"))
+    loop = loop_of(engine, with_code(interp, max_output_tokens=8), interp)
+    events = await run(loop)
+    first_out = 1 + len(code_call("1")) - 2  # start + deltas + end, before the finish
+    assert [r.sampling.max_tokens for r in engine.requests] == [8, 8 - first_out]
+    assert events[-1]["type"] == "response.incomplete"
+    assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+async def test_a_spent_budget_makes_no_further_model_call() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), say("never asked"))
+    loop = loop_of(engine, with_code(interp, max_output_tokens=2), interp)
+    events = await run(loop)
+    assert len(engine.requests) == 1 and events[-1]["type"] == "response.incomplete"
+
+
+async def test_max_tool_calls_withdraws_the_tools() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), say("done"))
+    await run(loop_of(engine, with_code(interp, max_tool_calls=1), interp))
+    assert engine.requests[0].tools and not engine.requests[1].tools
+    assert engine.requests[1].tool_choice == "none"
+
+
+async def test_a_forced_choice_applies_to_the_first_call_only() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), say("done"))
+    await run(loop_of(engine, with_code(interp, tool_choice="required"), interp))
+    assert [r.tool_choice for r in engine.requests] == ["required", "auto"]
+
+
+async def test_last_call_gets_no_tools() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"))
+    events = await run(loop_of(engine, with_code(interp, max_turns=2), interp))
+    assert len(engine.requests) == 2 and not engine.requests[1].tools
+    assert events[-1]["type"] == "response.completed"
+
+
+async def test_function_call_ends_the_response_with_compact_arguments() -> None:
+    engine = FakeEngine()
+    engine.reset(function_call("weather", {"city": "Oslo"}))
+    events = await run(loop_of(engine, plan(tools=(WEATHER,))))
+    item = events[-1]["response"]["output"][0]
+    assert item["type"] == "function_call" and item["arguments"] == '{"city": "Oslo"}'
+    assert events[-1]["type"] == "response.completed" and len(engine.requests) == 1
+
+
+async def test_a_call_to_a_tool_not_offered_is_dropped() -> None:
+    engine = FakeEngine()
+    engine.reset([*function_call("weather", {"city": "Oslo"}, finish=False), *say("plain")])
+    events = await run(loop_of(engine, plan()))
+    assert [it["type"] for it in events[-1]["response"]["output"]] == ["message"]
+
+
+async def test_a_code_call_cut_off_by_length_is_closed_and_run() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    cut = [ToolCallStart(0, CODE_TOOL_NAME), ToolCallDelta(0, '{"code": "print(1)'), Finish("length", Usage())]
+    engine.reset(cut, say("one"))
+    events = await run(loop_of(engine, with_code(interp), interp))
+    call = events[-1]["response"]["output"][0]
+    assert call["code"] == "print(1)" and call["status"] == "completed"
+    assert events[-1]["type"] == "response.completed"
+
+
+async def test_no_container_to_be_had_fails_as_rate_limited() -> None:
+    engine = FakeEngine()
+    engine.reset(code_call("1"))
+
+    async def container() -> str:
+        raise PoolExhausted("all 2 containers are running code")
+
+    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), FakeInterpreter())
+    events = await run(loop)
+    assert isinstance(loop.failure, Busy) and loop.failure.status == 429
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_an_engine_refusal_fails_with_a_client_error() -> None:
+    def refuse(request: Any) -> list[Any]:
+        raise EngineRejected("the prompt is too long", code="context_length_exceeded")
+
+    engine = FakeEngine()
+    engine.reset(refuse)
+    loop = loop_of(engine, plan())
+    events = await run(loop)
+    assert isinstance(loop.failure, InvalidRequest) and loop.failure.code == "context_length_exceeded"
+    assert events[-1]["response"]["error"] == {"code": "invalid_prompt", "message": "the prompt is too long"}
+
+
+async def test_text_before_a_code_call_is_closed_before_the_call_starts() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset([TextDelta("Let me compute. "), *code_call("print(2)")], say("2"))
+    events = await run(loop_of(engine, with_code(interp), interp))
+    kinds = [it["type"] for it in events[-1]["response"]["output"]]
+    assert kinds == ["message", "code_interpreter_call", "message"]
+
+
+@pytest.mark.parametrize("outputs", [True, False])
+async def test_outputs_are_kept_inside_whatever_goes_out(outputs: bool) -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("print(3)"), say("3"))
+    builder = ResponseBuilder(ECHO, include_outputs=outputs)
+    loop = AgentLoop(with_code(interp), builder, engine, interp, "resp_test")
+    events = [dict(ev) async for ev in loop.events()]
+    sent = events[-1]["response"]["output"][0]["outputs"]
+    assert sent == ([{"type": "logs", "logs": "3\n"}] if outputs else None)
+    assert builder.code_item(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
+    assert engine.requests[1].turns[-1].output == "3\n"  # type: ignore[union-attr]
