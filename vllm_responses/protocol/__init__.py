@@ -1,1 +1,1 @@
-"""Wire models of the Responses API requests we accept."""
+"""Wire shapes: the request models we accept and the typed shapes of what we send back."""
