@@ -29,10 +29,10 @@ async def test_backlog_and_what_queued_meanwhile_come_as_batches() -> None:
     assert [b async for b in batches] == []
 
 
-async def test_follow_still_yields_single_events_and_can_start_late() -> None:
+async def test_a_late_follower_starts_after_the_sequence_number_it_names() -> None:
     run = _run()
     for i in range(4):
         run.publish({"type": "e", "n": i, "sequence_number": i})
     run.close()
-    assert [e["n"] async for e in run.follow(starting_after=1)] == [2, 3]
+    assert [[e["n"] for e in b] async for b in run.follow_batches(starting_after=1)] == [[2, 3]]
     assert [len(b) async for b in run.follow_batches()] == [4]

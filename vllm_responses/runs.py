@@ -49,16 +49,10 @@ class Run:
         for q in self._followers:
             q.put_nowait(_END)
 
-    async def follow(self, starting_after: int | None = None) -> AsyncIterator[Event]:
-        """Every event after sequence number `starting_after` (all when None), live until the end."""
-        async for batch in self.follow_batches(starting_after):
-            for ev in batch:
-                yield ev
-
     async def follow_batches(self, starting_after: int | None = None) -> AsyncIterator[list[Event]]:
-        """As `follow`, in batches: each is every event that was ready when the reader came back (the
-        backlog, then all that queued up meanwhile), so a reader that falls behind catches up in one
-        write instead of one write per event."""
+        """Every event after sequence number `starting_after` (all when None), live until the end, in
+        batches: each is every event that was ready when the reader came back (the backlog, then all that
+        queued up meanwhile), so a reader that falls behind catches up in one write instead of one per event."""
         q: asyncio.Queue[Any] = asyncio.Queue()
         start = 0 if starting_after is None else starting_after + 1
         backlog = self.events[start:]
