@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import (
+    DATA_DIR,
     ContainerInfo,
     ContainerNotFound,
     ExecutionResult,
@@ -23,6 +24,7 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     PoolExhausted,
+    data_path,
 )
 from interpreter_service.distribution import default_dist_dir
 from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess, parse_size
@@ -30,7 +32,6 @@ from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess, 
 __all__ = ["WorkerPool", "default_workers"]
 
 log = logging.getLogger(__name__)
-DATA_DIR = "/mnt/data"
 
 
 def default_workers() -> int:
@@ -317,14 +318,14 @@ class WorkerPool(Interpreter):
 
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         reply = await self._file_request(c, "write_file", path=full, data_b64=base64.b64encode(data).decode())
         c.files.pop(reply["path"], None)
         return self._file_info(c, reply["path"], int(reply["bytes"]), "user")
 
     async def read_file(self, container_id: str, path: str) -> bytes:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         try:
             reply = await self._file_request(c, "read_file", path=full)
         except InterpreterError as e:
@@ -333,7 +334,7 @@ class WorkerPool(Interpreter):
 
     async def delete_file(self, container_id: str, path: str) -> None:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         try:
             reply = await self._file_request(c, "delete_file", path=full)
         except InterpreterError as e:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interpreter_service.api import ExecutionResult, InterpreterError
+from interpreter_service.api import DATA_DIR, ExecutionResult, InterpreterError
 
 __all__ = [
     "WORKER_SCRIPT",
@@ -96,7 +96,7 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
             cmd.append("--allow-net=" + ",".join(hosts))
     if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
         raise ValueError(f"bad preload list {cfg.preload!r}")
-    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-"]
+    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-", DATA_DIR]
 
 
 class WorkerProcess:
