@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 import secrets
 import time
 from collections.abc import Sequence
@@ -29,13 +28,9 @@ from interpreter_service.api import (
 from interpreter_service.distribution import default_dist_dir
 from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess, parse_size
 
-__all__ = ["WorkerPool", "default_workers"]
+__all__ = ["WorkerPool"]
 
 log = logging.getLogger(__name__)
-
-
-def default_workers() -> int:
-    return int(os.environ.get("VR_CODE_INTERPRETER_WORKERS", "2"))
 
 
 @dataclass
@@ -57,7 +52,7 @@ class WorkerPool(Interpreter):
     def __init__(
         self,
         *,
-        workers: int | None = None,
+        workers: int = 2,
         spares: int = 1,
         timeout_s: float = 30.0,
         memory_limit: str | int = "1g",
@@ -72,7 +67,7 @@ class WorkerPool(Interpreter):
         preload: Sequence[str] = ("numpy", "matplotlib"),
         evict_idle: bool = True,
     ) -> None:
-        self.max_containers = default_workers() if workers is None else workers
+        self.max_containers = workers
         if self.max_containers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
         self.spares = spares
