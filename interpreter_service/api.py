@@ -15,6 +15,7 @@ __all__ = [
     "DATA_DIR",
     "ContainerInfo",
     "ContainerNotFound",
+    "ErrorKind",
     "ExecutionResult",
     "FileInfo",
     "Interpreter",

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from interpreter_service.api import (
     DATA_DIR,
@@ -26,7 +27,7 @@ from interpreter_service.api import (
     data_path,
 )
 from interpreter_service.distribution import default_dist_dir
-from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess, parse_size
+from interpreter_service.worker import Reply, WorkerConfig, WorkerDied, WorkerProcess, parse_size
 
 __all__ = ["WorkerPool"]
 
@@ -290,7 +291,7 @@ class WorkerPool(Interpreter):
         return result
 
     # -- files -------------------------------------------------------------------------------------
-    async def _file_request(self, c: _Container, op: str, **fields: object) -> dict:
+    async def _file_request(self, c: _Container, op: str, **fields: object) -> Reply:
         async with c.lock:
             c.last_active_at = time.time()
             try:
@@ -302,12 +303,14 @@ class WorkerPool(Interpreter):
             finally:
                 self._after_call(c)
 
-    def _file_info(self, c: _Container, path: str, size: int, source: str) -> FileInfo:
+    def _file_info(
+        self, c: _Container, path: str, size: int, source: Literal["user", "assistant"]
+    ) -> FileInfo:
         old = c.files.get(path)
         fid = "cfile_" + hashlib.sha256(f"{c.id}:{path}".encode()).hexdigest()[:24]
         info = FileInfo(id=fid, container_id=c.id, path=path, bytes=size,
                         created_at=old.created_at if old else time.time(),
-                        source=old.source if old else source)  # type: ignore[arg-type]
+                        source=old.source if old else source)
         c.files[path] = info
         return info
 
