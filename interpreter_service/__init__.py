@@ -1,6 +1,7 @@
 """A sandboxed, pre-warmed pool of Pyodide (WebAssembly) Python workers running under Deno."""
 
 from interpreter_service.api import (
+    DATA_DIR,
     ContainerInfo,
     ContainerNotFound,
     ExecutionResult,
@@ -8,9 +9,11 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     PoolExhausted,
+    data_path,
 )
 
 __all__ = [
+    "DATA_DIR",
     "ContainerInfo",
     "ContainerNotFound",
     "ExecutionResult",
@@ -18,4 +21,5 @@ __all__ = [
     "Interpreter",
     "InterpreterError",
     "PoolExhausted",
+    "data_path",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=8765)
     v.add_argument("--dist-dir", type=Path, default=None)
-    v.add_argument("--workers", type=int, default=None, help="default: $VR_CODE_INTERPRETER_WORKERS or 2")
+    v.add_argument(
+        "--workers",
+        type=int,
+        default=os.environ.get("VR_CODE_INTERPRETER_WORKERS", "2"),  # a string default goes through `type`
+        help="default: $VR_CODE_INTERPRETER_WORKERS or 2",
+    )
     v.add_argument("--spares", type=int, default=1)
     v.add_argument("--timeout", type=float, default=30.0)
     v.add_argument("--memory-limit", default="1g")

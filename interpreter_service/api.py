@@ -6,19 +6,26 @@ The in-process pool (`pool.WorkerPool`) and the HTTP client (`client.HTTPInterpr
 
 from __future__ import annotations
 
+import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "DATA_DIR",
     "ContainerInfo",
     "ContainerNotFound",
+    "ErrorKind",
     "ExecutionResult",
     "FileInfo",
     "Interpreter",
     "InterpreterError",
     "PoolExhausted",
+    "data_path",
 ]
+
+# The folder a container's code is told to write its outputs to, and where relative file paths point.
+DATA_DIR = "/mnt/data"
 
 ErrorKind = Literal["exception", "timeout", "memory", "crashed", "cancelled"]
 
@@ -70,6 +77,11 @@ class FileInfo:
     bytes: int
     created_at: float
     source: Literal["user", "assistant"] = "assistant"
+
+
+def data_path(path: str) -> str:
+    """A container file path made absolute: relative paths are under `DATA_DIR`."""
+    return posixpath.join(DATA_DIR, path)
 
 
 class InterpreterError(Exception):
@@ -128,15 +140,16 @@ class Interpreter(ABC):
 
     @abstractmethod
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        """Put a file into the container's filesystem (under /mnt/data unless `path` is absolute)."""
+        """Put a file at `data_path(path)` in the container (under `DATA_DIR` unless `path` is absolute)."""
 
     @abstractmethod
-    async def read_file(self, container_id: str, path: str) -> bytes: ...
+    async def read_file(self, container_id: str, path: str) -> bytes:
+        """The content of the file at `data_path(path)`; `InterpreterError` if it is not there."""
 
     @abstractmethod
     async def delete_file(self, container_id: str, path: str) -> None:
-        """Remove a file (under /mnt/data unless `path` is absolute); `InterpreterError` if it is not there."""
+        """Remove the file at `data_path(path)`; `InterpreterError` if it is not there."""
 
     @abstractmethod
     async def list_files(self, container_id: str) -> list[FileInfo]:
-        """Files under /mnt/data, the folder code is told to write its outputs to."""
+        """Files under `DATA_DIR`, the folder code is told to write its outputs to."""

@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "BASE_PACKAGES",
@@ -40,6 +41,7 @@ CORE_FILES = {
 }
 OFFICIAL_LOCK = "pyodide-lock.official.json"
 OFFICIAL_LOCK_SHA256 = "9c45b916001a750f4102fc287494f3eab215909c7535c626a20db80fd6333e2c"
+LockEntry = dict[str, Any]  # one package of pyodide-lock.json: file_name, sha256, depends, imports, ...
 # Packages the sandbox promises (their dependency closure in the official lock is installed too).
 BASE_PACKAGES = ("numpy", "pandas", "matplotlib", "pillow", "scipy", "scikit-learn", "micropip")
 PIP_TARGET = ["--python-version", "3.12", "--platform", "any", "--implementation", "py", "--abi", "none"]
@@ -115,7 +117,7 @@ def _fetch_core(dist: Path, log: Log) -> None:
     log(f"core files installed from npm {NPM_SPEC} (integrity verified)")
 
 
-def _closure(packages: dict[str, dict], roots: Iterable[str]) -> list[str]:
+def _closure(packages: dict[str, LockEntry], roots: Iterable[str]) -> list[str]:
     seen: list[str] = []
     stack = list(roots)
     while stack:
@@ -140,7 +142,7 @@ def pip_download_pure(requirements: list[str], dest: Path, *, no_deps: bool = Tr
     return sorted(set(dest.iterdir()) - before)
 
 
-def _fetch_package(entry: dict, dist: Path, vendor: Path, log: Log) -> None:
+def _fetch_package(entry: LockEntry, dist: Path, vendor: Path, log: Log) -> None:
     fname, expected = entry["file_name"], entry["sha256"]
     dest = dist / fname
     if dest.is_file() and sha256_file(dest) == expected:

@@ -13,7 +13,6 @@ import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -23,14 +22,14 @@ __all__ = ["add_packages", "check_pure_wheel"]
 
 Log = Callable[[str], None]
 
-
-def _marker_env() -> dict[str, str]:
-    env = default_environment()
-    env.update(python_version="3.12", python_full_version="3.12.7", implementation_version="3.12.7",
-               sys_platform="emscripten", platform_system="Emscripten", platform_machine="wasm32",
-               platform_release="3.1.58", os_name="posix", implementation_name="cpython",
-               platform_python_implementation="CPython")
-    return env
+# Pyodide's CPython 3.12 on wasm32, for the markers of a wheel's `Requires-Dist`: `Marker.evaluate` lays these
+# over this process's environment (and sets `extra` to "").
+_PYODIDE_MARKERS: dict[str, str] = {
+    "python_version": "3.12", "python_full_version": "3.12.7", "implementation_version": "3.12.7",
+    "sys_platform": "emscripten", "platform_system": "Emscripten", "platform_machine": "wasm32",
+    "platform_release": "3.1.58", "os_name": "posix", "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def check_pure_wheel(path: Path) -> None:
@@ -60,14 +59,13 @@ def _requires(path: Path) -> list[Requirement]:
     with zipfile.ZipFile(path) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode(errors="replace")
-    env = _marker_env()
     out = []
     for line in text.splitlines():
         if not line.strip():
             break  # end of headers
         if line.lower().startswith("requires-dist:"):
             req = Requirement(line.split(":", 1)[1].strip())
-            if req.marker is None or req.marker.evaluate({**env, "extra": ""}):
+            if req.marker is None or req.marker.evaluate(_PYODIDE_MARKERS):
                 out.append(req)
     return out
 

@@ -8,14 +8,15 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from interpreter_service.api import (
+    DATA_DIR,
     ContainerInfo,
     ContainerNotFound,
     ExecutionResult,
@@ -23,18 +24,14 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     PoolExhausted,
+    data_path,
 )
 from interpreter_service.distribution import default_dist_dir
-from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess, parse_size
+from interpreter_service.worker import Reply, WorkerConfig, WorkerDied, WorkerProcess, parse_size
 
-__all__ = ["WorkerPool", "default_workers"]
+__all__ = ["WorkerPool"]
 
 log = logging.getLogger(__name__)
-DATA_DIR = "/mnt/data"
-
-
-def default_workers() -> int:
-    return int(os.environ.get("VR_CODE_INTERPRETER_WORKERS", "2"))
 
 
 @dataclass
@@ -56,7 +53,7 @@ class WorkerPool(Interpreter):
     def __init__(
         self,
         *,
-        workers: int | None = None,
+        workers: int = 2,
         spares: int = 1,
         timeout_s: float = 30.0,
         memory_limit: str | int = "1g",
@@ -71,7 +68,7 @@ class WorkerPool(Interpreter):
         preload: Sequence[str] = ("numpy", "matplotlib"),
         evict_idle: bool = True,
     ) -> None:
-        self.max_containers = default_workers() if workers is None else workers
+        self.max_containers = workers
         if self.max_containers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
         self.spares = spares
@@ -294,7 +291,7 @@ class WorkerPool(Interpreter):
         return result
 
     # -- files -------------------------------------------------------------------------------------
-    async def _file_request(self, c: _Container, op: str, **fields: object) -> dict:
+    async def _file_request(self, c: _Container, op: str, **fields: object) -> Reply:
         async with c.lock:
             c.last_active_at = time.time()
             try:
@@ -306,25 +303,27 @@ class WorkerPool(Interpreter):
             finally:
                 self._after_call(c)
 
-    def _file_info(self, c: _Container, path: str, size: int, source: str) -> FileInfo:
+    def _file_info(
+        self, c: _Container, path: str, size: int, source: Literal["user", "assistant"]
+    ) -> FileInfo:
         old = c.files.get(path)
         fid = "cfile_" + hashlib.sha256(f"{c.id}:{path}".encode()).hexdigest()[:24]
         info = FileInfo(id=fid, container_id=c.id, path=path, bytes=size,
                         created_at=old.created_at if old else time.time(),
-                        source=old.source if old else source)  # type: ignore[arg-type]
+                        source=old.source if old else source)
         c.files[path] = info
         return info
 
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         reply = await self._file_request(c, "write_file", path=full, data_b64=base64.b64encode(data).decode())
         c.files.pop(reply["path"], None)
         return self._file_info(c, reply["path"], int(reply["bytes"]), "user")
 
     async def read_file(self, container_id: str, path: str) -> bytes:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         try:
             reply = await self._file_request(c, "read_file", path=full)
         except InterpreterError as e:
@@ -333,7 +332,7 @@ class WorkerPool(Interpreter):
 
     async def delete_file(self, container_id: str, path: str) -> None:
         c = self._get(container_id)
-        full = path if path.startswith("/") else f"{DATA_DIR}/{path}"
+        full = data_path(path)
         try:
             reply = await self._file_request(c, "delete_file", path=full)
         except InterpreterError as e:

@@ -15,11 +15,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from interpreter_service.api import ExecutionResult, InterpreterError
+from interpreter_service.api import DATA_DIR, ErrorKind, ExecutionResult, InterpreterError
 
 __all__ = [
     "WORKER_SCRIPT",
+    "Reply",
     "WorkerConfig",
     "WorkerDied",
     "WorkerProcess",
@@ -33,6 +35,7 @@ WASM_PAGE = 65536
 STREAM_LIMIT = 64 * 1024 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {n} more bytes not shown ...]\n"
 INTERRUPT_RESEND_S = 0.25  # while a timed-out call has not answered, re-send the interrupt this often
+Reply = dict[str, Any]  # one JSON message from the worker (its fields depend on the request's op)
 
 
 class WorkerDied(InterpreterError):
@@ -51,7 +54,7 @@ def parse_size(text: str | int) -> int:
 
 
 def find_deno() -> str:
-    import deno  # PyPI `deno`
+    import deno  # type: ignore[import-untyped]  # PyPI `deno` ships no type information
 
     return str(deno.find_deno_bin())
 
@@ -96,7 +99,7 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
             cmd.append("--allow-net=" + ",".join(hosts))
     if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
         raise ValueError(f"bad preload list {cfg.preload!r}")
-    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-"]
+    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-", DATA_DIR]
 
 
 class WorkerProcess:
@@ -109,9 +112,9 @@ class WorkerProcess:
         self.ready_s = 0.0
         self.poisoned = False  # must be replaced (memory error, timed-out kill)
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[dict]] = {}
+        self._pending: dict[int, asyncio.Future[Reply]] = {}
         self._stderr: collections.deque[str] = collections.deque(maxlen=50)
-        self._ready: asyncio.Future[dict] | None = None
+        self._ready: asyncio.Future[Reply] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._exit_reason: str | None = None
 
@@ -185,7 +188,8 @@ class WorkerProcess:
                     else:
                         self._ready.set_exception(WorkerDied(f"worker failed to start: {msg.get('error')}"))
                     continue
-                fut = self._pending.pop(msg.get("id"), None) if isinstance(msg.get("id"), int) else None
+                rid = msg.get("id")
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
         except (ValueError, asyncio.LimitOverrunError) as e:  # a line over STREAM_LIMIT
@@ -218,16 +222,16 @@ class WorkerProcess:
                 fut.exception()
         self._pending.clear()
 
-    def _send(self, op: str, **fields: object) -> asyncio.Future[dict]:
+    def _send(self, op: str, **fields: object) -> asyncio.Future[Reply]:
         if not self.alive or self.proc is None or self.proc.stdin is None:
             raise WorkerDied(self._exit_reason or "worker is not running")
         rid = next(self._ids)
-        fut: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         self.proc.stdin.write(json.dumps({"op": op, "id": rid, **fields}).encode() + b"\n")
         return fut
 
-    async def request(self, op: str, *, timeout_s: float = 30.0, **fields: object) -> dict:
+    async def request(self, op: str, *, timeout_s: float = 30.0, **fields: object) -> Reply:
         """Send one request; returns the reply dict. Raises `WorkerDied` or `InterpreterError`."""
         fut = self._send(op, **fields)
         try:
@@ -258,6 +262,7 @@ class WorkerProcess:
         except WorkerDied as e:
             return _died(str(e), t0)
         timed_out = False
+        reply: Reply | None
         try:
             try:
                 async with asyncio.timeout(timeout_s):
@@ -277,7 +282,7 @@ class WorkerProcess:
             )
         return self._to_result(reply, cap, t0, timeout_s if timed_out else None)
 
-    async def _interrupt_and_wait(self, fut: asyncio.Future[dict]) -> dict | None:
+    async def _interrupt_and_wait(self, fut: asyncio.Future[Reply]) -> Reply | None:
         """Interrupt the running call; wait the grace period, else kill. Returns the reply if any."""
         # Re-sent until answered: one that lands before the code starts (while its imports load) is
         # cleared with the flag, and code may swallow a KeyboardInterrupt; a later one still gets through.
@@ -295,7 +300,7 @@ class WorkerProcess:
         await self.kill()
         return None
 
-    def _to_result(self, r: dict, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
+    def _to_result(self, r: Reply, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
         logs = r.get("logs", "")
         dropped = int(r.get("dropped", 0)) + int(r.get("clipped", 0))
         for msg in r.get("load_errors") or []:
@@ -310,7 +315,8 @@ class WorkerProcess:
         if dropped:
             logs += TRUNCATION_MARKER.format(n=dropped)
         images = tuple(base64.b64decode(s) for s in r.get("images") or ())
-        etype, error, kind = r.get("error_type"), r.get("error"), None
+        etype, error = r.get("error_type"), r.get("error")
+        kind: ErrorKind | None = None
         if etype == "KeyboardInterrupt" and timed_out_after is not None:
             error, kind = f"timed out after {timed_out_after:g} s (interrupted)", "timeout"
         elif etype == "MemoryError":

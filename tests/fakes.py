@@ -22,6 +22,7 @@ from interpreter_service import (
     Interpreter,
     InterpreterError,
     PoolExhausted,
+    data_path,
 )
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
@@ -151,7 +152,7 @@ class FakeEngine:
 class FakeInterpreter(Interpreter):
     """Runs code with `exec` in this process (trusted test code only), one globals dict per container.
 
-    Files live in memory: code calls `save(path, data)` and `load(path)` (paths under /mnt/data unless
+    Files live in memory: code calls `save(path, data)` and `load(path)` (paths under DATA_DIR unless
     absolute) instead of touching the real filesystem; saved files are reported in `files_changed`.
     """
 
@@ -213,12 +214,12 @@ class FakeInterpreter(Interpreter):
         changed: list[str] = []
 
         def save(path: str, data: str | bytes) -> None:
-            full = _data_path(path)
+            full = data_path(path)
             files[full] = data.encode() if isinstance(data, str) else data
             changed.append(full)
 
         env["save"] = save
-        env["load"] = lambda path: files[_data_path(path)].decode()
+        env["load"] = lambda path: files[data_path(path)].decode()
         buf = io.StringIO()
         error = None
         try:
@@ -253,24 +254,20 @@ class FakeInterpreter(Interpreter):
         return self.files[container_id]
 
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        full = _data_path(path)
+        full = data_path(path)
         self._files(container_id)[full] = data
         self.uploaded[container_id].add(full)
         return self._info(container_id, full)
 
     async def read_file(self, container_id: str, path: str) -> bytes:
         try:
-            return self._files(container_id)[_data_path(path)]
+            return self._files(container_id)[data_path(path)]
         except KeyError:
-            raise InterpreterError(f"cannot read {_data_path(path)}: no such file") from None
+            raise InterpreterError(f"cannot read {data_path(path)}: no such file") from None
 
     async def delete_file(self, container_id: str, path: str) -> None:
-        if self._files(container_id).pop(_data_path(path), None) is None:
-            raise InterpreterError(f"cannot delete {_data_path(path)}: no such file")
+        if self._files(container_id).pop(data_path(path), None) is None:
+            raise InterpreterError(f"cannot delete {data_path(path)}: no such file")
 
     async def list_files(self, container_id: str) -> list[FileInfo]:
         return [self._info(container_id, p) for p in sorted(self._files(container_id))]
-
-
-def _data_path(path: str) -> str:
-    return path if path.startswith("/") else f"/mnt/data/{path}"

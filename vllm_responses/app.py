@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
 from vllm_responses.config import Config
-from vllm_responses.containers import container_routes
+from vllm_responses.container_routes import container_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
 from vllm_responses.pagination import cursor_page

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 from vllm_responses.protocol.items import ContainerFileCitation
 
+from interpreter_service import DATA_DIR
+
 __all__ = ["WrittenFile", "file_citations", "mentions"]
 
-DATA_DIR = "/mnt/data/"
+_FOLDER = DATA_DIR + "/"
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,8 @@ def mentions(text: str, path: str) -> list[tuple[int, int]]:
     name = posixpath.basename(path)
     if not name:
         return []
-    rel = path[len(DATA_DIR) :] if path.startswith(DATA_DIR) else path.lstrip("/")
-    prefixes = ["sandbox:" + DATA_DIR + rel, DATA_DIR + rel, rel]
+    rel = path[len(_FOLDER) :] if path.startswith(_FOLDER) else path.lstrip("/")
+    prefixes = ["sandbox:" + _FOLDER + rel, _FOLDER + rel, rel]
     found: list[tuple[int, int]] = []
     at = text.find(name)
     while at >= 0:

@@ -1,6 +1,7 @@
 // Deno worker: runs Pyodide from a local distribution and serves a line-delimited JSON protocol on stdin/stdout.
 //
-// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> [preload,packages|-]
+// Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> <preload,packages|-> <data_dir>
+// (<data_dir>: interpreter_service.api.DATA_DIR, the folder code writes its outputs to and runs in.)
 // Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"delete_file"|"list_files", ...}
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
@@ -8,6 +9,8 @@ import { createRequire } from "node:module";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
 const preload = (Deno.args[1] ?? "numpy,matplotlib").split(",").filter((p) => p && p !== "-");
+const dataDir = Deno.args[2];
+if (!dataDir?.startsWith("/")) throw new Error("usage: worker.mjs <dist_dir> <preload|-> <absolute data_dir>");
 const protoOut = Deno.stdout; // private handle for the protocol
 const enc = new TextEncoder();
 const errWrite = (s) => {
@@ -68,11 +71,11 @@ const PY_HELPERS = `
 import base64, io, os, sys, traceback
 from pyodide.code import eval_code_async
 
-os.makedirs("/mnt/data", exist_ok=True)
-os.chdir("/mnt/data")
+os.makedirs(_VR_DATA_DIR, exist_ok=True)
+os.chdir(_VR_DATA_DIR)
 _vr_ns = {"__name__": "__main__", "__builtins__": __builtins__}
 
-def _vr_snapshot(root="/mnt/data"):
+def _vr_snapshot(root=_VR_DATA_DIR):
     out = {}
     for d, _, files in os.walk(root):
         for f in files:
@@ -162,6 +165,7 @@ async function boot() {
   pyodide.setInterruptBuffer(interruptBuf);
   const t1 = performance.now();
   if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
+  pyodide.globals.set("_VR_DATA_DIR", dataDir);
   pyodide.runPython(PY_HELPERS);
   for (const name of preload) {
     if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
@@ -198,8 +202,10 @@ async function doExec(req) {
   return { ...res, logs: outChunks.join(""), dropped: outDropped, load_errors: loadMsgs };
 }
 
+// File paths arrive absolute (the pool resolves relative ones against DATA_DIR).
 function fsPath(p) {
-  return p.startsWith("/") ? p : "/mnt/data/" + p;
+  if (typeof p !== "string" || !p.startsWith("/")) throw new Error(`not an absolute path: ${p}`);
+  return p;
 }
 
 async function handle(req) {
@@ -229,7 +235,7 @@ async function handle(req) {
     }
     case "list_files": {
       const snap = pyodide.globals.get("_vr_snapshot");
-      const m = snap(req.dir ?? "/mnt/data");
+      const m = snap(fsPath(req.dir ?? dataDir));
       const files = [];
       for (const [path, v] of m.toJs()) files.push({ path, bytes: v[0] });
       m.destroy(); snap.destroy();

@@ -1,17 +1,27 @@
-"""Pydantic model of the `POST /v1/containers` body, and a 400 naming the `param` for what we cannot honour."""
+"""Wire shapes of `/v1/containers`: the create body we accept, and the container and file objects we send."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from interpreter_service import ContainerInfo, FileInfo
 from vllm_responses.errors import InvalidRequest
 
-__all__ = ["CreateContainerRequest", "ExpiresAfter", "parse_create_container"]
+__all__ = [
+    "CreateContainerRequest",
+    "ExpiresAfter",
+    "MemoryLimit",
+    "container_json",
+    "file_json",
+    "parse_create_container",
+]
 
 logger = logging.getLogger(__name__)
+
+MemoryLimit = Literal["1g", "4g", "16g", "64g"]  # the values the SDK's `memory_limit` allows
 
 
 class _Model(BaseModel):
@@ -32,7 +42,7 @@ class CreateContainerRequest(_Model):
     name: str = Field(max_length=256)
     expires_after: ExpiresAfter | None = None
     file_ids: list[str] = Field(default_factory=list)
-    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
+    memory_limit: MemoryLimit | None = None
     network_policy: NetworkPolicy | None = None
     skills: list[Any] = Field(default_factory=list)
 
@@ -67,3 +77,32 @@ def parse_create_container(body: Any) -> CreateContainerRequest:
     if extra:
         logger.info("ignoring container fields this server does not use: %s", ", ".join(extra))
     return req
+
+
+def container_json(info: ContainerInfo, expires_after_s: float) -> dict[str, Any]:
+    """A container as `openai.types.ContainerRetrieveResponse` (`expires_after_s`: its idle expiry)."""
+    out: dict[str, Any] = {
+        "id": info.id,
+        "object": "container",
+        "created_at": int(info.created_at),
+        "status": info.status,
+        "expires_after": {"anchor": "last_active_at", "minutes": max(1, round(expires_after_s / 60))},
+        "last_active_at": int(info.last_active_at),
+        "name": info.name or "",
+    }
+    if info.memory_limit in get_args(MemoryLimit):
+        out["memory_limit"] = info.memory_limit
+    return out
+
+
+def file_json(info: FileInfo) -> dict[str, Any]:
+    """A container file as `openai.types.containers.FileRetrieveResponse`."""
+    return {
+        "id": info.id,
+        "object": "container.file",
+        "bytes": info.bytes,
+        "container_id": info.container_id,
+        "created_at": int(info.created_at),
+        "path": info.path,
+        "source": info.source,
+    }

@@ -1,0 +1,159 @@
+"""The `/v1/containers` routes: parse the request, call `ContainerService`, serialize its answer."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import posixpath
+from typing import Any
+from urllib.parse import quote
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from interpreter_service import FileInfo
+from vllm_responses.containers import ContainerService
+from vllm_responses.errors import InvalidRequest, NotFound
+from vllm_responses.pagination import cursor_page
+from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
+
+__all__ = ["MAX_UPLOAD_BYTES", "container_routes"]
+
+MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+
+
+def _service(request: Request) -> ContainerService:
+    service: ContainerService = request.app.state.vr.service.containers
+    return service
+
+
+async def _json(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        raise InvalidRequest(
+            "The request body is not valid JSON.", param="body", code="invalid_json"
+        ) from None
+
+
+async def _file(request: Request) -> FileInfo:
+    """The file the path names; a 404 naming `file_id` when its container has no such file."""
+    cid, fid = request.path_params["container_id"], request.path_params["file_id"]
+    info = await _service(request).file(cid, fid)
+    if info is None:
+        raise NotFound(f"No file {fid!r} in container {cid!r}.", param="file_id")
+    return info
+
+
+async def create_container(request: Request) -> Response:
+    svc = _service(request)
+    req = parse_create_container(await _json(request))
+    info = await svc.create(
+        name=req.name,
+        memory_limit=req.memory_limit,
+        expires_after_s=req.expires_after.minutes * 60.0 if req.expires_after is not None else None,
+    )
+    return JSONResponse(container_json(info, svc.expires_after_s(info)))
+
+
+async def list_containers(request: Request) -> Response:
+    svc = _service(request)
+    infos = await svc.list_all()
+    if name := request.query_params.get("name"):
+        infos = [i for i in infos if i.name == name]
+    return JSONResponse(
+        cursor_page([container_json(i, svc.expires_after_s(i)) for i in infos], request.query_params)
+    )
+
+
+async def get_container(request: Request) -> Response:
+    svc = _service(request)
+    info = await svc.get(request.path_params["container_id"])
+    return JSONResponse(container_json(info, svc.expires_after_s(info)))
+
+
+async def delete_container(request: Request) -> Response:
+    cid = request.path_params["container_id"]
+    await _service(request).delete(cid)
+    return JSONResponse({"id": cid, "object": "container.deleted", "deleted": True})
+
+
+def _filename(raw: str | None) -> str:
+    """The name an upload is stored under in the data folder: its base name, with no path tricks."""
+    name = posixpath.basename((raw or "").replace("\\", "/")).strip()
+    if not name or name in (".", "..") or "\x00" in name or len(name) > 255:
+        raise InvalidRequest("The uploaded file needs a plain file name.", param="file")
+    return name
+
+
+async def create_file(request: Request) -> Response:
+    svc = _service(request)
+    cid = request.path_params["container_id"]
+    ctype = request.headers.get("content-type", "")
+    if ctype.startswith("application/json"):
+        body = await _json(request)
+        param = "file_id" if isinstance(body, dict) and "file_id" in body else "file"
+        raise InvalidRequest(
+            "This server has no Files API, so file_id cannot be used: upload the content as multipart/form-data "
+            "with a 'file' field.",
+            param=param,
+            code="unsupported_parameter",
+        )
+    if not ctype.startswith("multipart/form-data"):
+        raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
+    await svc.get(cid)  # 404 before reading a large body
+    async with request.form(max_files=1, max_fields=16) as form:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise InvalidRequest("The multipart body needs a 'file' field holding the file.", param="file")
+        name = _filename(upload.filename)
+        data = await upload.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise InvalidRequest(
+            f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB.",
+            param="file",
+            code="file_too_large",
+        )
+    return JSONResponse(file_json(await svc.upload(cid, name, data)))
+
+
+async def list_files(request: Request) -> Response:
+    infos = await _service(request).files(request.path_params["container_id"])
+    return JSONResponse(cursor_page([file_json(i) for i in infos], request.query_params))
+
+
+async def get_file(request: Request) -> Response:
+    return JSONResponse(file_json(await _file(request)))
+
+
+async def get_file_content(request: Request) -> Response:
+    info = await _file(request)
+    data = await _service(request).content(info)
+    name = posixpath.basename(info.path)
+    media = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
+    return Response(data, media_type=media, headers={"Content-Disposition": disposition})
+
+
+async def delete_file(request: Request) -> Response:
+    info = await _file(request)
+    await _service(request).delete_file(info)
+    return JSONResponse({"id": info.id, "object": "container.file.deleted", "deleted": True})
+
+
+def container_routes() -> list[Route]:
+    base = "/v1/containers"
+    one = base + "/{container_id}"
+    return [
+        Route(base, create_container, methods=["POST"]),
+        Route(base, list_containers, methods=["GET"]),
+        Route(one, get_container, methods=["GET"]),
+        Route(one, delete_container, methods=["DELETE"]),
+        Route(one + "/files", create_file, methods=["POST"]),
+        Route(one + "/files", list_files, methods=["GET"]),
+        Route(one + "/files/{file_id}", get_file, methods=["GET"]),
+        Route(one + "/files/{file_id}", delete_file, methods=["DELETE"]),
+        Route(one + "/files/{file_id}/content", get_file_content, methods=["GET"]),
+    ]
