@@ -14,9 +14,8 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vllm_responses.protocol.items import ContainerFileCitation
-
 from interpreter_service import DATA_DIR
+from vllm_responses.protocol.items import ContainerFileCitation
 
 __all__ = ["WrittenFile", "file_citations", "mentions"]
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from interpreter_service import Interpreter
+from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
@@ -171,7 +171,10 @@ class ResponsesService:
         containers = self.containers
         named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
         if named is not None:
-            await containers.get(named, param=f"tools[{req.tools.index(tool)}].container")
+            try:
+                await containers.get(named)
+            except ContainerNotFound as exc:
+                raise NotFound(str(exc), param=f"tools[{req.tools.index(tool)}].container") from None
         earlier = next(
             (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"), None
         )
@@ -186,7 +189,7 @@ class ResponsesService:
                     await containers.get(earlier)
                     chosen.append(earlier)
                     return str(earlier)
-                except NotFound:
+                except ContainerNotFound:
                     pass
             info = await containers.create(memory_limit=memory)
             chosen.append(info.id)
