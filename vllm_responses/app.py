@@ -26,7 +26,7 @@ from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
-from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, parse_create_request
+from vllm_responses.protocol.requests import check_includes, parse_create_request
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store import ResponseStore
@@ -114,13 +114,7 @@ async def create_response(request: Request) -> Response:
 
 def _include_outputs(request: Request) -> bool | None:
     include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
-    for i, value in enumerate(include):
-        if value not in SUPPORTED_INCLUDES:
-            raise InvalidRequest(
-                f"include value {value!r} is not supported; supported: {', '.join(SUPPORTED_INCLUDES)}.",
-                param=f"include[{i}]",
-                code="unsupported_value",
-            )
+    check_includes(include)
     return ("code_interpreter_call.outputs" in include) if include else None
 
 

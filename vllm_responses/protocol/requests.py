@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,6 +24,7 @@ __all__ = [
     "MessageItem",
     "ReasoningItem",
     "SUPPORTED_INCLUDES",
+    "check_includes",
     "parse_create_request",
 ]
 
@@ -39,6 +41,19 @@ _KNOWN_INCLUDES = (
     "reasoning.encrypted_content",
     "message.output_text.logprobs",
 )
+
+
+def check_includes(values: Sequence[str]) -> None:
+    """Refuse an `include` value we do not honour (body of a create or query of a retrieve): `InvalidRequest`
+    naming `include[i]`."""
+    for i, value in enumerate(values):
+        if value not in SUPPORTED_INCLUDES:
+            known = "an include value this server does not support" if value in _KNOWN_INCLUDES else "unknown"
+            raise InvalidRequest(
+                f"include value {value!r} is {known}; supported: {', '.join(SUPPORTED_INCLUDES)}.",
+                param=f"include[{i}]",
+                code="unsupported_value",
+            )
 
 
 class _Model(BaseModel):
@@ -319,14 +334,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
-    for i, inc in enumerate(req.include):
-        if inc not in SUPPORTED_INCLUDES:
-            known = "an include value this server does not support" if inc in _KNOWN_INCLUDES else "unknown"
-            raise InvalidRequest(
-                f"include value {inc!r} is {known}; supported: {', '.join(SUPPORTED_INCLUDES)}.",
-                param=f"include[{i}]",
-                code="unsupported_value",
-            )
+    check_includes(req.include)
     if req.top_logprobs:
         raise InvalidRequest("top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter")
     if req.background and not req.store:
