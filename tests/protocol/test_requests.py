@@ -1,4 +1,4 @@
-"""The request model's rules, checked without a server: include values (one check for create and retrieve)."""
+"""The request model's rules, checked without a server: include values and the accepted item and tool types."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import pytest
 
 from tests.serving import LiveServer
 from vllm_responses.errors import InvalidRequest
-from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, check_includes, parse_create_request
+from vllm_responses.protocol.requests import (
+    INPUT_ITEM_TYPES,
+    SUPPORTED_INCLUDES,
+    TOOL_TYPES,
+    check_includes,
+    parse_create_request,
+)
 
 MODEL = "fake-model"
 
@@ -42,3 +48,32 @@ def test_create_and_retrieve_refuse_an_include_value_alike(fake_server: LiveServ
     assert created.status_code == retrieved.status_code == 400
     assert created.json() == retrieved.json()
     assert created.json()["error"]["param"] == "include[1]"
+
+
+@pytest.mark.parametrize("kind", INPUT_ITEM_TYPES)
+def test_every_input_item_type_reaches_its_model(kind: str) -> None:
+    # Each accepted type passes the up-front type check and is validated by its own model: a missing field
+    # is named plainly (`input[0].call_id`), without the union-branch label pydantic puts in the location.
+    try:
+        parse_create_request({"model": MODEL, "input": [{"type": kind}]})
+    except InvalidRequest as exc:
+        assert exc.param is not None and exc.param.startswith("input[0].") and exc.param != "input[0].type"
+        assert kind not in exc.param.split(".")
+
+
+@pytest.mark.parametrize("kind", TOOL_TYPES)
+def test_every_tool_type_reaches_its_model(kind: str) -> None:
+    try:
+        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": kind}]})
+    except InvalidRequest as exc:
+        assert exc.param is not None and exc.param.startswith("tools[0].") and exc.param != "tools[0].type"
+        assert kind not in exc.param.split(".")
+
+
+def test_an_unsupported_item_type_lists_the_supported_ones() -> None:
+    with pytest.raises(InvalidRequest) as item:
+        parse_create_request({"model": MODEL, "input": [{"type": "image_generation_call"}]})
+    assert item.value.param == "input[0].type" and all(kind in item.value.message for kind in INPUT_ITEM_TYPES)
+    with pytest.raises(InvalidRequest) as tool:
+        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]})
+    assert tool.value.param == "tools[0].type" and all(repr(kind) in tool.value.message for kind in TOOL_TYPES)
