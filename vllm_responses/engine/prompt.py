@@ -17,6 +17,7 @@ from vllm_responses.chat import (
     Turn,
 )
 from vllm_responses.parsers.base import ToolParser
+from vllm_responses.parsers.select import pick_parser
 
 __all__ = [
     "CODE_PREFILL",
@@ -207,16 +208,6 @@ def render_prompt(
     return _render(tok, messages, template, **kwargs) + prefill
 
 
-def choose_parser(
-    explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps
-) -> str:
-    """The tool-call parser name: `explicit` if given; else `parsers.select.pick_parser` when that
-    module exists; else "hermes" for templates with a tools section and "markdown_code" without."""
-    if explicit:
-        return explicit
-    try:
-        from vllm_responses.parsers.select import pick_parser  # type: ignore[import-not-found]
-    except ImportError:
-        return "hermes" if caps.tools_section else "markdown_code"
-    picked: Any = pick_parser(chat_template or "", model_name)
-    return picked if isinstance(picked, str) else str(getattr(picked, "name", picked))
+def choose_parser(explicit: str | None, chat_template: str | None, model_name: str) -> str:
+    """The tool-call parser name: `explicit` if given, else `parsers.select.pick_parser`'s choice."""
+    return explicit or pick_parser(chat_template, model_name)
