@@ -1,4 +1,4 @@
-"""Stored responses: the `ResponseStore` interface and its SQLite implementation (WAL, async, bounded)."""
+"""Stored responses: the `ResponseStore` interface, kept in SQLite (WAL, async, bounded) or in memory."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ class SQLiteStore:
 
 
 class MemoryStore:
-    """A bounded in-process store (tests, or `--db :none:`)."""
+    """A bounded in-process store (tests, or `--db :memory:`)."""
 
     def __init__(self, max_rows: int = 10_000) -> None:
         self.max_rows = max_rows
