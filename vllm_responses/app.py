@@ -38,12 +38,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class AppState:
-    """What the lifespan opened; routes reach it as `request.app.state.vr`."""
+    """What the routes use, set up by the lifespan; routes reach it as `request.app.state.vr`."""
 
-    config: Config
-    engine: Engine
-    interpreter: Interpreter | None
-    store: ResponseStore
     service: ResponsesService
     started_at: float
 
@@ -230,7 +226,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
-            app.state.vr = AppState(config, engine, interpreter, store, service, time.time())
+            app.state.vr = AppState(service, time.time())
             try:
                 yield
             finally:
