@@ -152,7 +152,10 @@ class SQLiteStore:
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         async with self.db.execute("SELECT item FROM items WHERE id = ?", (item_id,)) as cur:
             row = await cur.fetchone()
-        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
+        if row is None:
+            return None
+        item: dict[str, Any] = json.loads(row[0])
+        return item
 
     async def _prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))

@@ -40,11 +40,12 @@ _SENTINEL = "zq9Sentinel"
 
 
 class ChatTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer we use."""
+    """The part of a tokenizer we use: vLLM's `TokenizerLike` (a Hugging Face tokenizer, whose first parameter
+    is named `conversation`, fits too: we pass the messages positionally)."""
 
-    chat_template: Any
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
+    def apply_chat_template(
+        self, messages: list[Any], tools: list[dict[str, Any]] | None = None, **kwargs: Any
+    ) -> str | list[int]: ...
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ class VLLMEngine:
             raise EngineError(f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}")
         self._llm = llm
         self._model_name = model_name
-        self._tokenizer: Any = llm.get_tokenizer()
+        self._tokenizer = llm.get_tokenizer()
         self._max_model_len = int(llm.model_config.max_model_len)
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
