@@ -101,8 +101,10 @@ def test_code_interpreter_workers_env_names(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize(
     ("text", "off"),
-    [("1", True), ("true", True), ("YES", True), (" on ", True), ("0", False), ("false", False), ("No", False),
-     ("off", False), ("", False)],
+    [
+        *[(word, True) for word in ("1", "true", "YES", " on ")],
+        *[(word, False) for word in ("0", "false", "No", "off", "")],
+    ],
 )
 def test_no_code_interpreter_env_is_a_boolean(monkeypatch: pytest.MonkeyPatch, text: str, off: bool) -> None:
     monkeypatch.setenv("VLLM_RESPONSES_NO_CODE_INTERPRETER", text)

@@ -15,7 +15,7 @@ from typing import Any
 
 from vllm_responses.config import Config
 
-__all__ = ["build_parser", "config_from_args", "env_name", "main"]
+__all__ = ["build_parser", "config_from_args", "main"]
 
 # (flag, the `Config` field it sets, argparse options): the default is that field's default.
 _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -31,10 +31,11 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
      {"help": "Comma-separated hosts sandboxed code may reach (default: none)."}),
     ("--code-interpreter-idle-expiry", "code_interpreter_idle_expiry",
      {"type": float, "help": "Seconds an idle container lives before its worker is recycled."}),
-    ("--max-turns", "max_turns", {"type": int, "help": "Model calls one response may make (agent-loop bound)."}),
+    ("--max-turns", "max_turns",
+     {"type": int, "help": "Model calls one response may make (agent-loop bound)."}),
     ("--tool-call-parser", "tool_parser",
-     {"help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, ...); "
-              "default: chosen from the chat template."}),
+     {"help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
+              "...); default: chosen from the chat template."}),
     ("--log-level", "log_level",
      {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."}),
 )
@@ -45,7 +46,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-def env_name(flag: str) -> str:
+def _env_name(flag: str) -> str:
     """The environment variable of one of our flags: `--max-turns` -> `VLLM_RESPONSES_MAX_TURNS`."""
     return "VLLM_RESPONSES_" + flag.lstrip("-").replace("-", "_").upper()
 
@@ -53,7 +54,7 @@ def env_name(flag: str) -> str:
 def _default(flag: str, field: str) -> Any:
     """The flag's default: its environment variable (a string, which argparse converts with `type`), else
     the `Config` field's default (a tuple joined with commas, as the flag is written)."""
-    for name in (_ALIASES.get(flag), env_name(flag)):
+    for name in (_ALIASES.get(flag), _env_name(flag)):
         if name and name in os.environ:
             return os.environ[name]
     value = getattr(_CONFIG_DEFAULTS, field)
@@ -83,7 +84,11 @@ class _Switch(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=default, type=_boolean(env), help=help)
 
     def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
     ) -> None:
         setattr(namespace, self.dest, True)
 
@@ -101,8 +106,12 @@ def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
     ours = serve.add_argument_group("vllm-responses")
     for flag, field, kwargs in _OURS:
         ours.add_argument(flag, default=_default(flag, field), **kwargs)
-    ours.add_argument("--no-code-interpreter", action=_Switch, env=env_name("--no-code-interpreter"),
-                      help="Do not start the sandbox pool; requests with the code_interpreter tool get a 400.")
+    ours.add_argument(
+        "--no-code-interpreter",
+        action=_Switch,
+        env=_env_name("--no-code-interpreter"),
+        help="Do not start the sandbox pool; requests with the code_interpreter tool get a 400.",
+    )
     if with_engine_args:
         from vllm_responses.engine.args import add_engine_cli_args
 

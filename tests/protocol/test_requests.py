@@ -1,4 +1,4 @@
-"""The request model's rules, checked without a server: include values and the accepted item and tool types."""
+"""The request model's rules: include values (create and retrieve alike), the accepted item and tool types."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_check_includes_names_the_first_refused_value() -> None:
     with pytest.raises(InvalidRequest) as known:
         check_includes(["code_interpreter_call.outputs", "message.output_text.logprobs"])
     assert known.value.param == "include[1]" and known.value.code == "unsupported_value"
-    assert "'message.output_text.logprobs' is an include value this server does not support" in known.value.message
+    assert "'message.output_text.logprobs' is an include value this server does not" in known.value.message
     with pytest.raises(InvalidRequest) as unknown:
         check_includes(["nonsense"])
     assert unknown.value.param == "include[0]" and "'nonsense' is unknown" in unknown.value.message
@@ -73,7 +73,9 @@ def test_every_tool_type_reaches_its_model(kind: str) -> None:
 def test_an_unsupported_item_type_lists_the_supported_ones() -> None:
     with pytest.raises(InvalidRequest) as item:
         parse_create_request({"model": MODEL, "input": [{"type": "image_generation_call"}]})
-    assert item.value.param == "input[0].type" and all(kind in item.value.message for kind in INPUT_ITEM_TYPES)
+    assert item.value.param == "input[0].type"
+    assert all(kind in item.value.message for kind in INPUT_ITEM_TYPES)
     with pytest.raises(InvalidRequest) as tool:
         parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]})
-    assert tool.value.param == "tools[0].type" and all(repr(kind) in tool.value.message for kind in TOOL_TYPES)
+    assert tool.value.param == "tools[0].type"
+    assert all(repr(kind) in tool.value.message for kind in TOOL_TYPES)

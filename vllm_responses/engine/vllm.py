@@ -111,7 +111,8 @@ class VLLMEngine:
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
-        self.parser_name = choose_parser(tool_parser, template if isinstance(template, str) else None, model_name)
+        template = template if isinstance(template, str) else None
+        self.parser_name = choose_parser(tool_parser, template, model_name)
         self._parser_cls = _load_parser(self.parser_name)
         self.reasoning = (isinstance(template, str) and "<think>" in template) or (
             reasoning_parser in THINK_REASONING_PARSERS

@@ -171,7 +171,8 @@ Tool = Annotated[Union[CodeInterpreterTool, FunctionTool], Field(discriminator="
 def _type_tags(union: Any) -> tuple[str, ...]:
     """The `type` values of a discriminated union's models (`Annotated[Union[...], Field(...)]`)."""
     (members, _field) = get_args(union)
-    return tuple(tag for model in get_args(members) for tag in get_args(model.model_fields["type"].annotation))
+    models = get_args(members)
+    return tuple(tag for model in models for tag in get_args(model.model_fields["type"].annotation))
 
 
 INPUT_ITEM_TYPES = _type_tags(InputItem)
