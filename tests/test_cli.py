@@ -1,7 +1,10 @@
-"""CLI parsing: our flags, env vars, and vLLM's own engine flags, checked on the Config (no server started)."""
+"""CLI parsing (no server started): our flags, their env vars and defaults, and vLLM's own engine flags."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,91 @@ def test_default_model_without_setup_is_a_clear_error(monkeypatch: pytest.Monkey
     monkeypatch.setattr("vllm_responses.server.run", lambda config: 0)
     assert cli.main(["serve"]) == 2
     assert "setup" in capsys.readouterr().err
+
+
+def _serve_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return cli.build_parser(with_engine_args=False).parse_args(["serve", *(argv or [])])
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def test_defaults_are_the_configs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in [n for n in os.environ if n.startswith(("VLLM_RESPONSES_", "VR_CODE_INTERPRETER"))]:
+        monkeypatch.delenv(name)
+    seen: list[Config] = []
+    monkeypatch.setattr("vllm_responses.server.run", lambda config: seen.append(config) or 0)
+    assert cli.main(["serve", "--model", str(tmp_path / "m")]) == 0
+    (config,) = seen
+    from_engine = {"model", "served_model_names", "engine_args"}
+    for field in dataclasses.fields(Config):
+        if field.name not in from_engine:
+            assert getattr(config, field.name) == getattr(Config(), field.name), field.name
+
+
+# one value per flag of ours, as its environment variable gives it, and what the parser makes of it
+ENV_VALUES = {
+    "--host": ("0.0.0.0", "0.0.0.0"),
+    "--port": ("9000", 9000),
+    "--db": (":memory:", ":memory:"),
+    "--api-key": ("k", "k"),
+    "--code-interpreter-workers": ("5", 5),
+    "--code-interpreter-timeout": ("2.5", 2.5),
+    "--code-interpreter-allow-net": ("a.org,b.org", "a.org,b.org"),
+    "--code-interpreter-idle-expiry": ("60", 60.0),
+    "--max-turns": ("3", 3),
+    "--tool-call-parser": ("pythonic", "pythonic"),
+    "--log-level": ("debug", "debug"),
+    "--no-code-interpreter": ("1", True),
+}
+
+
+@pytest.mark.parametrize("flag", sorted(ENV_VALUES))
+def test_every_flag_of_ours_has_its_env_var(monkeypatch: pytest.MonkeyPatch, flag: str) -> None:
+    text, value = ENV_VALUES[flag]
+    monkeypatch.setenv("VLLM_RESPONSES_" + _dest(flag).upper(), text)
+    assert getattr(_serve_args(), _dest(flag)) == value
+
+
+def test_the_env_table_covers_every_flag_of_ours() -> None:
+    assert set(vars(_serve_args())) - {"command"} == {_dest(flag) for flag in ENV_VALUES}
+
+
+def test_code_interpreter_workers_env_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VR_CODE_INTERPRETER_WORKERS", raising=False)
+    monkeypatch.setenv("VLLM_RESPONSES_CODE_INTERPRETER_WORKERS", "4")
+    assert _serve_args().code_interpreter_workers == 4
+    monkeypatch.setenv("VR_CODE_INTERPRETER_WORKERS", "6")
+    assert _serve_args().code_interpreter_workers == 6  # the older name wins when both are set
+    assert _serve_args(["--code-interpreter-workers", "1"]).code_interpreter_workers == 1  # the flag wins
+
+
+@pytest.mark.parametrize(
+    ("text", "off"),
+    [
+        *[(word, True) for word in ("1", "true", "YES", " on ")],
+        *[(word, False) for word in ("0", "false", "No", "off", "")],
+    ],
+)
+def test_no_code_interpreter_env_is_a_boolean(monkeypatch: pytest.MonkeyPatch, text: str, off: bool) -> None:
+    monkeypatch.setenv("VLLM_RESPONSES_NO_CODE_INTERPRETER", text)
+    assert _serve_args().no_code_interpreter is off
+    assert _serve_args(["--no-code-interpreter"]).no_code_interpreter is True
+
+
+def test_no_code_interpreter_env_unset_and_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_RESPONSES_NO_CODE_INTERPRETER", raising=False)
+    assert _serve_args().no_code_interpreter is False
+    assert _serve_args(["--no-code-interpreter"]).no_code_interpreter is True
+
+
+def test_no_code_interpreter_env_not_a_boolean_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VLLM_RESPONSES_NO_CODE_INTERPRETER", "maybe")
+    with pytest.raises(SystemExit) as exit_:
+        _serve_args()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "VLLM_RESPONSES_NO_CODE_INTERPRETER='maybe' is not a boolean" in err and "usage:" in err

@@ -27,7 +27,7 @@ from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, a
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, parse_create_request
+from vllm_responses.protocol.requests import check_includes, parse_create_request
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store import ResponseStore
@@ -39,12 +39,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class AppState:
-    """What the lifespan opened; routes reach it as `request.app.state.vr`."""
+    """What the routes use, set up by the lifespan; routes reach it as `request.app.state.vr`."""
 
-    config: Config
-    engine: Engine
-    interpreter: Interpreter | None
-    store: ResponseStore
     service: ResponsesService
     started_at: float
 
@@ -113,13 +109,7 @@ async def create_response(request: Request) -> Response:
 
 def _include_outputs(request: Request) -> bool | None:
     include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
-    for i, value in enumerate(include):
-        if value not in SUPPORTED_INCLUDES:
-            raise InvalidRequest(
-                f"include value {value!r} is not supported; supported: {', '.join(SUPPORTED_INCLUDES)}.",
-                param=f"include[{i}]",
-                code="unsupported_value",
-            )
+    check_includes(include)
     return ("code_interpreter_call.outputs" in include) if include else None
 
 
@@ -235,7 +225,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
-            app.state.vr = AppState(config, engine, interpreter, store, service, time.time())
+            app.state.vr = AppState(service, time.time())
             try:
                 yield
             finally:

@@ -1,7 +1,8 @@
 """The `vllm-responses` command: parses flags (ours, then vLLM's own engine flags) and calls `server.run`.
 
 Every flag of ours can also be given as an environment variable `VLLM_RESPONSES_<FLAG>` (dashes as
-underscores, e.g. `VLLM_RESPONSES_PORT=9000`); `VR_CODE_INTERPRETER_WORKERS` is honoured too.
+underscores, e.g. `VLLM_RESPONSES_PORT=9000`; `VLLM_RESPONSES_NO_CODE_INTERPRETER=1` for the switch), and
+`--code-interpreter-workers` as `VR_CODE_INTERPRETER_WORKERS` too. Defaults are `Config`'s.
 """
 
 from __future__ import annotations
@@ -9,39 +10,87 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vllm_responses.config import Config
 
 __all__ = ["build_parser", "config_from_args", "main"]
 
-_OURS: list[tuple[str, dict[str, Any]]] = [
-    ("--host", {"default": "127.0.0.1", "help": "Address to listen on."}),
-    ("--port", {"type": int, "default": 8000, "help": "Port to listen on."}),
-    ("--db", {"default": "~/.cache/vllm-responses/responses.db",
-              "help": "SQLite file for stored responses (':memory:' keeps them in process only)."}),
-    ("--api-key", {"default": None, "help": "Require 'Authorization: Bearer KEY' on /v1 routes."}),
-    ("--code-interpreter-workers", {"type": int, "default": 2, "help": "Warm sandbox workers started with the server."}),
-    ("--code-interpreter-timeout", {"type": float, "default": 30.0, "help": "Seconds one code cell may run."}),
-    ("--code-interpreter-allow-net", {"default": "",
-                                      "help": "Comma-separated hosts sandboxed code may reach (default: none)."}),
-    ("--code-interpreter-idle-expiry", {"type": float, "default": 1200.0,
-                                        "help": "Seconds an idle container lives before its worker is recycled."}),
-    ("--max-turns", {"type": int, "default": 8, "help": "Model calls one response may make (agent-loop bound)."}),
-    ("--tool-call-parser", {"default": None,
-                            "help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, "
-                                    "markdown_code, auto, ...); default: chosen from the chat template."}),
-    ("--log-level", {"default": "info", "choices": ["critical", "error", "warning", "info", "debug"],
-                     "help": "Log level."}),
-]
+# (flag, the `Config` field it sets, argparse options): the default is that field's default.
+_OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("--host", "host", {"help": "Address to listen on."}),
+    ("--port", "port", {"type": int, "help": "Port to listen on."}),
+    ("--db", "db", {"help": "SQLite file for stored responses (':memory:' keeps them in process only)."}),
+    ("--api-key", "api_key", {"help": "Require 'Authorization: Bearer KEY' on /v1 routes."}),
+    ("--code-interpreter-workers", "code_interpreter_workers",
+     {"type": int, "help": "Warm sandbox workers started with the server."}),
+    ("--code-interpreter-timeout", "code_interpreter_timeout",
+     {"type": float, "help": "Seconds one code cell may run."}),
+    ("--code-interpreter-allow-net", "code_interpreter_allow_net",
+     {"help": "Comma-separated hosts sandboxed code may reach (default: none)."}),
+    ("--code-interpreter-idle-expiry", "code_interpreter_idle_expiry",
+     {"type": float, "help": "Seconds an idle container lives before its worker is recycled."}),
+    ("--max-turns", "max_turns",
+     {"type": int, "help": "Model calls one response may make (agent-loop bound)."}),
+    ("--tool-call-parser", "tool_parser",
+     {"help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
+              "...); default: chosen from the chat template."}),
+    ("--log-level", "log_level",
+     {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."}),
+)
+# another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
+_ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
+_CONFIG_DEFAULTS = Config()
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-def _env_default(flag: str, default: Any) -> Any:
-    name = "VLLM_RESPONSES_" + flag.lstrip("-").replace("-", "_").upper()
-    if flag == "--code-interpreter-workers" and "VR_CODE_INTERPRETER_WORKERS" in os.environ:
-        return os.environ["VR_CODE_INTERPRETER_WORKERS"]
-    return os.environ.get(name, default)
+def _env_name(flag: str) -> str:
+    """The environment variable of one of our flags: `--max-turns` -> `VLLM_RESPONSES_MAX_TURNS`."""
+    return "VLLM_RESPONSES_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _default(flag: str, field: str) -> Any:
+    """The flag's default: its environment variable (a string, which argparse converts with `type`), else
+    the `Config` field's default (a tuple joined with commas, as the flag is written)."""
+    for name in (_ALIASES.get(flag), _env_name(flag)):
+        if name and name in os.environ:
+            return os.environ[name]
+    value = getattr(_CONFIG_DEFAULTS, field)
+    return ",".join(value) if isinstance(value, tuple) else value
+
+
+def _boolean(name: str) -> Callable[[str], bool]:
+    """An argparse `type` for a boolean from the environment variable `name`; other words are a CLI error."""
+
+    def parse(text: str) -> bool:
+        word = text.strip().lower()
+        if word in _TRUE | _FALSE:
+            return word in _TRUE
+        raise argparse.ArgumentTypeError(
+            f"{name}={text!r} is not a boolean: use 1, true, yes, on or 0, false, no, off"
+        )
+
+    return parse
+
+
+class _Switch(argparse.Action):
+    """An on/off flag (`store_true`) whose default may be a boolean word from the environment, parsed by
+    `type` (argparse converts string defaults with it, and reports a bad one as a usage error)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, env: str, help: str | None = None) -> None:
+        default = os.environ.get(env, False)
+        super().__init__(option_strings, dest, nargs=0, default=default, type=_boolean(env), help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, True)
 
 
 def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
@@ -55,11 +104,14 @@ def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ours = serve.add_argument_group("vllm-responses")
-    for flag, kwargs in _OURS:
-        ours.add_argument(flag, **{**kwargs, "default": _env_default(flag, kwargs.get("default"))})
-    ours.add_argument("--no-code-interpreter", action="store_true",
-                      default=bool(os.environ.get("VLLM_RESPONSES_NO_CODE_INTERPRETER")),
-                      help="Do not start the sandbox pool; requests with the code_interpreter tool get a 400.")
+    for flag, field, kwargs in _OURS:
+        ours.add_argument(flag, default=_default(flag, field), **kwargs)
+    ours.add_argument(
+        "--no-code-interpreter",
+        action=_Switch,
+        env=_env_name("--no-code-interpreter"),
+        help="Do not start the sandbox pool; requests with the code_interpreter tool get a 400.",
+    )
     if with_engine_args:
         from vllm_responses.engine.args import add_engine_cli_args
 
@@ -98,21 +150,13 @@ def config_from_args(ns: argparse.Namespace) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    ns = parser.parse_args(argv)
-    if ns.command == "serve":
-        from vllm_responses.engine.base import EngineError
-        from vllm_responses.server import run
+    ns = build_parser().parse_args(argv)  # `serve`, the one command (argparse requires it)
+    from vllm_responses.engine.base import EngineError
+    from vllm_responses.server import run
 
-        try:
-            config = config_from_args(ns)
-        except EngineError as exc:
-            print(f"vllm-responses: {exc.message}", file=sys.stderr)
-            return 2
-        return run(config)
-    parser.print_help()
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        config = config_from_args(ns)
+    except EngineError as exc:
+        print(f"vllm-responses: {exc.message}", file=sys.stderr)
+        return 2
+    return run(config)

@@ -23,8 +23,13 @@ class Config:
     code_interpreter_workers: warm sandbox workers started with the server.
     code_interpreter_timeout: seconds one code cell may run.
     code_interpreter_allow_net: hosts sandboxed code may reach (empty: no network).
+    code_interpreter_idle_expiry: seconds an idle container lives before its worker is recycled.
     max_turns: model calls one response may make (a hard bound on the agent loop).
+    tool_parser: tool-call format of the model; None chooses one from the chat template.
+    log_level: the server's log level.
     engine_args: the vLLM engine arguments, as parsed by vLLM's own argument definitions.
+
+    The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
 
     host: str = "127.0.0.1"
@@ -37,7 +42,7 @@ class Config:
     code_interpreter_workers: int = 2
     code_interpreter_timeout: float = 30.0
     code_interpreter_allow_net: tuple[str, ...] = ()
-    code_interpreter_idle_expiry: float = 20 * 60
+    code_interpreter_idle_expiry: float = 20 * 60.0
     max_turns: int = 8
     tool_parser: str | None = None
     log_level: str = "info"

@@ -1,4 +1,4 @@
-"""Stored responses: the `ResponseStore` interface and its SQLite implementation (WAL, async, bounded)."""
+"""Stored responses: the `ResponseStore` interface, kept in SQLite (WAL, async, bounded) or in memory."""
 
 from __future__ import annotations
 
@@ -154,7 +154,10 @@ class SQLiteStore:
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         async with self.db.execute("SELECT item FROM items WHERE id = ?", (item_id,)) as cur:
             row = await cur.fetchone()
-        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
+        if row is None:
+            return None
+        item: dict[str, Any] = json.loads(row[0])
+        return item
 
     async def _prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))
@@ -167,7 +170,7 @@ class SQLiteStore:
 
 
 class MemoryStore:
-    """A bounded in-process store (tests, or `--db :none:`)."""
+    """A bounded in-process store (tests, or `--db :memory:`)."""
 
     def __init__(self, max_rows: int = 10_000) -> None:
         self.max_rows = max_rows

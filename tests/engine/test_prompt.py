@@ -54,11 +54,9 @@ def test_probe(tool_tok, chatml_tok):
 
 
 def test_parser_choice(tool_tok):
-    with_tools, without = TemplateCaps(True, True), TemplateCaps(False, False)
-    assert choose_parser("pythonic", None, "m", without) == "pythonic"
-    # same answers from parsers.select.pick_parser and from the fallback used when it is absent
-    assert choose_parser(None, tool_tok.chat_template, "tiny", with_tools) == "hermes"
-    assert choose_parser(None, CHATML, "SmolLM2-135M-Instruct", without) == "markdown_code"
+    assert choose_parser("pythonic", tool_tok.chat_template, "m") == "pythonic"
+    assert choose_parser(None, tool_tok.chat_template, "tiny") == "hermes"
+    assert choose_parser(None, CHATML, "SmolLM2-135M-Instruct") == "markdown_code"
 
 
 def test_tool_role_template(tool_tok):

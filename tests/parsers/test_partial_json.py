@@ -142,3 +142,18 @@ def test_repairer_is_identity_on_valid_json_any_chunking(obj, cuts):
     assert json.loads(out) == {"k": obj}
     assert r.completed == {"k"}
     assert json.loads(r.values["k"]) == obj
+
+
+def test_the_escape_table_is_json_s() -> None:
+    from vllm_responses.parsers.json_text import CONTROL_ESCAPES, ESCAPES
+
+    for c in map(chr, range(0x20, 0x7F)):
+        try:
+            decoded = json.loads(f'"\\{c}"')
+        except ValueError:
+            assert c not in ESCAPES
+        else:
+            assert ESCAPES[c] == decoded
+    for char, escape in CONTROL_ESCAPES.items():
+        assert json.dumps(char) == f'"{escape}"'
+    assert set(CONTROL_ESCAPES) == {c for c in map(chr, range(0x20)) if len(json.dumps(c)) == 4}

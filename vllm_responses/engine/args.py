@@ -121,4 +121,5 @@ def engine_args_from_namespace(
         if getattr(ns, "max_model_len", None) is None:
             ns.max_model_len = DEFAULT_MAX_MODEL_LEN
         apply_cpu_env_defaults()
-    return AsyncEngineArgs.from_cli_args(ns)
+    args: AsyncEngineArgs = AsyncEngineArgs.from_cli_args(ns)  # vLLM leaves it unannotated: cls(...)
+    return args

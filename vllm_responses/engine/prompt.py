@@ -17,6 +17,7 @@ from vllm_responses.chat import (
     Turn,
 )
 from vllm_responses.parsers.base import ToolParser
+from vllm_responses.parsers.select import pick_parser
 
 __all__ = [
     "CODE_PREFILL",
@@ -39,11 +40,12 @@ _SENTINEL = "zq9Sentinel"
 
 
 class ChatTokenizer(Protocol):
-    """The part of a Hugging Face tokenizer we use."""
+    """The part of a tokenizer we use: vLLM's `TokenizerLike` (a Hugging Face tokenizer, whose first parameter
+    is named `conversation`, fits too: we pass the messages positionally)."""
 
-    chat_template: Any
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
+    def apply_chat_template(
+        self, messages: list[Any], tools: list[dict[str, Any]] | None = None, **kwargs: Any
+    ) -> str | list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -207,16 +209,6 @@ def render_prompt(
     return _render(tok, messages, template, **kwargs) + prefill
 
 
-def choose_parser(
-    explicit: str | None, chat_template: str | None, model_name: str, caps: TemplateCaps
-) -> str:
-    """The tool-call parser name: `explicit` if given; else `parsers.select.pick_parser` when that
-    module exists; else "hermes" for templates with a tools section and "markdown_code" without."""
-    if explicit:
-        return explicit
-    try:
-        from vllm_responses.parsers.select import pick_parser  # type: ignore[import-not-found]
-    except ImportError:
-        return "hermes" if caps.tools_section else "markdown_code"
-    picked: Any = pick_parser(chat_template or "", model_name)
-    return picked if isinstance(picked, str) else str(getattr(picked, "name", picked))
+def choose_parser(explicit: str | None, chat_template: str | None, model_name: str) -> str:
+    """The tool-call parser name: `explicit` if given, else `parsers.select.pick_parser`'s choice."""
+    return explicit or pick_parser(chat_template, model_name)

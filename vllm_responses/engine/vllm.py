@@ -1,4 +1,4 @@
-"""`VLLMEngine`: the `Engine` interface over vLLM's in-process `AsyncLLM` (the only module importing vLLM)."""
+"""`VLLMEngine`: the `Engine` interface over vLLM's `AsyncLLM` (vLLM is imported only in `engine/`)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ class VLLMEngine:
 
     Options:
     - `chat_template`: a Jinja chat template used instead of the tokenizer's own.
-    - `tool_parser`: parser name; None picks one from the chat template (see `prompt.choose_parser`).
+    - `tool_parser`: parser name; None picks one from the chat template (see `parsers.select.pick_parser`).
     - Templates that mention `<think>` get the parser wrapped in `ReasoningSplitter` (reasoning text
       becomes `ReasoningDelta`s; output starts inside the block when the prompt ends with `<think>`).
     - `prefill_code` (default on): for markdown-format parsers, prefill the assistant turn with
@@ -106,14 +106,13 @@ class VLLMEngine:
             raise EngineError(f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}")
         self._llm = llm
         self._model_name = model_name
-        self._tokenizer: Any = llm.get_tokenizer()
+        self._tokenizer = llm.get_tokenizer()
         self._max_model_len = int(llm.model_config.max_model_len)
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
-        self.parser_name = choose_parser(
-            tool_parser, template if isinstance(template, str) else None, model_name, self.caps
-        )
+        template = template if isinstance(template, str) else None
+        self.parser_name = choose_parser(tool_parser, template, model_name)
         self._parser_cls = _load_parser(self.parser_name)
         self.reasoning = (isinstance(template, str) and "<think>" in template) or (
             reasoning_parser in THINK_REASONING_PARSERS

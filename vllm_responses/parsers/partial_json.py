@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 
+from vllm_responses.parsers.json_text import ESCAPES, HEX_DIGITS, WHITESPACE
 from vllm_responses.parsers.repair import JsonRepairer, repair_json
 
 __all__ = ["JsonStringField", "JsonRepairer", "repair_json"]
 
-_SIMPLE_ESCAPES: dict[str, str] = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_HEX = frozenset("0123456789abcdefABCDEF")
-_WS = " \t\r\n"
 
 
 class JsonStringField:
@@ -60,7 +58,7 @@ class JsonStringField:
         if self._mode == "start":
             if c == "{":
                 self._mode, self._depth, self._expect_key = "scan", 1, True
-            elif c not in _WS:
+            elif c not in WHITESPACE:
                 self._mode = "end"
             return
         if self._in_str:
@@ -81,7 +79,7 @@ class JsonStringField:
             if self._is_key:
                 self._key.append(c)
             return
-        if c in _WS:
+        if c in WHITESPACE:
             return
         if self._pending == 1:
             self._pending = 2 if c == ":" else 0
@@ -126,8 +124,8 @@ class JsonStringField:
         e = self._vesc
         if e[1] != "u":
             self._vesc = ""
-            self._put(_SIMPLE_ESCAPES.get(e[1], e[1]), out)
-        elif len(e) > 2 and e[-1] not in _HEX:
+            self._put(ESCAPES.get(e[1], e[1]), out)
+        elif len(e) > 2 and e[-1] not in HEX_DIGITS:
             self._vesc = ""  # malformed \u escape: keep it literally
             self._put(e, out)
         elif len(e) == 6:

@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import re
 
+from vllm_responses.parsers.json_text import CONTROL_ESCAPES, ESCAPES, HEX_DIGITS, WHITESPACE
+
 __all__ = ["JsonRepairer", "repair_json"]
 
-_SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
-_HEX = frozenset("0123456789abcdefABCDEF")
-_WS = " \t\r\n"
 _WORD = re.compile(r"[A-Za-z0-9_+\-.]")
 _NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?\Z")
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 _LITERALS = {"true": "true", "True": "true", "false": "false", "False": "false", "null": "null", "None": "null"}
-_CTRL = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
 
 
 class JsonRepairer:
@@ -135,7 +133,7 @@ class JsonRepairer:
 
     def _char(self, c: str) -> bool:
         """Handle one character outside strings and words; False to reprocess it (or when dead)."""
-        if c in _WS:
+        if c in WHITESPACE:
             return True
         if self._mode == "start":
             if c == "{" or (c == "[" and self.allow_array):
@@ -258,7 +256,7 @@ class JsonRepairer:
         elif c == "'":
             self._emit("'")
         else:
-            self._emit(_CTRL.get(c) or "\\u%04x" % ord(c))
+            self._emit(CONTROL_ESCAPES.get(c) or "\\u%04x" % ord(c))
         return j + 1
 
     def _escape(self, s: str, i: int) -> int:
@@ -266,7 +264,7 @@ class JsonRepairer:
         e = self._esc + c
         if len(e) == 2 and c != "u":
             self._esc = ""
-            if c in _SIMPLE_ESCAPES:
+            if c in ESCAPES:
                 self._emit(e)
             elif c == "'":
                 self._emit("'")
@@ -274,7 +272,7 @@ class JsonRepairer:
                 self._emit("\\\\")
                 return i  # reprocess the character as ordinary string content
             return i + 1
-        if len(e) > 2 and c not in _HEX:
+        if len(e) > 2 and c not in HEX_DIGITS:
             self._esc = ""
             self._emit("\\\\u" + e[2:-1])
             return i

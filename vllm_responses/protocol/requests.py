@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -18,11 +19,14 @@ __all__ = [
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
+    "INPUT_ITEM_TYPES",
     "InputItem",
     "ItemReference",
     "MessageItem",
     "ReasoningItem",
     "SUPPORTED_INCLUDES",
+    "TOOL_TYPES",
+    "check_includes",
     "parse_create_request",
 ]
 
@@ -39,6 +43,19 @@ _KNOWN_INCLUDES = (
     "reasoning.encrypted_content",
     "message.output_text.logprobs",
 )
+
+
+def check_includes(values: Sequence[str]) -> None:
+    """Refuse an `include` value we do not honour (body of a create or query of a retrieve): `InvalidRequest`
+    naming `include[i]`."""
+    for i, value in enumerate(values):
+        if value not in SUPPORTED_INCLUDES:
+            known = "an include value this server does not support" if value in _KNOWN_INCLUDES else "unknown"
+            raise InvalidRequest(
+                f"include value {value!r} is {known}; supported: {', '.join(SUPPORTED_INCLUDES)}.",
+                param=f"include[{i}]",
+                code="unsupported_value",
+            )
 
 
 class _Model(BaseModel):
@@ -151,6 +168,17 @@ class FunctionTool(_Model):
 Tool = Annotated[Union[CodeInterpreterTool, FunctionTool], Field(discriminator="type")]
 
 
+def _type_tags(union: Any) -> tuple[str, ...]:
+    """The `type` values of a discriminated union's models (`Annotated[Union[...], Field(...)]`)."""
+    (members, _field) = get_args(union)
+    models = get_args(members)
+    return tuple(tag for model in models for tag in get_args(model.model_fields["type"].annotation))
+
+
+INPUT_ITEM_TYPES = _type_tags(InputItem)
+TOOL_TYPES = _type_tags(Tool)
+
+
 class ToolChoiceFunction(_Model):
     type: Literal["function"]
     name: str
@@ -252,10 +280,8 @@ _UNSUPPORTED = {
 }
 
 
-_TAGS = {
-    "message", "function_call", "function_call_output", "code_interpreter_call", "reasoning", "item_reference",
-    "code_interpreter", "function",
-}
+# union-branch labels pydantic puts in error locations after a list index (`input.0.message.role`)
+_TAGS = frozenset(INPUT_ITEM_TYPES + TOOL_TYPES)
 
 
 def _param(loc: tuple[Any, ...]) -> str:
@@ -288,9 +314,9 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
             raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
     for i, tool in enumerate(body.get("tools") or []):
         kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind not in ("code_interpreter", "function"):
+        if kind not in TOOL_TYPES:
             raise InvalidRequest(
-                f"Tool type {kind!r} is not supported; supported: 'code_interpreter', 'function'.",
+                f"Tool type {kind!r} is not supported; supported: {', '.join(map(repr, TOOL_TYPES))}.",
                 param=f"tools[{i}].type",
                 code="unsupported_value",
             )
@@ -298,10 +324,9 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if isinstance(items, list):
         for i, item in enumerate(items):
             kind = item.get("type", "message") if isinstance(item, dict) else None
-            allowed = ("message", "function_call", "function_call_output", "code_interpreter_call", "reasoning")
-            if kind not in allowed and kind != "item_reference":
+            if kind not in INPUT_ITEM_TYPES:
                 raise InvalidRequest(
-                    f"Input item type {kind!r} is not supported; supported: {', '.join(allowed)}.",
+                    f"Input item type {kind!r} is not supported; supported: {', '.join(INPUT_ITEM_TYPES)}.",
                     param=f"input[{i}].type",
                     code="unsupported_value",
                 )
@@ -319,14 +344,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         param = _param(tuple(err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
-    for i, inc in enumerate(req.include):
-        if inc not in SUPPORTED_INCLUDES:
-            known = "an include value this server does not support" if inc in _KNOWN_INCLUDES else "unknown"
-            raise InvalidRequest(
-                f"include value {inc!r} is {known}; supported: {', '.join(SUPPORTED_INCLUDES)}.",
-                param=f"include[{i}]",
-                code="unsupported_value",
-            )
+    check_includes(req.include)
     if req.top_logprobs:
         raise InvalidRequest("top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter")
     if req.background and not req.store:
