@@ -6,9 +6,11 @@ import argparse
 import asyncio
 import json
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conformance import assert_implements
 from vllm_responses.chat import (
     Finish,
     ForcedTool,
@@ -24,6 +26,9 @@ from vllm_responses.chat import (
     code_tool_spec,
 )
 from vllm_responses.engine.base import Engine, EngineError, EngineRejected
+
+if TYPE_CHECKING:
+    from vllm_responses.engine.vllm import VLLMEngine
 
 pytestmark = pytest.mark.engine
 
@@ -74,8 +79,14 @@ def text_of(events) -> str:
     return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
+def as_engine(engine: VLLMEngine) -> Engine:
+    """Type-checks that VLLMEngine implements Engine (the protocol is not runtime-checkable)."""
+    return engine
+
+
 async def test_engine_protocol_and_template_caps(engine):
-    assert isinstance(engine, Engine)
+    assert_implements(type(engine), Engine)
+    assert as_engine(engine) is engine
     assert engine.model_name == "tiny"
     assert engine.caps.tools_section and engine.caps.tool_calls
     assert engine.max_model_len == 4096
