@@ -225,7 +225,7 @@ def test_background_cancel(client: openai.OpenAI, engine: FakeEngine) -> None:
     engine.reset(say("x" * 600), delay=0.02)
     r = client.responses.create(model=MODEL, input="long", background=True)
     assert r.status == "in_progress"
-    wait_until(lambda: engine.active > 0)  # the engine is generating
+    wait_until(lambda: engine.requests)  # the engine is generating (reset() cleared the list)
     cancelled = client.responses.cancel(r.id)
     assert cancelled.status == "cancelled"
     assert client.responses.retrieve(r.id).status == "cancelled"
