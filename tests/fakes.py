@@ -78,8 +78,9 @@ Script = list[EngineEvent] | Callable[[GenerateRequest], list[EngineEvent]]
 class FakeEngine:
     """Plays scripted events: `engine.script` is a list with one entry per model call (the last repeats).
 
-    Usage is synthesized (input = prompt characters // 4, output = number of deltas). `requests`
-    records what each call was asked; `aborted` the ids of calls closed before their finish.
+    Usage is synthesized (input = prompt characters // 4, output = number of deltas). Like vLLM, a call
+    stops after `sampling.max_tokens` deltas with reason "length", whatever the script says next.
+    `requests` records what each call was asked; `aborted` the ids of calls closed before their finish.
     """
 
     def __init__(self, name: str = "fake-model") -> None:
@@ -110,18 +111,19 @@ class FakeEngine:
         self.active += 1
         try:
             out = 0
+            budget = request.sampling.max_tokens
             for ev in events:
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 else:
                     await asyncio.sleep(0)
                 if isinstance(ev, Finish):
-                    max_tokens = request.sampling.max_tokens
-                    reason = ev.reason
-                    if max_tokens is not None and out > max_tokens:
-                        reason = "length"
                     finished = True
-                    yield Finish(reason, Usage(input_tokens=prompt, output_tokens=out))
+                    yield Finish(ev.reason, Usage(input_tokens=prompt, output_tokens=out))
+                    return
+                if budget is not None and out == budget:  # the budget is spent before the script ends
+                    finished = True
+                    yield Finish("length", Usage(input_tokens=prompt, output_tokens=out))
                     return
                 out += 1
                 yield ev

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 import openai
@@ -26,6 +27,14 @@ def _plain(resp: openai.types.responses.Response) -> object:
         for part in item.get("content") or []:
             part.pop("parsed", None)
     return data
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+    """Poll `condition` until it is true; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"not true after {timeout_s} s"
+        time.sleep(0.01)
 
 
 def raw_stream(server: LiveServer, body: dict) -> list[dict]:
@@ -216,7 +225,7 @@ def test_background_cancel(client: openai.OpenAI, engine: FakeEngine) -> None:
     engine.reset(say("x" * 600), delay=0.02)
     r = client.responses.create(model=MODEL, input="long", background=True)
     assert r.status == "in_progress"
-    time.sleep(0.3)
+    wait_until(lambda: engine.requests)  # the engine is generating (reset() cleared the list)
     cancelled = client.responses.cancel(r.id)
     assert cancelled.status == "cancelled"
     assert client.responses.retrieve(r.id).status == "cancelled"
@@ -236,11 +245,35 @@ def test_background_completes_and_restreams(fake_server: LiveServer, client: ope
 
 
 def test_max_output_tokens_incomplete(fake_server: LiveServer, engine: FakeEngine) -> None:
-    engine.reset(say("one two three four five six seven eight nine ten", reason="length"))
-    events = raw_stream(fake_server, {"model": MODEL, "input": "count", "max_output_tokens": 16})
+    """One budget for the whole response: each model call gets what earlier calls left, and the call
+    that runs out (the fake engine stops at its `max_tokens`, as vLLM does) ends it `incomplete`."""
+    answer = "one two three four five six seven eight nine ten"
+    code = code_call("print(1)")
+    engine.reset(code, say(answer))
+    spent = len(code) - 1  # one token per event before the Finish
+    body = {"model": MODEL, "input": "count", "tools": CI, "max_output_tokens": spent + 5}
+    events = raw_stream(fake_server, body)
+    assert [r.sampling.max_tokens for r in engine.requests] == [spent + 5, 5]
+    final = events[-1]["response"]
     assert events[-1]["type"] == "response.incomplete"
-    assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
-    assert events[-1]["response"]["output"][0]["status"] == "incomplete"
+    assert final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert [(it["type"], it["status"]) for it in final["output"]] == [
+        ("code_interpreter_call", "completed"), ("message", "incomplete")
+    ]
+    assert final["output"][1]["content"][0]["text"] == answer[:15]  # 5 deltas of 3 characters
+    assert final["usage"]["output_tokens"] == spent + 5
+
+
+def test_max_output_tokens_spent_by_a_tool_call(fake_server: LiveServer, engine: FakeEngine) -> None:
+    """A code call that uses the whole budget runs, and no further model call is made."""
+    code = code_call("print(1)")
+    engine.reset(code, say("never"))
+    events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI, "max_output_tokens": len(code) - 1})
+    assert len(engine.requests) == 1
+    assert events[-1]["type"] == "response.incomplete"
+    assert [(it["type"], it["status"]) for it in events[-1]["response"]["output"]] == [
+        ("code_interpreter_call", "completed")
+    ]
 
 
 def test_engine_failure_is_response_failed(fake_server: LiveServer, engine: FakeEngine) -> None:
@@ -294,10 +327,8 @@ def test_disconnect_mid_stream_aborts(fake_server: LiveServer, engine: FakeEngin
             for line in r.iter_lines():
                 if "output_text.delta" in line:
                     break
-    deadline = time.time() + 10
-    while not engine.aborted and time.time() < deadline:
-        time.sleep(0.05)
-    assert engine.aborted and engine.active == 0
+    wait_until(lambda: engine.aborted)
+    assert engine.active == 0
 
 
 def test_disconnect_while_code_runs_interrupts_it(fake_server: LiveServer, engine: FakeEngine) -> None:
@@ -309,9 +340,7 @@ def test_disconnect_while_code_runs_interrupts_it(fake_server: LiveServer, engin
             for line in r.iter_lines():
                 if "interpreting" in line:
                     break
-    deadline = time.time() + 10
-    while fake_server.interpreter.cancelled == before and time.time() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: fake_server.interpreter.cancelled != before)
     assert fake_server.interpreter.cancelled == before + 1
 
 

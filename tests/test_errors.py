@@ -9,10 +9,9 @@ import openai
 import pytest
 from openai.types.responses import ResponseIncludable
 
-from tests.fakes import FakeEngine, FakeInterpreter
+from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
 from tests.serving import LiveServer
 from vllm_responses.config import Config
-from vllm_responses.protocol.requests import SUPPORTED_INCLUDES
 
 MODEL = "fake-model"
 
@@ -119,18 +118,40 @@ def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: Fak
     validate_response(r.json())
 
 
+# The include values the server honours, and the field each one shows in a response. Every other value
+# the SDK knows is refused.
+HONOURED = {"code_interpreter_call.outputs": "outputs", "reasoning.encrypted_content": "encrypted_content"}
+CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+
+
+def shown(response: dict) -> set[str]:
+    """Which include-controlled fields a response shows: code call outputs, sealed reasoning."""
+    fields = set()
+    for item in response["output"]:
+        if item["type"] == "code_interpreter_call" and item["outputs"] is not None:
+            fields.add("outputs")
+        if item["type"] == "reasoning" and item.get("encrypted_content"):
+            fields.add("encrypted_content")
+    return fields
+
+
 @pytest.mark.parametrize("value", typing.get_args(ResponseIncludable))
 def test_every_sdk_include_value_is_honoured_or_refused(
     fake_server: LiveServer, engine: FakeEngine, value: str
 ) -> None:
     base = fake_server.base_url + "/v1/responses"
-    r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": ["code_interpreter_call.outputs", value]}, timeout=10)
-    if value in SUPPORTED_INCLUDES:
+    if value in HONOURED:
+        engine.reset(think("Run it.") + code_call("print(1)"), say("1"))
+        r = httpx.post(base, json={"model": MODEL, "input": "hi", "tools": CI, "include": [value]}, timeout=10)
         assert r.status_code == 200, r.text
+        assert [it["type"] for it in r.json()["output"]] == ["reasoning", "code_interpreter_call", "message"]
+        assert shown(r.json()) == {HONOURED[value]}
         rid = r.json()["id"]
         got = httpx.get(f"{base}/{rid}", params={"include[]": value}, timeout=10)
         assert got.status_code == 200, got.text
+        assert shown(got.json()) == {HONOURED[value]}
         return
+    r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": ["code_interpreter_call.outputs", value]}, timeout=10)
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == "include[1]" and value in err["message"] and err["code"] == "unsupported_value"
@@ -140,6 +161,22 @@ def test_every_sdk_include_value_is_honoured_or_refused(
     assert value in got.json()["error"]["message"]
 
 
-def test_the_honoured_include_values_are_code_outputs_and_reasoning() -> None:
-    assert SUPPORTED_INCLUDES == ("code_interpreter_call.outputs", "reasoning.encrypted_content")
-    assert set(SUPPORTED_INCLUDES) <= set(typing.get_args(ResponseIncludable))
+def test_include_on_retrieve_chooses_the_code_outputs(fake_server: LiveServer, engine: FakeEngine) -> None:
+    """Both honoured values at once; on retrieve `include[]` shows or hides the kept code outputs, while
+    sealed reasoning is part of the stored item (it was asked for, or not, when the response was made)."""
+    base = fake_server.base_url + "/v1/responses"
+    engine.reset(think("Run it.") + code_call("print(1)"), say("1"))
+    body = {"model": MODEL, "input": "hi", "tools": CI, "include": list(HONOURED)}
+    r = httpx.post(base, json=body, timeout=10)
+    assert r.status_code == 200, r.text
+    assert shown(r.json()) == {"outputs", "encrypted_content"}
+    rid = r.json()["id"]
+    assert shown(httpx.get(f"{base}/{rid}", timeout=10).json()) == {"outputs", "encrypted_content"}
+    hidden = httpx.get(f"{base}/{rid}", params={"include[]": "reasoning.encrypted_content"}, timeout=10)
+    assert shown(hidden.json()) == {"encrypted_content"}
+    engine.reset(think("Run it.") + code_call("print(1)"), say("1"))
+    plain = httpx.post(base, json={**body, "include": []}, timeout=10).json()
+    assert shown(plain) == set()
+    asked = httpx.get(f"{base}/{plain['id']}", params={"include[]": "code_interpreter_call.outputs"}, timeout=10)
+    assert shown(asked.json()) == {"outputs"}
+    assert asked.json()["output"][1]["outputs"] == [{"type": "logs", "logs": "1\n"}]

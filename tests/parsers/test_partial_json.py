@@ -112,8 +112,7 @@ def test_other_field_name():
 )
 def test_repair_json(bad, good):
     out = repair_json(bad)
-    assert out is not None
-    assert json.loads(out) == good
+    assert out is not None and json.loads(out) == good, out
 
 
 @pytest.mark.parametrize("hopeless", ["", "hello", "[1, 2]", "{\"a\": @}", "{\"a\" 1}", "42", "{: 1}"])
