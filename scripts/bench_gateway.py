@@ -11,7 +11,10 @@ structured-outputs regex, which cannot be complete before N tokens, so end-of-te
 the same engine work (our server has no `ignore_eos`; the others also get `ignore_eos`). `--length eos`
 instead sends `ignore_eos` (and `min_tokens` for chat) where accepted and leaves ours unconstrained.
 Load client: this process, plain asyncio streams (see `benchlib.post_sse`); closed loop, all streams of a
-round start together. Run: `python scripts/bench_gateway.py [--model tiny|default|PATH] [--quick]`.
+round start together. Each server target also reports its main process's CPU ms per 1000 output tokens
+(read from /proc around each round: far less sensitive to a busy machine than tok/s). `--ours-tree
+NAME=PATH` adds our server from another source tree as target `ours@NAME`: with `--interleave`, an A/B
+test of two versions in one run. Run: `python scripts/bench_gateway.py [--model tiny|default|PATH] [--quick]`.
 """
 
 from __future__ import annotations
@@ -117,28 +120,44 @@ def chat_request(port: int, body: dict[str, Any]) -> Request:
     return lambda: timed(go)
 
 
-async def measure(requests: dict[str, Request], levels: list[int], repeats: int, n: int) -> dict[str, Any]:
-    """Warm up, then per level `repeats` rounds of `c` concurrent streams per label (labels alternate)."""
+def server_cpu(server: ServerProcess) -> Callable[[], float]:
+    """User + system CPU seconds so far of the server's main process (not its engine-core child)."""
+    def read() -> float:
+        assert server.proc is not None
+        fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    return read
+
+
+async def measure(requests: dict[str, Request], levels: list[int], repeats: int, n: int,
+                  cpu: dict[str, Callable[[], float]]) -> dict[str, Any]:
+    """Warm up, then per level `repeats` rounds of `c` concurrent streams per label (labels alternate);
+    `cpu` reads a label's server CPU seconds, taken around each of its rounds."""
     for c in levels:  # the first batches of a new size are slow (CPU kernels, grammar compile)
         for fn in requests.values():
             await asyncio.gather(*(fn() for _ in range(c)))
     out: dict[str, Any] = {label: {} for label in requests}
     for c in levels:
-        got: dict[str, tuple[list[Sample], list[float]]] = {label: ([], []) for label in requests}
+        got: dict[str, tuple[list[Sample], list[float], list[float]]] = {label: ([], [], []) for label in requests}
         for rep in range(repeats):
             order = list(requests.items()) if rep % 2 == 0 else list(requests.items())[::-1]
             for label, fn in order:
+                cpu0 = cpu[label]() if label in cpu else 0.0
                 t = time.perf_counter()
                 samples = await asyncio.gather(*(fn() for _ in range(c)))
                 wall = time.perf_counter() - t
+                tokens = sum(s.tokens for s in samples if not s.error)
                 got[label][0].extend(samples)
-                got[label][1].append(sum(s.tokens for s in samples if not s.error) / wall)
-        for label, (samples, totals) in got.items():
-            out[label][str(c)] = summarize(samples, totals, n)
+                got[label][1].append(tokens / wall)
+                if label in cpu and tokens:
+                    got[label][2].append((cpu[label]() - cpu0) * 1e6 / tokens)
+        for label, (samples, totals, cpu_ms) in got.items():
+            out[label][str(c)] = summarize(samples, totals, n, cpu_ms)
     return out
 
 
-def summarize(samples: list[Sample], totals: list[float], n: int) -> dict[str, Any]:
+def summarize(samples: list[Sample], totals: list[float], n: int, cpu_ms: list[float]) -> dict[str, Any]:
     ok = [s for s in samples if not s.error and s.ttft is not None]
     ttft = [s.ttft for s in ok if s.ttft is not None]
     rates = [s.tokens / (s.total - s.ttft) for s in ok if s.ttft is not None and s.total > s.ttft]
@@ -159,6 +178,9 @@ def summarize(samples: list[Sample], totals: list[float], n: int) -> dict[str, A
         "tokens_max": max((s.tokens for s in ok), default=0),
         "short": sum(s.tokens < n for s in ok),
         "tokens_per_delta": round(sum(s.tokens for s in ok) / max(1, sum(s.deltas for s in ok)), 2),
+        # Server main-process CPU ms per 1000 output tokens, per round (clock ticks: 10 ms steps).
+        "server_cpu_ms_per_1k_tok": round(statistics.median(cpu_ms), 1) if cpu_ms else None,
+        "server_cpu_ms_per_1k_tok_rounds": [round(x, 1) for x in cpu_ms],
     }
 
 
@@ -198,16 +220,20 @@ async def open_raw(model: str, flags: list[str], n: int, length: str) -> AsyncIt
 
 
 def start_server(which: str, model: str, flags: list[str], env: dict[str, str], n: int, length: str,
-                 logs: Path) -> tuple[ServerProcess, dict[str, Request]]:
-    """Targets (b) and (c): the server (not yet started: enter it) and its request functions."""
+                 logs: Path, tree: tuple[str, str] | None = None) -> tuple[ServerProcess, dict[str, Request]]:
+    """Targets (b) and (c): the server (not yet started: enter it) and its request functions. `tree`
+    (name, path): our server from another source tree (`-P`: the path, not this checkout, comes first)."""
     port = free_port()
     common = {"model": model, "stream": True, "temperature": 0.0, "store": False}
     regex = {"structured_outputs": {"regex": length_regex(n)}} if length == "regex" else {}
     if which == "ours":
-        argv = [sys.executable, "-m", "vllm_responses", "serve", *flags, "--port", str(port),
-                "--no-code-interpreter", "--db", ":memory:", "--log-level", "warning"]
+        argv = [sys.executable, *(["-P"] if tree else []), "-m", "vllm_responses", "serve", *flags, "--port",
+                str(port), "--no-code-interpreter", "--db", ":memory:", "--log-level", "warning"]
         body = {**common, "input": PROMPT, "max_output_tokens": n, **regex}
-        requests = {"ours": responses_request(port, body)}
+        if tree:
+            which = f"ours@{tree[0]}"
+            env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [tree[1], os.environ.get("PYTHONPATH")]))}
+        requests = {which: responses_request(port, body)}
     else:
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *flags, "--port", str(port),
                 "--uvicorn-log-level", "warning"]
@@ -218,22 +244,27 @@ def start_server(which: str, model: str, flags: list[str], env: dict[str, str], 
     return ServerProcess(which, argv, port, env, logs / f"gateway-{which}.log"), requests
 
 
-async def raw_and_measure(raw: bool, requests: dict[str, Request], ready: dict[str, float], model: str,
-                          flags: list[str], levels: list[int], repeats: int, n: int, length: str) -> dict:
+async def raw_and_measure(raw: bool, requests: dict[str, Request], ready: dict[str, float],
+                          cpu: dict[str, Callable[[], float]], model: str, flags: list[str], levels: list[int],
+                          repeats: int, n: int, length: str) -> dict:
     async with AsyncExitStack() as stack:
         if raw:
             reqs, ready["raw"] = await stack.enter_async_context(open_raw(model, flags, n, length))
             requests = {**reqs, **requests}
-        levels_out = await measure(requests, levels, repeats, n)
+        levels_out = await measure(requests, levels, repeats, n, cpu)
     return {label: {"ready_s": round(ready[label], 1), "levels": lv} for label, lv in levels_out.items()}
 
 
 def run_targets(chosen: list[str], interleave: bool, model: str, flags: list[str], env: dict[str, str],
-                levels: list[int], repeats: int, n: int, length: str, logs: Path) -> dict[str, dict]:
+                levels: list[int], repeats: int, n: int, length: str, logs: Path,
+                trees: list[tuple[str, str]]) -> dict[str, dict]:
     """One engine at a time (each target measured alone), or with `interleave` all engines up at once
-    and the rounds of every target alternated (fairer on a shared machine, but N engines of memory)."""
+    and the rounds of every target alternated (fairer on a shared machine, but N engines of memory).
+    Each of `trees` adds a target `ours@NAME`: our server from that source tree."""
     args = (model, flags, levels, repeats, n, length)
     servers = [start_server(w, model, flags, env, n, length, logs) for w in ("ours", "vllm") if w in chosen]
+    servers += [start_server("ours", model, flags, env, n, length, logs, tree) for tree in trees]
+    cpu = {label: server_cpu(server) for server, reqs in servers for label in reqs}
     out: dict[str, dict] = {}
     if interleave:
         with ExitStack() as stack:
@@ -242,12 +273,13 @@ def run_targets(chosen: list[str], interleave: bool, model: str, flags: list[str
                 stack.enter_context(server)
                 requests.update(reqs)
                 ready.update(dict.fromkeys(reqs, server.ready_s))
-            return asyncio.run(raw_and_measure("raw" in chosen, requests, ready, *args))
+            return asyncio.run(raw_and_measure("raw" in chosen, requests, ready, cpu, *args))
     if "raw" in chosen:
-        out.update(asyncio.run(raw_and_measure(True, {}, {}, *args)))
+        out.update(asyncio.run(raw_and_measure(True, {}, {}, {}, *args)))
     for server, reqs in servers:
         with server:
-            out.update(asyncio.run(raw_and_measure(False, reqs, dict.fromkeys(reqs, server.ready_s), *args)))
+            ready = dict.fromkeys(reqs, server.ready_s)
+            out.update(asyncio.run(raw_and_measure(False, reqs, ready, cpu, *args)))
     return out
 
 
@@ -291,18 +323,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="rounds per concurrency level and target")
     ap.add_argument("--targets", default=None,
-                    help="raw, ours, vllm (both vLLM endpoints); default all, with --quick raw,ours")
+                    help="raw, ours, vllm (both vLLM endpoints), or none (only the --ours-tree targets); "
+                         "default all, with --quick raw,ours")
     ap.add_argument("--length", choices=["regex", "eos"], default="regex", help="fixed-length method")
     ap.add_argument("--interleave", action="store_true",
                     help="start every target's engine at once and alternate their rounds (memory: one engine each)")
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags for every target (quoted)")
+    ap.add_argument("--ours-tree", action="append", default=[], metavar="NAME=PATH",
+                    help="also measure our server from the source tree PATH (e.g. a checkout of another commit)"
+                         " as target ours@NAME; repeatable; with --interleave, an A/B test in one run")
     ap.add_argument("--quick", action="store_true", help="tiny model, 1 and 2 streams, 16 tokens, 1 round")
     ap.add_argument("--out", default="bench-results", help="folder for gateway-<model>.json and server logs")
     ns = ap.parse_args(argv)
     if ns.quick:  # two engine starts (raw, ours) unless --targets says otherwise: about a minute here
         ns.model, ns.concurrency, ns.max_tokens, ns.repeats = "tiny", "1,2", 16, 1
     levels = [int(c) for c in ns.concurrency.split(",")]
+    trees = [(name, str(Path(path).resolve())) for name, _, path in (t.partition("=") for t in ns.ours_tree)]
     chosen = (ns.targets or ("raw,ours" if ns.quick else "raw,ours,vllm")).split(",")
     model = model_path(ns.model)
     flags, env = engine_flags(model, max_model_len=ns.max_model_len, extra=ns.engine_args)
@@ -315,12 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         "config": {"model": ns.model, "model_path": model, "engine_flags": flags, "env": env, "prompt": PROMPT,
                    "max_tokens": ns.max_tokens, "concurrency": levels, "repeats": ns.repeats, "length": ns.length,
                    "length_regex": length_regex(ns.max_tokens) if ns.length == "regex" else None,
-                   "client": CLIENT, "interleave": ns.interleave, "quick": ns.quick},
+                   "client": CLIENT, "interleave": ns.interleave, "quick": ns.quick, "ours_trees": dict(trees)},
         "targets": {},
     }
     t0 = time.monotonic()
     result["targets"] = run_targets(chosen, ns.interleave, model, flags, env, levels, ns.repeats, ns.max_tokens,
-                                    ns.length, logs)
+                                    ns.length, logs, trees)
     result.update(compare(result["targets"], levels))
     result["wall_s"] = round(time.monotonic() - t0, 1)
     label = ns.model if ns.model in ("tiny", "default") else Path(model).name
