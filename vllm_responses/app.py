@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -20,6 +19,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
+from vllm_responses.bodies import json_body
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
 from vllm_responses.engine.base import Engine
@@ -54,14 +54,6 @@ def _state(request: Request) -> AppState:
     return request.app.state.vr  # type: ignore[no-any-return]
 
 
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise InvalidRequest("The request body is not valid JSON.", param="body", code="invalid_json") from None
-
-
 async def _stream(run: Run, starting_after: int | None, *, cancel_on_disconnect: bool) -> AsyncIterator[bytes]:
     completed = False
     try:
@@ -79,7 +71,7 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 async def create_response(request: Request) -> Response:
     state = _state(request)
-    req = parse_create_request(await _json_body(request))
+    req = parse_create_request(await json_body(request))
     run = await state.service.create(req)
     if not req.background:
         # Wait for the first output (or the end) so that a request the engine refuses up front, such as
@@ -115,7 +107,7 @@ def _include_outputs(request: Request) -> bool | None:
 
 async def count_input_tokens(request: Request) -> Response:
     state = _state(request)
-    body = await _json_body(request)
+    body = await json_body(request)
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.", param="body")
     # `model` and `input` are optional here; the rest is validated as for create.

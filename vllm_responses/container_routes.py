@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import posixpath
-from typing import Any
 from urllib.parse import quote
 
 from starlette.datastructures import UploadFile
@@ -14,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import FileInfo
+from vllm_responses.bodies import json_body
 from vllm_responses.containers import ContainerService
 from vllm_responses.errors import InvalidRequest, NotFound
 from vllm_responses.pagination import cursor_page
@@ -29,15 +28,6 @@ def _service(request: Request) -> ContainerService:
     return service
 
 
-async def _json(request: Request) -> Any:
-    try:
-        return json.loads(await request.body())
-    except ValueError:
-        raise InvalidRequest(
-            "The request body is not valid JSON.", param="body", code="invalid_json"
-        ) from None
-
-
 async def _file(request: Request) -> FileInfo:
     """The file the path names; a 404 naming `file_id` when its container has no such file."""
     cid, fid = request.path_params["container_id"], request.path_params["file_id"]
@@ -49,7 +39,7 @@ async def _file(request: Request) -> FileInfo:
 
 async def create_container(request: Request) -> Response:
     svc = _service(request)
-    req = parse_create_container(await _json(request))
+    req = parse_create_container(await json_body(request))
     info = await svc.create(
         name=req.name,
         memory_limit=req.memory_limit,
@@ -93,7 +83,7 @@ async def create_file(request: Request) -> Response:
     cid = request.path_params["container_id"]
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("application/json"):
-        body = await _json(request)
+        body = await json_body(request)
         param = "file_id" if isinstance(body, dict) and "file_id" in body else "file"
         raise InvalidRequest(
             "This server has no Files API, so file_id cannot be used: upload the content as multipart/form-data "
