@@ -14,7 +14,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m interpreter_service")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup", help="assemble the offline Pyodide distribution (idempotent)")
-    s.add_argument("--dist-dir", type=Path, default=None, help="default: $VR_PYODIDE_CACHE_DIR or ~/.cache/...")
+    s.add_argument(
+        "--dist-dir", type=Path, default=None, help="default: $VR_PYODIDE_CACHE_DIR or ~/.cache/..."
+    )
     s.add_argument("--vendor-dir", type=Path, default=None)
     a = sub.add_parser("add-package", help="add pure-Python wheels (PyPI names or wheel paths) to the dist")
     a.add_argument("packages", nargs="+")

@@ -24,7 +24,11 @@ class HTTPInterpreter(Interpreter):
     """Client of `python -m interpreter_service serve`. `start()` opens the connection pool."""
 
     def __init__(
-        self, base_url: str, *, default_timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        base_url: str,
+        *,
+        default_timeout_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.default_timeout_s = default_timeout_s
@@ -60,9 +64,12 @@ class HTTPInterpreter(Interpreter):
             raise PoolExhausted(msg)
         raise InterpreterError(f"HTTP {resp.status_code}: {msg}")
 
-    async def create_container(self, *, name: str | None = None, memory_limit: str | None = None) -> ContainerInfo:
-        r = await self._call("POST", "/v1/containers", json={"name": name, "memory_limit": memory_limit},
-                             timeout=180.0)
+    async def create_container(
+        self, *, name: str | None = None, memory_limit: str | None = None
+    ) -> ContainerInfo:
+        r = await self._call(
+            "POST", "/v1/containers", json={"name": name, "memory_limit": memory_limit}, timeout=180.0
+        )
         return container_from_json(r.json())
 
     async def get_container(self, container_id: str) -> ContainerInfo:
@@ -74,15 +81,22 @@ class HTTPInterpreter(Interpreter):
     async def delete_container(self, container_id: str) -> None:
         await self._call("DELETE", f"/v1/containers/{container_id}")
 
-    async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+    async def execute(
+        self, container_id: str, code: str, *, timeout_s: float | None = None
+    ) -> ExecutionResult:
         t = timeout_s or self.default_timeout_s
-        r = await self._call("POST", f"/v1/containers/{container_id}/execute",
-                             json={"code": code, "timeout_s": timeout_s}, timeout=t + 120.0)
+        r = await self._call(
+            "POST",
+            f"/v1/containers/{container_id}/execute",
+            json={"code": code, "timeout_s": timeout_s},
+            timeout=t + 120.0,
+        )
         return result_from_json(r.json())
 
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        r = await self._call("PUT", f"/v1/containers/{container_id}/files/content", params={"path": path},
-                             content=data)
+        r = await self._call(
+            "PUT", f"/v1/containers/{container_id}/files/content", params={"path": path}, content=data
+        )
         return file_from_json(r.json())
 
     async def read_file(self, container_id: str, path: str) -> bytes:

@@ -29,7 +29,9 @@ __all__ = [
 PYODIDE_VERSION = "0.27.7"
 NPM_SPEC = f"pyodide@{PYODIDE_VERSION}"
 # dist.integrity of pyodide@0.27.7 as the npm registry publishes it (checked against the packed tarball).
-NPM_INTEGRITY = "sha512-RUSVJlhQdfWfgO9hVHCiXoG+nVZQRS5D9FzgpLJ/VcgGBLSAKoPL8kTiOikxbHQm1kRISeWUBdulEgO26qpSRA=="
+NPM_INTEGRITY = (
+    "sha512-RUSVJlhQdfWfgO9hVHCiXoG+nVZQRS5D9FzgpLJ/VcgGBLSAKoPL8kTiOikxbHQm1kRISeWUBdulEgO26qpSRA=="
+)
 # sha256 of the core files inside that tarball, so a re-run can verify a cache without re-packing.
 CORE_FILES = {
     "pyodide.asm.js": "6b4c90de5b7172873f04f21884d0e9d2274e305fe32116558fe3e4fbe3618d51",

@@ -134,8 +134,12 @@ def serve(args: argparse.Namespace) -> None:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("serving the code interpreter on %s: it has no authentication", args.host)
     pool = WorkerPool(
-        workers=args.workers, spares=args.spares, timeout_s=args.timeout, memory_limit=args.memory_limit,
-        idle_expiry_s=args.idle_expiry, dist_dir=args.dist_dir,
+        workers=args.workers,
+        spares=args.spares,
+        timeout_s=args.timeout,
+        memory_limit=args.memory_limit,
+        idle_expiry_s=args.idle_expiry,
+        dist_dir=args.dist_dir,
         allow_net=[h for h in args.allow_net.split(",") if h.strip()],
     )
     uvicorn.run(create_app(pool), host=args.host, port=args.port, log_level="info")

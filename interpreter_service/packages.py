@@ -25,9 +25,15 @@ Log = Callable[[str], None]
 # Pyodide's CPython 3.12 on wasm32, for the markers of a wheel's `Requires-Dist`: `Marker.evaluate` lays these
 # over this process's environment (and sets `extra` to "").
 _PYODIDE_MARKERS: dict[str, str] = {
-    "python_version": "3.12", "python_full_version": "3.12.7", "implementation_version": "3.12.7",
-    "sys_platform": "emscripten", "platform_system": "Emscripten", "platform_machine": "wasm32",
-    "platform_release": "3.1.58", "os_name": "posix", "implementation_name": "cpython",
+    "python_version": "3.12",
+    "python_full_version": "3.12.7",
+    "implementation_version": "3.12.7",
+    "sys_platform": "emscripten",
+    "platform_system": "Emscripten",
+    "platform_machine": "wasm32",
+    "platform_release": "3.1.58",
+    "os_name": "posix",
+    "implementation_name": "cpython",
     "platform_python_implementation": "CPython",
 }
 

@@ -84,9 +84,14 @@ class WorkerPool(Interpreter):
                 f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
             )
         self.cfg = WorkerConfig(
-            dist_dir=dist.resolve(), memory_limit=parse_size(memory_limit), js_heap_mb=js_heap_mb,
-            max_output=max_output, allow_net=tuple(allow_net), grace_s=grace_s,
-            start_timeout_s=start_timeout_s, preload=tuple(preload),
+            dist_dir=dist.resolve(),
+            memory_limit=parse_size(memory_limit),
+            js_heap_mb=js_heap_mb,
+            max_output=max_output,
+            allow_net=tuple(allow_net),
+            grace_s=grace_s,
+            start_timeout_s=start_timeout_s,
+            preload=tuple(preload),
         )
         self._reap_every = reap_interval_s or max(0.5, min(60.0, idle_expiry_s / 4))
         self._containers: dict[str, _Container] = {}
@@ -197,8 +202,12 @@ class WorkerPool(Interpreter):
     # -- containers --------------------------------------------------------------------------------
     def _info(self, c: _Container) -> ContainerInfo:
         return ContainerInfo(
-            id=c.id, created_at=c.created_at, last_active_at=c.last_active_at,
-            expires_after_s=self.idle_expiry_s, name=c.name, memory_limit=c.memory_limit or self.memory_limit,
+            id=c.id,
+            created_at=c.created_at,
+            last_active_at=c.last_active_at,
+            expires_after_s=self.idle_expiry_s,
+            name=c.name,
+            memory_limit=c.memory_limit or self.memory_limit,
         )
 
     def _get(self, container_id: str) -> _Container:
@@ -207,7 +216,9 @@ class WorkerPool(Interpreter):
             raise ContainerNotFound(container_id)
         return c
 
-    async def create_container(self, *, name: str | None = None, memory_limit: str | None = None) -> ContainerInfo:
+    async def create_container(
+        self, *, name: str | None = None, memory_limit: str | None = None
+    ) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
         if len(self._containers) >= self.max_containers and self.evict_idle:
@@ -217,8 +228,14 @@ class WorkerPool(Interpreter):
                 f"all {self.max_containers} code-interpreter workers are in use; delete a container or retry later"
             )
         now = time.time()
-        c = _Container(id="cntr_" + secrets.token_hex(12), created_at=now, last_active_at=now,
-                       name=name, memory_limit=memory_limit, worker=None)
+        c = _Container(
+            id="cntr_" + secrets.token_hex(12),
+            created_at=now,
+            last_active_at=now,
+            name=name,
+            memory_limit=memory_limit,
+            worker=None,
+        )
         self._containers[c.id] = c  # reserve the slot before awaiting; the lock keeps the reaper off
         async with c.lock:
             try:
@@ -266,7 +283,9 @@ class WorkerPool(Interpreter):
             c.lost_state = True
             self._replenish()
 
-    async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+    async def execute(
+        self, container_id: str, code: str, *, timeout_s: float | None = None
+    ) -> ExecutionResult:
         c = self._get(container_id)
         async with c.lock:
             if container_id not in self._containers:
@@ -276,8 +295,12 @@ class WorkerPool(Interpreter):
                 try:
                     await self._ensure_worker(c)
                 except InterpreterError as e:  # WorkerDied included: no worker could be had
-                    return ExecutionResult(logs="", error=f"no worker available: {e}", error_kind="crashed",
-                                           worker_restarted=True)
+                    return ExecutionResult(
+                        logs="",
+                        error=f"no worker available: {e}",
+                        error_kind="crashed",
+                        worker_restarted=True,
+                    )
                 report, c.lost_state = c.lost_state, False  # a loss no result has reported yet
                 assert c.worker is not None
                 result = await c.worker.execute(code, timeout_s=timeout_s or self.timeout_s)
@@ -308,9 +331,14 @@ class WorkerPool(Interpreter):
     ) -> FileInfo:
         old = c.files.get(path)
         fid = "cfile_" + hashlib.sha256(f"{c.id}:{path}".encode()).hexdigest()[:24]
-        info = FileInfo(id=fid, container_id=c.id, path=path, bytes=size,
-                        created_at=old.created_at if old else time.time(),
-                        source=old.source if old else source)
+        info = FileInfo(
+            id=fid,
+            container_id=c.id,
+            path=path,
+            bytes=size,
+            created_at=old.created_at if old else time.time(),
+            source=old.source if old else source,
+        )
         c.files[path] = info
         return info
 
@@ -364,7 +392,9 @@ class WorkerPool(Interpreter):
     def expire_idle(self) -> list[str]:
         """Delete containers idle longer than `idle_expiry_s` (not those running a call)."""
         cutoff = time.time() - self.idle_expiry_s
-        expired = [c.id for c in self._containers.values() if c.last_active_at < cutoff and not c.lock.locked()]
+        expired = [
+            c.id for c in self._containers.values() if c.last_active_at < cutoff and not c.lock.locked()
+        ]
         for cid in expired:
             c = self._containers.pop(cid)
             self._discard_worker(c.worker)

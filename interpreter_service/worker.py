@@ -88,8 +88,10 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
         "--no-npm",
         "--no-code-cache",
         f"--allow-read={dist}",
-        (f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb},"
-         f"--max-semi-space-size={cfg.semi_space_mb}"),
+        (
+            f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb},"
+            f"--max-semi-space-size={cfg.semi_space_mb}"
+        ),
     ]
     if cfg.allow_net:
         hosts = [h.strip() for h in cfg.allow_net if h.strip()]
@@ -277,8 +279,11 @@ class WorkerProcess:
             return _died(str(e), t0)
         if reply is None:  # did not yield to the interrupt: killed
             return ExecutionResult(
-                logs="", error=f"timed out after {timeout_s:g} s (worker did not yield; killed)",
-                error_kind="timeout", duration_s=time.monotonic() - t0, worker_restarted=True,
+                logs="",
+                error=f"timed out after {timeout_s:g} s (worker did not yield; killed)",
+                error_kind="timeout",
+                duration_s=time.monotonic() - t0,
+                worker_restarted=True,
             )
         return self._to_result(reply, cap, t0, timeout_s if timed_out else None)
 
@@ -325,8 +330,13 @@ class WorkerProcess:
         elif error is not None:
             kind = "exception"
         return ExecutionResult(
-            logs=logs, images=images, error=error, error_kind=kind, duration_s=time.monotonic() - t0,
-            worker_restarted=kind == "memory", files_changed=tuple(r.get("files_changed") or ()),
+            logs=logs,
+            images=images,
+            error=error,
+            error_kind=kind,
+            duration_s=time.monotonic() - t0,
+            worker_restarted=kind == "memory",
+            files_changed=tuple(r.get("files_changed") or ()),
         )
 
     async def kill(self) -> None:
@@ -359,6 +369,9 @@ def _die_with_parent() -> None:
 
 def _died(msg: str, t0: float) -> ExecutionResult:
     return ExecutionResult(
-        logs="", error=f"the worker crashed: {msg}", error_kind="crashed",
-        duration_s=time.monotonic() - t0, worker_restarted=True,
+        logs="",
+        error=f"the worker crashed: {msg}",
+        error_kind="crashed",
+        duration_s=time.monotonic() - t0,
+        worker_restarted=True,
     )

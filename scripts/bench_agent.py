@@ -73,9 +73,9 @@ async def turn(port: int, body: dict[str, Any], timings: Path) -> tuple[dict[str
             if block.startswith(mark):
                 t.setdefault(name, now)
         if block.startswith(b"event: response.output_item.done") and b'"code_interpreter_call"' in block:
-            container = json.loads(block[block.index(b"data:") + 5:])["item"].get("container_id")
+            container = json.loads(block[block.index(b"data:") + 5 :])["item"].get("container_id")
         if block.startswith(b"event: response.output_text.done"):
-            text = json.loads(block[block.index(b"data:") + 5:])["text"]
+            text = json.loads(block[block.index(b"data:") + 5 :])["text"]
         if block.startswith((b"event: response.failed", b"event: error")):
             raise BenchError(block.decode(errors="replace")[:400])
     total = time.perf_counter() - t0
@@ -86,7 +86,12 @@ async def turn(port: int, body: dict[str, Any], timings: Path) -> tuple[dict[str
     calls = [json.loads(line) for line in timings.read_text().splitlines() if line]
     engine = sum(c["busy"] for c in calls if c["kind"] == "engine")
     sandbox = sum(c["busy"] for c in calls if c["kind"] == "sandbox")
-    parts = {"total_ms": total, "engine_ms": engine, "sandbox_ms": sandbox, "gateway_ms": total - engine - sandbox}
+    parts = {
+        "total_ms": total,
+        "engine_ms": engine,
+        "sandbox_ms": sandbox,
+        "gateway_ms": total - engine - sandbox,
+    }
     out = {k: round(v * 1000, 2) for k, v in parts.items()}
     out["engine_calls"] = sum(c["kind"] == "engine" for c in calls)
     out["timeline"] = {  # type: ignore[assignment]
@@ -100,9 +105,14 @@ async def turn(port: int, body: dict[str, Any], timings: Path) -> tuple[dict[str
 
 async def run_turns(port: int, model: str, forced: bool, turns: int, timings: Path) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "model": model, "input": PROMPT, "stream": True, "temperature": 0.0, "store": False,
+        "model": model,
+        "input": PROMPT,
+        "stream": True,
+        "temperature": 0.0,
+        "store": False,
         "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
-        "include": ["code_interpreter_call.outputs"], "max_output_tokens": 256,
+        "include": ["code_interpreter_call.outputs"],
+        "max_output_tokens": 256,
     }
     if forced:
         body["structured_outputs"] = [exactly(hermes_call(CODE)), exactly(ANSWER)]
@@ -114,10 +124,20 @@ async def run_turns(port: int, model: str, forced: bool, turns: int, timings: Pa
     for _ in range(turns):
         parts, _, text = await turn(port, body, timings)
         runs.append(parts)
-    summary = {k: {"p50": round(percentile([r[k] for r in runs], 50) or 0, 2),
-                   "p90": round(percentile([r[k] for r in runs], 90) or 0, 2)} for k in PHASES}
-    return {"first_turn_new_container": first, "warm_container": summary, "turns": len(runs),
-            "answer": text, "answer_exact": text == ANSWER if forced else None}
+    summary = {
+        k: {
+            "p50": round(percentile([r[k] for r in runs], 50) or 0, 2),
+            "p90": round(percentile([r[k] for r in runs], 90) or 0, 2),
+        }
+        for k in PHASES
+    }
+    return {
+        "first_turn_new_container": first,
+        "warm_container": summary,
+        "turns": len(runs),
+        "answer": text,
+        "answer_exact": text == ANSWER if forced else None,
+    }
 
 
 def serve(argv: list[str], timings: str) -> int:
@@ -183,11 +203,34 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(ns.out)
     timings = (out / "logs" / "agent-timings.jsonl").resolve()
     timings.parent.mkdir(parents=True, exist_ok=True)
-    argv_ = [sys.executable, __file__, "--serve", str(timings), "serve", *flags, "--port", str(port), "--db", ":memory:",
-             "--code-interpreter-workers", "1", "--log-level", "warning"]
-    result: dict[str, Any] = {"benchmark": "agent", "machine": machine_info(),
-                              "config": {"model": ns.model, "model_path": model, "engine_flags": flags,
-                                         "forced": ns.model == "tiny", "quick": ns.quick, "code": CODE}}
+    argv_ = [
+        sys.executable,
+        __file__,
+        "--serve",
+        str(timings),
+        "serve",
+        *flags,
+        "--port",
+        str(port),
+        "--db",
+        ":memory:",
+        "--code-interpreter-workers",
+        "1",
+        "--log-level",
+        "warning",
+    ]
+    result: dict[str, Any] = {
+        "benchmark": "agent",
+        "machine": machine_info(),
+        "config": {
+            "model": ns.model,
+            "model_path": model,
+            "engine_flags": flags,
+            "forced": ns.model == "tiny",
+            "quick": ns.quick,
+            "code": CODE,
+        },
+    }
     with ServerProcess("ours", argv_, port, env, out / "logs" / "agent-ours.log") as server:
         result["server_ready_s"] = round(server.ready_s, 1)
         result.update(asyncio.run(run_turns(port, model, ns.model == "tiny", ns.turns, timings)))

@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated: gateway-tiny, default, interpreter, agent")
     ap.add_argument("--model", action="append", default=[], help="an extra gateway model (path or name)")
     ap.add_argument("--concurrency", default="1,8,32")
-    ap.add_argument("--interleave", action="store_true", help="gateway runs: all engines up, rounds alternated")
+    ap.add_argument(
+        "--interleave", action="store_true", help="gateway runs: all engines up, rounds alternated"
+    )
     ns = ap.parse_args(argv)
     skip = set(ns.skip.split(","))
     py = sys.executable
@@ -44,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         t0 = time.monotonic()
         print(f"== {name}: {' '.join(map(str, cmd[1:]))}", flush=True)
-        rc = subprocess.run([*map(str, cmd), "--out", ns.out], check=False, stdout=subprocess.DEVNULL).returncode
+        rc = subprocess.run(
+            [*map(str, cmd), "--out", ns.out], check=False, stdout=subprocess.DEVNULL
+        ).returncode
         print(f"== {name}: exit {rc} after {time.monotonic() - t0:.0f} s", flush=True)
         if rc:
             failed.append(name)

@@ -94,10 +94,11 @@ def responses_request(port: int, body: dict[str, Any]) -> Request:
                     s.ttft = time.perf_counter() - t0
                 s.deltas += 1
             elif b"response.completed" in block or b"response.incomplete" in block:  # N tokens: incomplete
-                data = json.loads(block[block.index(b"data:") + 5:])
+                data = json.loads(block[block.index(b"data:") + 5 :])
                 s.tokens = int(data["response"]["usage"]["output_tokens"])
             elif block.startswith((b"event: error", b"event: response.failed")) or (
-                    b'"type":"error"' in block or b'"type":"response.failed"' in block):
+                b'"type":"error"' in block or b'"type":"response.failed"' in block
+            ):
                 raise BenchError(block.decode(errors="replace")[:300])
         if s.tokens == 0:
             raise BenchError("the stream ended without response.completed or .incomplete")
@@ -113,7 +114,7 @@ def chat_request(port: int, body: dict[str, Any]) -> Request:
                     s.ttft = time.perf_counter() - t0
                 s.deltas += 1
             if b'"usage":{' in block:
-                s.tokens = int(json.loads(block[block.index(b"data:") + 5:])["usage"]["completion_tokens"])
+                s.tokens = int(json.loads(block[block.index(b"data:") + 5 :])["usage"]["completion_tokens"])
             elif block.startswith(b'data: {"error"') or b'"object":"error"' in block:
                 raise BenchError(block.decode(errors="replace")[:300])
 
@@ -122,6 +123,7 @@ def chat_request(port: int, body: dict[str, Any]) -> Request:
 
 def server_cpu(server: ServerProcess) -> Callable[[], float]:
     """User + system CPU seconds so far of the server's main process (not its engine-core child)."""
+
     def read() -> float:
         assert server.proc is not None
         fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -130,8 +132,9 @@ def server_cpu(server: ServerProcess) -> Callable[[], float]:
     return read
 
 
-async def measure(requests: dict[str, Request], levels: list[int], repeats: int, n: int,
-                  cpu: dict[str, Callable[[], float]]) -> dict[str, Any]:
+async def measure(
+    requests: dict[str, Request], levels: list[int], repeats: int, n: int, cpu: dict[str, Callable[[], float]]
+) -> dict[str, Any]:
     """Warm up, then per level `repeats` rounds of `c` concurrent streams per label (labels alternate);
     `cpu` reads a label's server CPU seconds, taken around each of its rounds."""
     for c in levels:  # the first batches of a new size are slow (CPU kernels, grammar compile)
@@ -139,7 +142,9 @@ async def measure(requests: dict[str, Request], levels: list[int], repeats: int,
             await asyncio.gather(*(fn() for _ in range(c)))
     out: dict[str, Any] = {label: {} for label in requests}
     for c in levels:
-        got: dict[str, tuple[list[Sample], list[float], list[float]]] = {label: ([], [], []) for label in requests}
+        got: dict[str, tuple[list[Sample], list[float], list[float]]] = {
+            label: ([], [], []) for label in requests
+        }
         for rep in range(repeats):
             order = list(requests.items()) if rep % 2 == 0 else list(requests.items())[::-1]
             for label, fn in order:
@@ -185,7 +190,9 @@ def summarize(samples: list[Sample], totals: list[float], n: int, cpu_ms: list[f
 
 
 @asynccontextmanager
-async def open_raw(model: str, flags: list[str], n: int, length: str) -> AsyncIterator[tuple[dict[str, Request], float]]:
+async def open_raw(
+    model: str, flags: list[str], n: int, length: str
+) -> AsyncIterator[tuple[dict[str, Request], float]]:
     """Target (a): AsyncLLM in this process, the chat-templated prompt, DELTA outputs."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -202,8 +209,13 @@ async def open_raw(model: str, flags: list[str], n: int, length: str) -> AsyncIt
             [{"role": "user", "content": PROMPT}], tokenize=False, add_generation_prompt=True
         )
         so = StructuredOutputsParams(regex=length_regex(n)) if length == "regex" else None
-        params = SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0, structured_outputs=so,
-                                output_kind=RequestOutputKind.DELTA)
+        params = SamplingParams(
+            max_tokens=n,
+            ignore_eos=True,
+            temperature=0.0,
+            structured_outputs=so,
+            output_kind=RequestOutputKind.DELTA,
+        )
         ids = iter(range(10**9))
 
         async def go(s: Sample, t0: float) -> None:
@@ -219,34 +231,82 @@ async def open_raw(model: str, flags: list[str], n: int, length: str) -> AsyncIt
         llm.shutdown()
 
 
-def start_server(which: str, model: str, flags: list[str], env: dict[str, str], n: int, length: str,
-                 logs: Path, tree: tuple[str, str] | None = None) -> tuple[ServerProcess, dict[str, Request]]:
+def start_server(
+    which: str,
+    model: str,
+    flags: list[str],
+    env: dict[str, str],
+    n: int,
+    length: str,
+    logs: Path,
+    tree: tuple[str, str] | None = None,
+) -> tuple[ServerProcess, dict[str, Request]]:
     """Targets (b) and (c): the server (not yet started: enter it) and its request functions. `tree`
     (name, path): our server from another source tree (`-P`: the path, not this checkout, comes first)."""
     port = free_port()
     common = {"model": model, "stream": True, "temperature": 0.0, "store": False}
     regex = {"structured_outputs": {"regex": length_regex(n)}} if length == "regex" else {}
     if which == "ours":
-        argv = [sys.executable, *(["-P"] if tree else []), "-m", "vllm_responses", "serve", *flags, "--port",
-                str(port), "--no-code-interpreter", "--db", ":memory:", "--log-level", "warning"]
+        argv = [
+            sys.executable,
+            *(["-P"] if tree else []),
+            "-m",
+            "vllm_responses",
+            "serve",
+            *flags,
+            "--port",
+            str(port),
+            "--no-code-interpreter",
+            "--db",
+            ":memory:",
+            "--log-level",
+            "warning",
+        ]
         body = {**common, "input": PROMPT, "max_output_tokens": n, **regex}
         if tree:
             which = f"ours@{tree[0]}"
-            env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [tree[1], os.environ.get("PYTHONPATH")]))}
+            env = {
+                **env,
+                "PYTHONPATH": os.pathsep.join(filter(None, [tree[1], os.environ.get("PYTHONPATH")])),
+            }
         requests = {which: responses_request(port, body)}
     else:
-        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *flags, "--port", str(port),
-                "--uvicorn-log-level", "warning"]
+        argv = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            *flags,
+            "--port",
+            str(port),
+            "--uvicorn-log-level",
+            "warning",
+        ]
         resp = {**common, "input": PROMPT, "max_output_tokens": n, "ignore_eos": True, **regex}
-        chat = {**common, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": n, "ignore_eos": True,
-                "min_tokens": n, "stream_options": {"include_usage": True}, **regex}
+        chat = {
+            **common,
+            "messages": [{"role": "user", "content": PROMPT}],
+            "max_tokens": n,
+            "ignore_eos": True,
+            "min_tokens": n,
+            "stream_options": {"include_usage": True},
+            **regex,
+        }
         requests = {"vllm_responses": responses_request(port, resp), "vllm_chat": chat_request(port, chat)}
     return ServerProcess(which, argv, port, env, logs / f"gateway-{which}.log"), requests
 
 
-async def raw_and_measure(raw: bool, requests: dict[str, Request], ready: dict[str, float],
-                          cpu: dict[str, Callable[[], float]], model: str, flags: list[str], levels: list[int],
-                          repeats: int, n: int, length: str) -> dict:
+async def raw_and_measure(
+    raw: bool,
+    requests: dict[str, Request],
+    ready: dict[str, float],
+    cpu: dict[str, Callable[[], float]],
+    model: str,
+    flags: list[str],
+    levels: list[int],
+    repeats: int,
+    n: int,
+    length: str,
+) -> dict:
     async with AsyncExitStack() as stack:
         if raw:
             reqs, ready["raw"] = await stack.enter_async_context(open_raw(model, flags, n, length))
@@ -255,9 +315,19 @@ async def raw_and_measure(raw: bool, requests: dict[str, Request], ready: dict[s
     return {label: {"ready_s": round(ready[label], 1), "levels": lv} for label, lv in levels_out.items()}
 
 
-def run_targets(chosen: list[str], interleave: bool, model: str, flags: list[str], env: dict[str, str],
-                levels: list[int], repeats: int, n: int, length: str, logs: Path,
-                trees: list[tuple[str, str]]) -> dict[str, dict]:
+def run_targets(
+    chosen: list[str],
+    interleave: bool,
+    model: str,
+    flags: list[str],
+    env: dict[str, str],
+    levels: list[int],
+    repeats: int,
+    n: int,
+    length: str,
+    logs: Path,
+    trees: list[tuple[str, str]],
+) -> dict[str, dict]:
     """One engine at a time (each target measured alone), or with `interleave` all engines up at once
     and the rounds of every target alternated (fairer on a shared machine, but N engines of memory).
     Each of `trees` adds a target `ours@NAME`: our server from that source tree."""
@@ -293,7 +363,11 @@ def compare(targets: dict[str, dict], levels: list[int]) -> dict[str, Any]:
         ratios[name] = {}
         for c, lv in t["levels"].items():
             base = raw.get(c, {})
-            added = (lv["ttft_p50_s"] - base["ttft_p50_s"]) * 1000 if base.get("ttft_p50_s") and lv["ttft_p50_s"] else None
+            added = (
+                (lv["ttft_p50_s"] - base["ttft_p50_s"]) * 1000
+                if base.get("ttft_p50_s") and lv["ttft_p50_s"]
+                else None
+            )
             ratios[name][c] = {
                 "total_tok_s": ratio(lv["total_tok_s"], base.get("total_tok_s")),
                 "per_stream_tok_s": ratio(lv["per_stream_tok_s"], base.get("per_stream_tok_s")),
@@ -305,7 +379,9 @@ def compare(targets: dict[str, dict], levels: list[int]) -> dict[str, Any]:
     checks: dict[str, Any] = {"level": int(top)}
     if ours:
         checks["tok_s_ge_97pct_of_raw"] = (ours["total_tok_s"] or 0) >= 0.97
-        checks["ttft_p50_added_lt_5ms"] = ours["ttft_p50_added_ms"] is not None and ours["ttft_p50_added_ms"] < 5
+        checks["ttft_p50_added_lt_5ms"] = (
+            ours["ttft_p50_added_ms"] is not None and ours["ttft_p50_added_ms"] < 5
+        )
         for peer in ("vllm_responses", "vllm_chat"):
             if peer in targets:
                 mine, theirs = targets["ours"]["levels"][top], targets[peer]["levels"][top]
@@ -322,17 +398,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1,8,32", help="comma-separated stream counts")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="rounds per concurrency level and target")
-    ap.add_argument("--targets", default=None,
-                    help="raw, ours, vllm (both vLLM endpoints), or none (only the --ours-tree targets); "
-                         "default all, with --quick raw,ours")
+    ap.add_argument(
+        "--targets",
+        default=None,
+        help="raw, ours, vllm (both vLLM endpoints), or none (only the --ours-tree targets); "
+        "default all, with --quick raw,ours",
+    )
     ap.add_argument("--length", choices=["regex", "eos"], default="regex", help="fixed-length method")
-    ap.add_argument("--interleave", action="store_true",
-                    help="start every target's engine at once and alternate their rounds (memory: one engine each)")
+    ap.add_argument(
+        "--interleave",
+        action="store_true",
+        help="start every target's engine at once and alternate their rounds (memory: one engine each)",
+    )
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags for every target (quoted)")
-    ap.add_argument("--ours-tree", action="append", default=[], metavar="NAME=PATH",
-                    help="also measure our server from the source tree PATH (e.g. a checkout of another commit)"
-                         " as target ours@NAME; repeatable; with --interleave, an A/B test in one run")
+    ap.add_argument(
+        "--ours-tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also measure our server from the source tree PATH (e.g. a checkout of another commit)"
+        " as target ours@NAME; repeatable; with --interleave, an A/B test in one run",
+    )
     ap.add_argument("--quick", action="store_true", help="tiny model, 1 and 2 streams, 16 tokens, 1 round")
     ap.add_argument("--out", default="bench-results", help="folder for gateway-<model>.json and server logs")
     ns = ap.parse_args(argv)
@@ -349,15 +436,28 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "gateway",
         "machine": machine_info(),
-        "config": {"model": ns.model, "model_path": model, "engine_flags": flags, "env": env, "prompt": PROMPT,
-                   "max_tokens": ns.max_tokens, "concurrency": levels, "repeats": ns.repeats, "length": ns.length,
-                   "length_regex": length_regex(ns.max_tokens) if ns.length == "regex" else None,
-                   "client": CLIENT, "interleave": ns.interleave, "quick": ns.quick, "ours_trees": dict(trees)},
+        "config": {
+            "model": ns.model,
+            "model_path": model,
+            "engine_flags": flags,
+            "env": env,
+            "prompt": PROMPT,
+            "max_tokens": ns.max_tokens,
+            "concurrency": levels,
+            "repeats": ns.repeats,
+            "length": ns.length,
+            "length_regex": length_regex(ns.max_tokens) if ns.length == "regex" else None,
+            "client": CLIENT,
+            "interleave": ns.interleave,
+            "quick": ns.quick,
+            "ours_trees": dict(trees),
+        },
         "targets": {},
     }
     t0 = time.monotonic()
-    result["targets"] = run_targets(chosen, ns.interleave, model, flags, env, levels, ns.repeats, ns.max_tokens,
-                                    ns.length, logs, trees)
+    result["targets"] = run_targets(
+        chosen, ns.interleave, model, flags, env, levels, ns.repeats, ns.max_tokens, ns.length, logs, trees
+    )
     result.update(compare(result["targets"], levels))
     result["wall_s"] = round(time.monotonic() - t0, 1)
     label = ns.model if ns.model in ("tiny", "default") else Path(model).name

@@ -32,7 +32,9 @@ from interpreter_service.worker import WorkerConfig, WorkerProcess
 __all__ = ["main"]
 
 NUMPY_CELL = "import numpy as np\na = np.arange(250_000, dtype=np.float64).reshape(500, 500)\nprint(float((a @ a).sum()))"
-PLOT_CELL = "import matplotlib.pyplot as plt\nplt.plot(range(10), [x * x for x in range(10)])\nplt.title('squares')"
+PLOT_CELL = (
+    "import matplotlib.pyplot as plt\nplt.plot(range(10), [x * x for x in range(10)])\nplt.title('squares')"
+)
 CPU_CELL = "s = 0\nfor i in range(100_000):\n    s += i * i\nprint(s)"
 
 
@@ -95,8 +97,12 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
         "new_container_ms": {"p50": ms(create, 50), "max": ms(create, 100), "n": len(create)},
         "print_ms": {"p50": ms(prints, 50), "p90": ms(prints, 90), "p99": ms(prints, 99), "n": len(prints)},
         "numpy_cell_ms": {"first": ms(numpy_first, 50), "p50": ms(numpy, 50), "n": len(numpy)},
-        "matplotlib_png_ms": {"first": round(plot_first * 1000, 1), "p50": ms(plots, 50), "n": len(plots),
-                              "png_bytes": png},
+        "matplotlib_png_ms": {
+            "first": round(plot_first * 1000, 1),
+            "p50": ms(plots, 50),
+            "n": len(plots),
+            "png_bytes": png,
+        },
         "rss_mib": {"warm_idle": round(rss_warm, 1), "after_plots": round(rss_after, 1)},
         "timeout_0_5s": timeout,
     }
@@ -123,8 +129,10 @@ async def scaling(dist: Path, counts: list[int], seconds: float) -> dict[str, An
                 t0 = time.perf_counter()
                 await asyncio.gather(*(loop(i) for i in range(k)))
                 rates[k] = sum(done) / (time.perf_counter() - t0)
-            out[label] = {str(k): {"calls_s": round(r, 1), "ratio_to_1": round(r / rates[counts[0]], 2)}
-                          for k, r in rates.items()}
+            out[label] = {
+                str(k): {"calls_s": round(r, 1), "ratio_to_1": round(r / rates[counts[0]], 2)}
+                for k, r in rates.items()
+            }
     return out
 
 

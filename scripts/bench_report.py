@@ -21,8 +21,12 @@ from benchlib import REPO
 __all__ = ["main", "render"]
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-LABELS = {"raw": "raw AsyncLLM", "ours": "ours /v1/responses", "vllm_responses": "vLLM /v1/responses",
-          "vllm_chat": "vLLM /v1/chat/completions"}
+LABELS = {
+    "raw": "raw AsyncLLM",
+    "ours": "ours /v1/responses",
+    "vllm_responses": "vLLM /v1/responses",
+    "vllm_chat": "vLLM /v1/chat/completions",
+}
 
 
 def _f(v: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
@@ -31,20 +35,29 @@ def _f(v: Any, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
 
 def machine_line(m: dict[str, Any]) -> str:
     v = m.get("versions", {})
-    return (f"{m.get('date', '?')}; {m.get('cpu')} ({', '.join(m.get('cpu_flags', [])) or 'no AVX flags'}), "
-            f"{m.get('cores')} cores, {m.get('mem_gib')} GiB{', GPU ' + m['gpu'] if m.get('gpu') else ''}; "
-            f"load average {m.get('loadavg_start')} -> {m.get('loadavg_end')}; vLLM {v.get('vllm')}, "
-            f"torch {v.get('torch')}; commit {m.get('git_commit')}")
+    return (
+        f"{m.get('date', '?')}; {m.get('cpu')} ({', '.join(m.get('cpu_flags', [])) or 'no AVX flags'}), "
+        f"{m.get('cores')} cores, {m.get('mem_gib')} GiB{', GPU ' + m['gpu'] if m.get('gpu') else ''}; "
+        f"load average {m.get('loadavg_start')} -> {m.get('loadavg_end')}; vLLM {v.get('vllm')}, "
+        f"torch {v.get('torch')}; commit {m.get('git_commit')}"
+    )
 
 
 def gateway_md(d: dict[str, Any]) -> str:
     c = d["config"]
     dtype = c["engine_flags"][c["engine_flags"].index("--dtype") + 1]
-    lines = [(f"Model `{c['model']}`, dtype {dtype}, {c['max_tokens']} output tokens per stream, fixed by "
-             f"`{c['length']}`, {c['repeats']} rounds per level. Machine: {machine_line(d['machine'])}."), "",
-             ("| target | streams | TTFT p50 | TTFT p95 | total tok/s | per-stream tok/s | errors "
-             "| tok/s vs raw | TTFT p50 added |"),
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        (
+            f"Model `{c['model']}`, dtype {dtype}, {c['max_tokens']} output tokens per stream, fixed by "
+            f"`{c['length']}`, {c['repeats']} rounds per level. Machine: {machine_line(d['machine'])}."
+        ),
+        "",
+        (
+            "| target | streams | TTFT p50 | TTFT p95 | total tok/s | per-stream tok/s | errors "
+            "| tok/s vs raw | TTFT p50 added |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, t in d["targets"].items():
         for lv, r in t["levels"].items():
             rr = d["ratios_to_raw"].get(name, {}).get(lv, {})
@@ -52,11 +65,15 @@ def gateway_md(d: dict[str, Any]) -> str:
                 f"| {LABELS.get(name, name)} | {lv} | {_f(r['ttft_p50_s'], 1, 1000, ' ms')} "
                 f"| {_f(r['ttft_p95_s'], 1, 1000, ' ms')} | {_f(r['total_tok_s'])} | {_f(r['per_stream_tok_s'])} "
                 f"| {r['errors']}/{r['requests']} | {_f(rr.get('total_tok_s'), 3)} "
-                f"| {_f(rr.get('ttft_p50_added_ms'), 1, 1, ' ms')} |")
+                f"| {_f(rr.get('ttft_p50_added_ms'), 1, 1, ' ms')} |"
+            )
     ready = ", ".join(f"{LABELS.get(k, k)} {t['ready_s']} s" for k, t in d["targets"].items())
-    lines += ["", f"Ready after: {ready}. Targets at {d['checks']['level']} streams: "
-              + ", ".join(f"{k} {'met' if v else '**not met**'}" for k, v in d["checks"].items() if k != "level")
-              + "."]
+    lines += [
+        "",
+        f"Ready after: {ready}. Targets at {d['checks']['level']} streams: "
+        + ", ".join(f"{k} {'met' if v else '**not met**'}" for k, v in d["checks"].items() if k != "level")
+        + ".",
+    ]
     return "\n".join(lines)
 
 
@@ -66,26 +83,68 @@ def interpreter_md(d: dict[str, Any]) -> str:
     bare, pre = w["bare"], w["numpy_matplotlib"]
     rows: list[tuple[str, str, str, bool | None]] = [
         ("worker start to ready, bare", f"{bare['ready_s_p50']} s, RSS {bare['rss_mib']} MiB", "", None),
-        ("worker start to ready, numpy + matplotlib", f"{pre['ready_s_p50']} s, RSS {pre['rss_mib']} MiB", "", None),
-        ("RSS of a pool worker (warm idle / after plots)",
-         f"{s['rss_mib']['warm_idle']} / {s['rss_mib']['after_plots']} MiB", "≤ 300 MB", ok["rss_le_300mb"]),
-        ("new container from the warm pool", f"p50 {s['new_container_ms']['p50']} ms", "≤ 50 ms",
-         ok["new_container_le_50ms"]),
-        ("`print(1)` round trip", (f"p50 {s['print_ms']['p50']} ms, p99 {s['print_ms']['p99']} ms "
-         f"(n = {s['print_ms']['n']})"), "p50 ≤ 2 ms", ok["print_p50_le_2ms"]),
-        ("numpy cell (500x500 matmul)",
-         f"first {s['numpy_cell_ms']['first']} ms, p50 {s['numpy_cell_ms']['p50']} ms", "", None),
-        ("matplotlib cell returning a PNG", (f"first {s['matplotlib_png_ms']['first']} ms, "
-         f"p50 {s['matplotlib_png_ms']['p50']} ms"), "≤ 300 ms", ok["matplotlib_png_le_300ms"]),
-        ("`while True: pass`, 0.5 s timeout", (f"returned after {s['timeout_0_5s']['returned_after_ms']} ms "
-         f"({s['timeout_0_5s']['error_kind']})"), "", None),
+        (
+            "worker start to ready, numpy + matplotlib",
+            f"{pre['ready_s_p50']} s, RSS {pre['rss_mib']} MiB",
+            "",
+            None,
+        ),
+        (
+            "RSS of a pool worker (warm idle / after plots)",
+            f"{s['rss_mib']['warm_idle']} / {s['rss_mib']['after_plots']} MiB",
+            "≤ 300 MB",
+            ok["rss_le_300mb"],
+        ),
+        (
+            "new container from the warm pool",
+            f"p50 {s['new_container_ms']['p50']} ms",
+            "≤ 50 ms",
+            ok["new_container_le_50ms"],
+        ),
+        (
+            "`print(1)` round trip",
+            (f"p50 {s['print_ms']['p50']} ms, p99 {s['print_ms']['p99']} ms (n = {s['print_ms']['n']})"),
+            "p50 ≤ 2 ms",
+            ok["print_p50_le_2ms"],
+        ),
+        (
+            "numpy cell (500x500 matmul)",
+            f"first {s['numpy_cell_ms']['first']} ms, p50 {s['numpy_cell_ms']['p50']} ms",
+            "",
+            None,
+        ),
+        (
+            "matplotlib cell returning a PNG",
+            (f"first {s['matplotlib_png_ms']['first']} ms, p50 {s['matplotlib_png_ms']['p50']} ms"),
+            "≤ 300 ms",
+            ok["matplotlib_png_le_300ms"],
+        ),
+        (
+            "`while True: pass`, 0.5 s timeout",
+            (
+                f"returned after {s['timeout_0_5s']['returned_after_ms']} ms "
+                f"({s['timeout_0_5s']['error_kind']})"
+            ),
+            "",
+            None,
+        ),
     ]
     for kind in ("print", "cpu"):
         vals = ", ".join(f"{k}: {v['calls_s']}/s (x{v['ratio_to_1']})" for k, v in sc[kind].items())
-        rows.append((f"calls/s by workers, `{kind}` cell", vals,
-                     "near-linear to the core count" if kind == "cpu" else "", cpu_ok if kind == "cpu" else None))
-    out = [f"Machine: {machine_line(d['machine'])}.", "", "| measure | value | target | met |",
-           "| --- | --- | --- | --- |"]
+        rows.append(
+            (
+                f"calls/s by workers, `{kind}` cell",
+                vals,
+                "near-linear to the core count" if kind == "cpu" else "",
+                cpu_ok if kind == "cpu" else None,
+            )
+        )
+    out = [
+        f"Machine: {machine_line(d['machine'])}.",
+        "",
+        "| measure | value | target | met |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, value, target, met in rows:
         out.append(f"| {name} | {value} | {target} | {'' if met is None else 'yes' if met else '**no**'} |")
     return "\n".join(out)
@@ -93,11 +152,19 @@ def interpreter_md(d: dict[str, Any]) -> str:
 
 def agent_md(d: dict[str, Any]) -> str:
     f, w = d["first_turn_new_container"], d["warm_container"]
-    out = [(f"Model `{d['config']['model']}` (forced: {d['config']['forced']}), {d['turns']} turns on a warm "
-           f"container after the first; answer exact: {d['answer_exact']}. Machine: {machine_line(d['machine'])}."),
-           "", "| part | first turn (new container) | warm container p50 | p90 |", "| --- | --- | --- | --- |"]
+    out = [
+        (
+            f"Model `{d['config']['model']}` (forced: {d['config']['forced']}), {d['turns']} turns on a warm "
+            f"container after the first; answer exact: {d['answer_exact']}. Machine: {machine_line(d['machine'])}."
+        ),
+        "",
+        "| part | first turn (new container) | warm container p50 | p90 |",
+        "| --- | --- | --- | --- |",
+    ]
     for k in ("total_ms", "engine_ms", "sandbox_ms", "gateway_ms"):
-        out.append(f"| {k.removesuffix('_ms')} | {f[k]:.1f} ms | {w[k]['p50']:.1f} ms | {w[k]['p90']:.1f} ms |")
+        out.append(
+            f"| {k.removesuffix('_ms')} | {f[k]:.1f} ms | {w[k]['p50']:.1f} ms | {w[k]['p90']:.1f} ms |"
+        )
     return "\n".join(out)
 
 
@@ -115,8 +182,12 @@ def plots(results: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
             for t, data in d["targets"].items():
                 xs = [int(k) for k in data["levels"]]
                 a1.plot(xs, [v["total_tok_s"] for v in data["levels"].values()], "o-", label=LABELS.get(t, t))
-                a2.plot(xs, [(v["ttft_p50_s"] or 0) * 1000 for v in data["levels"].values()], "o-",
-                        label=LABELS.get(t, t) + " p50")
+                a2.plot(
+                    xs,
+                    [(v["ttft_p50_s"] or 0) * 1000 for v in data["levels"].values()],
+                    "o-",
+                    label=LABELS.get(t, t) + " p50",
+                )
             a1.set(xlabel="concurrent streams", ylabel="output tok/s (total)", title="throughput")
             a2.set(xlabel="concurrent streams", ylabel="ms", title="time to first token (p50)", yscale="log")
             a1.legend(fontsize=8)
@@ -163,13 +234,32 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     parts = []
     for name, d in results.items():
         if name.startswith("gateway"):
-            parts += [f"### Gateway: {d['config']['model']} model (`{name}.json`)", "", gateway_md(d),
-                      "", f"![{name}](bench/{name}.png)", ""]
+            parts += [
+                f"### Gateway: {d['config']['model']} model (`{name}.json`)",
+                "",
+                gateway_md(d),
+                "",
+                f"![{name}](bench/{name}.png)",
+                "",
+            ]
     if "interpreter" in results:
-        parts += ["### Interpreter (`interpreter.json`)", "", interpreter_md(results["interpreter"]), "",
-                  "![interpreter](bench/interpreter.png)", ""]
+        parts += [
+            "### Interpreter (`interpreter.json`)",
+            "",
+            interpreter_md(results["interpreter"]),
+            "",
+            "![interpreter](bench/interpreter.png)",
+            "",
+        ]
     if "agent" in results:
-        parts += ["### Agent turn (`agent.json`)", "", agent_md(results["agent"]), "", "![agent](bench/agent.png)", ""]
+        parts += [
+            "### Agent turn (`agent.json`)",
+            "",
+            agent_md(results["agent"]),
+            "",
+            "![agent](bench/agent.png)",
+            "",
+        ]
     return "\n".join(parts)
 
 

@@ -50,6 +50,7 @@ class BenchError(RuntimeError):
 
 # -- machine and run facts ------------------------------------------------------------------------------
 
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -78,13 +79,17 @@ def machine_info() -> dict[str, Any]:
     flags = cpu_flags()
     mem_gib = None
     try:
-        kb = next(int(ln.split()[1]) for ln in Path("/proc/meminfo").read_text().splitlines()
-                  if ln.startswith("MemTotal:"))
+        kb = next(
+            int(ln.split()[1])
+            for ln in Path("/proc/meminfo").read_text().splitlines()
+            if ln.startswith("MemTotal:")
+        )
         mem_gib = round(kb / 2**20, 1)
     except (OSError, StopIteration):
         pass
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                            check=False)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
+    )
     gpu = None
     try:
         import torch
@@ -119,6 +124,7 @@ def write_json(out_dir: str | Path, name: str, data: dict[str, Any]) -> Path:
 
 # -- statistics -----------------------------------------------------------------------------------------
 
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear-interpolated percentile `q` (0-100) of `values`; None when empty."""
     if not values:
@@ -135,6 +141,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 # -- models and engine flags ----------------------------------------------------------------------------
+
 
 def model_path(name: str) -> str:
     """`tiny`, `default` or a model path / Hugging Face name, as a path or name vLLM can load."""
@@ -169,6 +176,7 @@ def engine_flags(model: str, *, max_model_len: int, extra: str = "") -> tuple[li
 
 # -- child server processes ---------------------------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -194,7 +202,11 @@ class ServerProcess:
         log = self.log_path.open("wb")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
-            self.argv, cwd=REPO, env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT,
+            self.argv,
+            cwd=REPO,
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         url = f"http://127.0.0.1:{self.port}{self.ready_path}"
@@ -237,7 +249,10 @@ class ServerProcess:
 
 # -- a light SSE client ----------------------------------------------------------------------------------
 
-async def post_sse(port: int, path: str, body: dict[str, Any], host: str = "127.0.0.1") -> AsyncIterator[bytes]:
+
+async def post_sse(
+    port: int, path: str, body: dict[str, Any], host: str = "127.0.0.1"
+) -> AsyncIterator[bytes]:
     """POST `body` as JSON over HTTP/1.1 and yield each SSE event block (bytes, without the blank line).
 
     Plain asyncio streams and a hand-parsed chunked body: a few microseconds per event, so the load
@@ -246,8 +261,10 @@ async def post_sse(port: int, path: str, body: dict[str, Any], host: str = "127.
     payload = json.dumps(body).encode()
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
     try:
-        head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-                f"Accept: text/event-stream\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n")
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+        )
         writer.write(head.encode() + payload)
         await writer.drain()
         status = int((await reader.readline()).split()[1])
@@ -257,7 +274,9 @@ async def post_sse(port: int, path: str, body: dict[str, Any], host: str = "127.
             if name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
                 chunked = True
         if status != 200:
-            raise BenchError(f"HTTP {status} from {path}: {(await reader.read(2000)).decode(errors='replace')}")
+            raise BenchError(
+                f"HTTP {status} from {path}: {(await reader.read(2000)).decode(errors='replace')}"
+            )
         buf = b""
         while True:
             if chunked:

@@ -14,4 +14,8 @@ if ! command -v chromium >/dev/null 2>&1; then
     say "no chromium and no root apt-get: the playground browser test will be skipped"
   fi
 fi
+say "checks: ruff check, ruff format --check, mypy --strict (vllm_responses, interpreter_service)"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

@@ -24,7 +24,9 @@ def assert_implements(cls: type, protocol: type) -> None:
     """Fail unless `cls` has every public member of `protocol`, each of the same kind (property, method,
     coroutine method) and, for methods, with the same parameters. Stricter than `isinstance` against a
     runtime-checkable Protocol, which only checks that the names exist."""
-    members = {n for n in vars(protocol) if not n.startswith("_")} | set(getattr(protocol, "__annotations__", {}))
+    members = {n for n in vars(protocol) if not n.startswith("_")} | set(
+        getattr(protocol, "__annotations__", {})
+    )
     assert members, f"{protocol.__name__} has no public members"
     for name in sorted(members):
         want = inspect.getattr_static(protocol, name)

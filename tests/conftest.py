@@ -16,7 +16,9 @@ from vllm_responses.config import Config
 @pytest.fixture(scope="session")
 def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     db = str(tmp_path_factory.mktemp("db") / "responses.db")
-    server = LiveServer(Config(code_interpreter_timeout=5.0), FakeEngine(), FakeInterpreter(max_containers=1000), db=db).start()
+    server = LiveServer(
+        Config(code_interpreter_timeout=5.0), FakeEngine(), FakeInterpreter(max_containers=1000), db=db
+    ).start()
     yield server
     server.stop()
 
@@ -34,7 +36,9 @@ def client(fake_server: LiveServer) -> openai.OpenAI:
 
 @pytest.fixture
 def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
+    return openai.AsyncOpenAI(
+        base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30
+    )
 
 
 @pytest.fixture(scope="module")

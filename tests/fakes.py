@@ -64,7 +64,9 @@ def code_call(code: str, index: int = 0, *, finish: bool = True) -> list[EngineE
     return events + ([Finish("tool_calls", Usage())] if finish else [])
 
 
-def function_call(name: str, arguments: dict[str, Any], index: int = 0, *, finish: bool = True) -> list[EngineEvent]:
+def function_call(
+    name: str, arguments: dict[str, Any], index: int = 0, *, finish: bool = True
+) -> list[EngineEvent]:
     args = json.dumps(arguments)
     events: list[EngineEvent] = [ToolCallStart(index, name)]
     events += [ToolCallDelta(index, c) for c in chunks(args, 5)]
@@ -141,7 +143,9 @@ class FakeEngine:
             for t in request.turns
         )
         if request.tool_choice != "none":
-            chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+            chars += sum(
+                len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools
+            )
         return chars // 4 + 1
 
     async def count_tokens(self, request: GenerateRequest) -> int:
@@ -174,7 +178,9 @@ class FakeInterpreter(Interpreter):
     async def aclose(self) -> None:
         self.containers.clear()
 
-    async def create_container(self, *, name: str | None = None, memory_limit: str | None = None) -> ContainerInfo:
+    async def create_container(
+        self, *, name: str | None = None, memory_limit: str | None = None
+    ) -> ContainerInfo:
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")
         cid = f"cntr_fake{next(self._ids):04d}"
@@ -199,7 +205,9 @@ class FakeInterpreter(Interpreter):
         del self.infos[container_id], self.containers[container_id], self.files[container_id]
         del self.uploaded[container_id]
 
-    async def execute(self, container_id: str, code: str, *, timeout_s: float | None = None) -> ExecutionResult:
+    async def execute(
+        self, container_id: str, code: str, *, timeout_s: float | None = None
+    ) -> ExecutionResult:
         if container_id not in self.containers:
             raise ContainerNotFound(container_id)
         self.executions.append((container_id, code))
@@ -210,7 +218,9 @@ class FakeInterpreter(Interpreter):
                 self.cancelled += 1
                 raise
         if "# fake-timeout" in code:
-            return ExecutionResult(logs="", error=f"Execution timed out after {timeout_s} s", error_kind="timeout")
+            return ExecutionResult(
+                logs="", error=f"Execution timed out after {timeout_s} s", error_kind="timeout"
+            )
         env = self.containers[container_id]
         files = self.files[container_id]
         changed: list[str] = []

@@ -46,7 +46,9 @@ def tiny_model_server(workers: int = 2) -> LiveServer:
         async with AsyncExitStack() as stack:
             pool = await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
             parser = add_engine_cli_args(argparse.ArgumentParser())
-            args = engine_args_from_namespace(parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path))
+            args = engine_args_from_namespace(
+                parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path)
+            )
             engine = await VLLMEngine.start(args, model_name=TINY, tool_parser="hermes")
             stack.push_async_callback(engine.aclose)
             yield engine, pool, MemoryStore()

@@ -29,7 +29,13 @@ class LiveServer:
     """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly."""
 
     def __init__(
-        self, config: Config, engine: Any, interpreter: Any, *, db: str | None = None, opener: Opener | None = None
+        self,
+        config: Config,
+        engine: Any,
+        interpreter: Any,
+        *,
+        db: str | None = None,
+        opener: Opener | None = None,
     ) -> None:
         self.port = free_port()
         self.config = Config(**{**config.__dict__, "port": self.port})

@@ -30,20 +30,42 @@ from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.stream import ResponseBuilder
 
 ECHO: ResponseEcho = {
-    "model": "fake-model", "instructions": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True,
-    "temperature": None, "top_p": None, "max_output_tokens": None, "max_tool_calls": None,
-    "previous_response_id": None, "metadata": {}, "background": False, "text": {"format": {"type": "text"}},
-    "truncation": "disabled", "user": None, "reasoning": None, "top_logprobs": 0, "service_tier": "default",
-    "safety_identifier": None, "prompt_cache_key": None,
+    "model": "fake-model",
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "top_p": None,
+    "max_output_tokens": None,
+    "max_tool_calls": None,
+    "previous_response_id": None,
+    "metadata": {},
+    "background": False,
+    "text": {"format": {"type": "text"}},
+    "truncation": "disabled",
+    "user": None,
+    "reasoning": None,
+    "top_logprobs": 0,
+    "service_tier": "default",
+    "safety_identifier": None,
+    "prompt_cache_key": None,
 }
 WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
 
 
 def plan(**overrides: Any) -> AgentPlan:
     fields: dict[str, Any] = {
-        "turns": (Message("user", "hi"),), "tools": (), "tool_choice": "auto", "parallel_tool_calls": True,
-        "sampling": Sampling(), "max_output_tokens": None, "max_tool_calls": None, "max_turns": 8,
-        "code_timeout_s": 5.0, "container": None,
+        "turns": (Message("user", "hi"),),
+        "tools": (),
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "sampling": Sampling(),
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "max_turns": 8,
+        "code_timeout_s": 5.0,
+        "container": None,
     }
     return AgentPlan(**{**fields, **overrides})
 
@@ -152,7 +174,11 @@ async def test_a_call_to_a_tool_not_offered_is_dropped() -> None:
 
 async def test_a_code_call_cut_off_by_length_is_closed_and_run() -> None:
     engine, interp = FakeEngine(), FakeInterpreter()
-    cut = [ToolCallStart(0, CODE_TOOL_NAME), ToolCallDelta(0, '{"code": "print(1)'), Finish("length", Usage())]
+    cut = [
+        ToolCallStart(0, CODE_TOOL_NAME),
+        ToolCallDelta(0, '{"code": "print(1)'),
+        Finish("length", Usage()),
+    ]
     engine.reset(cut, say("one"))
     events = await run(loop_of(engine, with_code(interp), interp))
     call = events[-1]["response"]["output"][0]

@@ -96,15 +96,23 @@ def test_code_interpreter_stream_order_and_outputs(fake_server: LiveServer, engi
     done = next(e for e in events if e["type"] == "response.output_item.done")["item"]
     assert done["status"] == "completed"
     assert done["outputs"][0] == {"type": "logs", "logs": "x is 42\n43\n"}
-    assert done["outputs"][1]["type"] == "image" and done["outputs"][1]["url"].startswith("data:image/png;base64,")
+    assert done["outputs"][1]["type"] == "image" and done["outputs"][1]["url"].startswith(
+        "data:image/png;base64,"
+    )
     # The second model call saw the code and what it printed.
     second = engine.requests[1].turns
     assert isinstance(second[-2], ToolCall) and json.loads(second[-2].arguments) == {"code": code}
-    assert isinstance(second[-1], ToolResult) and "x is 42" in second[-1].output and "figure 1" in second[-1].output
+    assert (
+        isinstance(second[-1], ToolResult)
+        and "x is 42" in second[-1].output
+        and "figure 1" in second[-1].output
+    )
     assert events[-1]["response"]["output"][-1]["content"][0]["text"] == "It printed x is 42."
 
 
-def test_outputs_are_null_without_include(fake_server: LiveServer, engine: FakeEngine, client: openai.OpenAI) -> None:
+def test_outputs_are_null_without_include(
+    fake_server: LiveServer, engine: FakeEngine, client: openai.OpenAI
+) -> None:
     engine.reset(code_call("print(1)"), say("done"))
     events = raw_stream(fake_server, {"model": MODEL, "input": "go", "tools": CI})
     items = [e["item"] for e in events if e["type"] == "response.output_item.done"]
@@ -119,7 +127,10 @@ def test_outputs_are_null_without_include(fake_server: LiveServer, engine: FakeE
 def test_sdk_stream_helper_accumulates_the_stored_response(client: openai.OpenAI, engine: FakeEngine) -> None:
     engine.reset(think("Let me compute.") + code_call("print(2 ** 10)"), say("2**10 is 1024."))
     with client.responses.stream(
-        model=MODEL, input="2**10?", tools=CI, include=["code_interpreter_call.outputs"]  # type: ignore[list-item]
+        model=MODEL,
+        input="2**10?",
+        tools=CI,
+        include=["code_interpreter_call.outputs"],  # type: ignore[list-item]
     ) as stream:
         seen = [event.type for event in stream]
         final = stream.get_final_response()
@@ -130,7 +141,9 @@ def test_sdk_stream_helper_accumulates_the_stored_response(client: openai.OpenAI
     assert final.output[1].outputs[0].logs == "1024\n"  # type: ignore[union-attr, index]
 
 
-def test_reasoning_encrypted_content_is_opaque_and_accepted_back(client: openai.OpenAI, engine: FakeEngine) -> None:
+def test_reasoning_encrypted_content_is_opaque_and_accepted_back(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
     engine.reset(think("Add them.") + say("5"), think("Double it.") + say("10"))
     plain = client.responses.create(model=MODEL, input="2+3?", store=False)
     assert plain.output[0].type == "reasoning" and plain.output[0].encrypted_content is None
@@ -140,11 +153,20 @@ def test_reasoning_encrypted_content_is_opaque_and_accepted_back(client: openai.
     ) as stream:
         first = stream.get_final_response()
     sealed = first.output[0]
-    assert sealed.type == "reasoning" and sealed.encrypted_content and "Add them." not in sealed.encrypted_content
+    assert (
+        sealed.type == "reasoning"
+        and sealed.encrypted_content
+        and "Add them." not in sealed.encrypted_content
+    )
     # A stateless client sends the whole output back as input, encrypted reasoning included.
-    history = [{"role": "user", "content": "2+3?"}, *[it.model_dump(exclude_none=True) for it in first.output]]
+    history = [
+        {"role": "user", "content": "2+3?"},
+        *[it.model_dump(exclude_none=True) for it in first.output],
+    ]
     second = client.responses.create(
-        model=MODEL, input=[*history, {"role": "user", "content": "Double it."}], store=False,
+        model=MODEL,
+        input=[*history, {"role": "user", "content": "Double it."}],
+        store=False,
         include=["reasoning.encrypted_content"],
     )
     assert second.output_text == "10" and second.output[0].encrypted_content
@@ -152,7 +174,13 @@ def test_reasoning_encrypted_content_is_opaque_and_accepted_back(client: openai.
 
 
 def test_function_tool_round_trip(client: openai.OpenAI, engine: FakeEngine) -> None:
-    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
     engine.reset(function_call("get_weather", {"city": "Paris"}), say("It is sunny in Paris."))
     first = client.responses.create(model=MODEL, input="Weather in Paris?", tools=tools)  # type: ignore[arg-type]
     assert first.status == "completed"
@@ -183,17 +211,34 @@ def test_previous_response_id_across_three_turns(client: openai.OpenAI, engine: 
     r3 = client.responses.create(model=MODEL, input="Summarize.", previous_response_id=r2.id)
     turns = engine.requests[0].turns
     texts = [t.output if isinstance(t, ToolResult) else getattr(t, "text", None) for t in turns]
-    assert texts == ["Compute it.", None, "42\n", "It is 42.", "Add one.", None, "43\n", "Now 43.", "Summarize."]
+    assert texts == [
+        "Compute it.",
+        None,
+        "42\n",
+        "It is 42.",
+        "Add one.",
+        None,
+        "43\n",
+        "Now 43.",
+        "Summarize.",
+    ]
     assert r3.output_text == "We computed 42 then 43."
 
 
 def test_code_call_resent_as_input_reuses_its_container(client: openai.OpenAI, engine: FakeEngine) -> None:
     # Clients that keep the conversation themselves (openai-agents, langchain) send earlier items back as input.
     engine.reset(code_call("secret = 7 * 6\nprint(secret)"), say("It is 42."))
-    r1 = client.responses.create(model=MODEL, input="Compute it.", tools=CI, include=["code_interpreter_call.outputs"])  # type: ignore[arg-type,list-item]
+    r1 = client.responses.create(
+        model=MODEL, input="Compute it.", tools=CI, include=["code_interpreter_call.outputs"]
+    )  # type: ignore[arg-type,list-item]
     engine.reset(code_call("print(secret + 1)"), say("Now 43."))
-    history = [{"role": "user", "content": "Compute it."}, *(it.model_dump(exclude_none=True) for it in r1.output)]
-    r2 = client.responses.create(model=MODEL, input=[*history, {"role": "user", "content": "Add one."}], tools=CI)  # type: ignore[arg-type,list-item]
+    history = [
+        {"role": "user", "content": "Compute it."},
+        *(it.model_dump(exclude_none=True) for it in r1.output),
+    ]
+    r2 = client.responses.create(
+        model=MODEL, input=[*history, {"role": "user", "content": "Add one."}], tools=CI
+    )  # type: ignore[arg-type,list-item]
     assert r2.output[0].container_id == r1.output[0].container_id  # type: ignore[union-attr]
     assert engine.requests[1].turns[-1].output == "43\n"  # type: ignore[union-attr]
 
@@ -204,8 +249,14 @@ def test_item_references_bring_back_stored_items(client: openai.OpenAI, engine: 
     r1 = client.responses.create(model=MODEL, input="Compute it.", tools=CI)  # type: ignore[arg-type]
     engine.reset(code_call("print(secret + 1)"), say("Now 43."))
     refs = [{"type": "item_reference", "id": it.id} for it in r1.output]
-    r2 = client.responses.create(model=MODEL, input=[{"role": "user", "content": "Compute it."}, *refs, {"role": "user", "content": "Add one."}], tools=CI)  # type: ignore[arg-type,list-item]
-    texts = [t.output if isinstance(t, ToolResult) else getattr(t, "text", None) for t in engine.requests[0].turns]
+    r2 = client.responses.create(
+        model=MODEL,
+        input=[{"role": "user", "content": "Compute it."}, *refs, {"role": "user", "content": "Add one."}],
+        tools=CI,
+    )  # type: ignore[arg-type,list-item]
+    texts = [
+        t.output if isinstance(t, ToolResult) else getattr(t, "text", None) for t in engine.requests[0].turns
+    ]
     assert texts == ["Compute it.", None, "42\n", "It is 42.", "Add one."]
     assert r2.output[0].container_id == r1.output[0].container_id  # type: ignore[union-attr]
     with pytest.raises(openai.NotFoundError) as err:
@@ -232,14 +283,20 @@ def test_background_cancel(client: openai.OpenAI, engine: FakeEngine) -> None:
     assert engine.aborted, "the engine request was not aborted"
 
 
-def test_background_completes_and_restreams(fake_server: LiveServer, client: openai.OpenAI, engine: FakeEngine) -> None:
+def test_background_completes_and_restreams(
+    fake_server: LiveServer, client: openai.OpenAI, engine: FakeEngine
+) -> None:
     engine.reset(say("background answer"), delay=0.01)
     r = client.responses.create(model=MODEL, input="bg", background=True)
     with httpx.Client(timeout=30) as http:
         text = http.get(f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true"}).text
         events = parse_sse(text)
         check_stream(events)
-        later = parse_sse(http.get(f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true", "starting_after": 3}).text)
+        later = parse_sse(
+            http.get(
+                f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true", "starting_after": 3}
+            ).text
+        )
     assert [e["sequence_number"] for e in later] == list(range(4, len(events)))
     assert client.responses.retrieve(r.id).output_text == "background answer"
 
@@ -258,7 +315,8 @@ def test_max_output_tokens_incomplete(fake_server: LiveServer, engine: FakeEngin
     assert events[-1]["type"] == "response.incomplete"
     assert final["incomplete_details"] == {"reason": "max_output_tokens"}
     assert [(it["type"], it["status"]) for it in final["output"]] == [
-        ("code_interpreter_call", "completed"), ("message", "incomplete")
+        ("code_interpreter_call", "completed"),
+        ("message", "incomplete"),
     ]
     assert final["output"][1]["content"][0]["text"] == answer[:15]  # 5 deltas of 3 characters
     assert final["usage"]["output_tokens"] == spent + 5
@@ -268,7 +326,9 @@ def test_max_output_tokens_spent_by_a_tool_call(fake_server: LiveServer, engine:
     """A code call that uses the whole budget runs, and no further model call is made."""
     code = code_call("print(1)")
     engine.reset(code, say("never"))
-    events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI, "max_output_tokens": len(code) - 1})
+    events = raw_stream(
+        fake_server, {"model": MODEL, "input": "x", "tools": CI, "max_output_tokens": len(code) - 1}
+    )
     assert len(engine.requests) == 1
     assert events[-1]["type"] == "response.incomplete"
     assert [(it["type"], it["status"]) for it in events[-1]["response"]["output"]] == [
@@ -288,7 +348,10 @@ def test_engine_failure_is_response_failed(fake_server: LiveServer, engine: Fake
 
 def test_code_timeout_is_failed_item_and_loop_goes_on(fake_server: LiveServer, engine: FakeEngine) -> None:
     engine.reset(code_call("while True: pass  # fake-timeout"), say("The code timed out."))
-    events = raw_stream(fake_server, {"model": MODEL, "input": "loop", "tools": CI, "include": ["code_interpreter_call.outputs"]})
+    events = raw_stream(
+        fake_server,
+        {"model": MODEL, "input": "loop", "tools": CI, "include": ["code_interpreter_call.outputs"]},
+    )
     item = next(e for e in events if e["type"] == "response.output_item.done")["item"]
     assert item["status"] == "failed" and "timed out" in item["outputs"][0]["logs"]
     assert "response.code_interpreter_call.completed" not in [e["type"] for e in events]
@@ -323,7 +386,11 @@ def test_agent_loop_is_bounded(client: openai.OpenAI, engine: FakeEngine) -> Non
 def test_disconnect_mid_stream_aborts(fake_server: LiveServer, engine: FakeEngine) -> None:
     engine.reset(say("y" * 3000), delay=0.01)
     with httpx.Client(timeout=30) as http:
-        with http.stream("POST", fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "x", "stream": True}) as r:
+        with http.stream(
+            "POST",
+            fake_server.base_url + "/v1/responses",
+            json={"model": MODEL, "input": "x", "stream": True},
+        ) as r:
             for line in r.iter_lines():
                 if "output_text.delta" in line:
                     break
@@ -347,7 +414,10 @@ def test_disconnect_while_code_runs_interrupts_it(fake_server: LiveServer, engin
 def test_input_items_listing(client: openai.OpenAI, engine: FakeEngine) -> None:
     r = client.responses.create(
         model=MODEL,
-        input=[{"role": "user", "content": "first"}, {"role": "user", "content": [{"type": "input_text", "text": "second"}]}],
+        input=[
+            {"role": "user", "content": "first"},
+            {"role": "user", "content": [{"type": "input_text", "text": "second"}]},
+        ],
     )
     page = client.responses.input_items.list(r.id, order="asc")
     assert [it.content[0].text for it in page.data] == ["first", "second"]  # type: ignore[union-attr]
@@ -361,21 +431,31 @@ def test_models_and_health(fake_server: LiveServer, client: openai.OpenAI) -> No
 
 def test_request_the_engine_refuses_up_front_is_a_4xx(fake_server: LiveServer, engine: FakeEngine) -> None:
     def too_long(request: object) -> list:
-        raise EngineRejected("the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded")
+        raise EngineRejected(
+            "the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded"
+        )
 
     for stream in (False, True):
         engine.reset(too_long)
-        r = httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "x" * 100, "stream": stream}, timeout=30)
+        r = httpx.post(
+            fake_server.base_url + "/v1/responses",
+            json={"model": MODEL, "input": "x" * 100, "stream": stream},
+            timeout=30,
+        )
         assert r.status_code == 400, r.text
         assert r.json()["error"] == {
             "message": "the prompt is 9000 tokens; this model's context is 4096",
-            "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded",
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
         }
 
 
 def test_refusal_after_a_tool_call_fails_the_stream(fake_server: LiveServer, engine: FakeEngine) -> None:
     def too_long(request: object) -> list:
-        raise EngineRejected("the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded")
+        raise EngineRejected(
+            "the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded"
+        )
 
     engine.reset(code_call("print(1)"), too_long)
     events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI})

@@ -86,7 +86,9 @@ def test_interpreter_checks_follow_the_figures(monkeypatch: pytest.MonkeyPatch) 
     from bench_interpreter import checks
 
     single = {
-        "print_ms": {"p50": 1.5}, "matplotlib_png_ms": {"p50": 310.0}, "new_container_ms": {"p50": 12.0},
+        "print_ms": {"p50": 1.5},
+        "matplotlib_png_ms": {"p50": 310.0},
+        "new_container_ms": {"p50": 12.0},
         "rss_mib": {"warm_idle": 200.0, "after_plots": 290.0},  # 290 MiB is 304 MB: over the target
     }
     scaling = {"cpu": {"1": {"ratio_to_1": 1.0}, "2": {"ratio_to_1": 1.7}, "4": {"ratio_to_1": 2.0}}}
@@ -94,8 +96,11 @@ def test_interpreter_checks_follow_the_figures(monkeypatch: pytest.MonkeyPatch) 
     data = {"machine": {"cores": 2}, "single_worker": single, "scaling": scaling}
     data["checks"] = checks(data)
     assert data["checks"] == {
-        "print_p50_le_2ms": True, "matplotlib_png_le_300ms": False, "new_container_le_50ms": True,
-        "rss_le_300mb": False, "cpu_scaling_at_2_ge_0_8_linear": True,
+        "print_p50_le_2ms": True,
+        "matplotlib_png_le_300ms": False,
+        "new_container_le_50ms": True,
+        "rss_le_300mb": False,
+        "cpu_scaling_at_2_ge_0_8_linear": True,
     }
     assert_interpreter_checks(data)
 
@@ -153,13 +158,27 @@ def test_report_renders_quick_results(tmp_path: Path) -> None:
     """The report script renders tables from result files (here: a minimal synthetic gateway run)."""
     from bench_report import render
 
-    level = {"requests": 2, "errors": 0, "ttft_p50_s": 0.01, "ttft_p95_s": 0.02, "total_tok_s": 100.0,
-             "per_stream_tok_s": 50.0}
+    level = {
+        "requests": 2,
+        "errors": 0,
+        "ttft_p50_s": 0.01,
+        "ttft_p95_s": 0.02,
+        "total_tok_s": 100.0,
+        "per_stream_tok_s": 50.0,
+    }
     gateway = {
         "machine": {"date": "today", "cores": 2},
-        "config": {"model": "tiny", "engine_flags": ["--dtype", "bfloat16"], "max_tokens": 16, "length": "regex",
-                   "repeats": 1},
-        "targets": {"raw": {"ready_s": 1.0, "levels": {"2": level}}, "ours": {"ready_s": 1.0, "levels": {"2": level}}},
+        "config": {
+            "model": "tiny",
+            "engine_flags": ["--dtype", "bfloat16"],
+            "max_tokens": 16,
+            "length": "regex",
+            "repeats": 1,
+        },
+        "targets": {
+            "raw": {"ready_s": 1.0, "levels": {"2": level}},
+            "ours": {"ready_s": 1.0, "levels": {"2": level}},
+        },
         "ratios_to_raw": {"ours": {"2": {"total_tok_s": 1.0, "ttft_p50_added_ms": 0.0}}},
         "checks": {"level": 2, "tok_s_ge_97pct_of_raw": True},
     }

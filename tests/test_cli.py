@@ -19,11 +19,27 @@ def test_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("VR_CODE_INTERPRETER_WORKERS", "3")
     monkeypatch.setenv("VLLM_RESPONSES_API_KEY", "from-env")
     model = tmp_path / "m"
-    code = cli.main([
-        "serve", "--model", str(model), "--port", "9123", "--db", ":memory:",
-        "--code-interpreter-timeout", "5", "--code-interpreter-allow-net", "example.org,pypi.org",
-        "--max-model-len", "1024", "--dtype", "float32", "--max-turns", "4",
-    ])
+    code = cli.main(
+        [
+            "serve",
+            "--model",
+            str(model),
+            "--port",
+            "9123",
+            "--db",
+            ":memory:",
+            "--code-interpreter-timeout",
+            "5",
+            "--code-interpreter-allow-net",
+            "example.org,pypi.org",
+            "--max-model-len",
+            "1024",
+            "--dtype",
+            "float32",
+            "--max-turns",
+            "4",
+        ]
+    )
     assert code == 0
     (config,) = seen
     assert config.port == 9123 and config.db == ":memory:" and config.api_key == "from-env"
@@ -34,7 +50,9 @@ def test_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert args.model == str(model) and args.max_model_len == 1024 and args.dtype == "float32"
 
 
-def test_default_model_without_setup_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_model_without_setup_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("VR_MODELS_DIR", str(tmp_path))
     monkeypatch.setattr("vllm_responses.server.run", lambda config: 0)
     assert cli.main(["serve"]) == 2

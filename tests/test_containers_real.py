@@ -15,7 +15,6 @@ from tests.real import exactly, hermes_call
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 
 
-
 def test_written_file_is_cited_and_downloadable(real_client: openai.OpenAI) -> None:
     code = "import csv\nwith open('/mnt/data/out.csv', 'w', newline='') as f:\n    csv.writer(f).writerows([['n', 'sq'], [3, 9]])"
     answer = "The table is in out.csv."
@@ -67,7 +66,9 @@ def test_uploaded_file_is_read_by_code_in_a_named_container(real_client: openai.
 
 
 @pytest.mark.parametrize("with_tools", [False, True], ids=["plain", "code-tool"])
-def test_input_tokens_equal_the_usage_of_a_one_call_response(real_client: openai.OpenAI, with_tools: bool) -> None:
+def test_input_tokens_equal_the_usage_of_a_one_call_response(
+    real_client: openai.OpenAI, with_tools: bool
+) -> None:
     kwargs: dict = {"input": "Say hi in two words.", "instructions": "You are terse."}
     if with_tools:
         kwargs["tools"] = [{"type": "code_interpreter", "container": {"type": "auto"}}]

@@ -48,7 +48,9 @@ def default_server() -> Iterator[LiveServer]:
 
 
 def test_default_model_runs_code_and_answers_from_it(default_server: LiveServer) -> None:
-    client = openai.OpenAI(base_url=default_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=600)
+    client = openai.OpenAI(
+        base_url=default_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=600
+    )
     with client.responses.stream(
         model=MODEL,
         input="Use Python to compute 123 * 456 and print the result.",

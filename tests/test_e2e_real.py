@@ -22,7 +22,6 @@ from tests.wire import check_stream, parse_sse
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 
 
-
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
 
 
@@ -74,11 +73,17 @@ def test_raw_stream_is_exact_and_plots_come_back_as_png(real_server: LiveServer)
 
 def test_state_persists_across_turns_in_the_container(real_client: openai.OpenAI) -> None:
     first = real_client.responses.create(
-        model=MODEL, input="Set x.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        model=MODEL,
+        input="Set x.",
+        tools=CI,
+        include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         extra_body={"structured_outputs": [exactly(hermes_call("x = 20 + 1")), exactly("Done.")]},
     )
     second = real_client.responses.create(
-        model=MODEL, input="Double it.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        model=MODEL,
+        input="Double it.",
+        tools=CI,
+        include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         previous_response_id=first.id,
         extra_body={"structured_outputs": [exactly(hermes_call("x * 2")), exactly("42.")]},
     )
@@ -88,7 +93,10 @@ def test_state_persists_across_turns_in_the_container(real_client: openai.OpenAI
 
 def test_python_error_is_reported_and_the_loop_goes_on(real_client: openai.OpenAI) -> None:
     r = real_client.responses.create(
-        model=MODEL, input="Divide.", tools=CI, include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
+        model=MODEL,
+        input="Divide.",
+        tools=CI,
+        include=["code_interpreter_call.outputs"],  # type: ignore[arg-type,list-item]
         extra_body={"structured_outputs": [exactly(hermes_call("1/0")), exactly("It failed.")]},
     )
     assert r.status == "completed"
@@ -98,7 +106,9 @@ def test_python_error_is_reported_and_the_loop_goes_on(real_client: openai.OpenA
 
 def test_max_output_tokens_is_incomplete(real_client: openai.OpenAI) -> None:
     r = real_client.responses.create(
-        model=MODEL, input="Talk.", max_output_tokens=16,
+        model=MODEL,
+        input="Talk.",
+        max_output_tokens=16,
         extra_body={"structured_outputs": {"regex": "(ab){200}"}},
     )
     assert r.status == "incomplete" and r.incomplete_details is not None

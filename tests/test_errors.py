@@ -24,15 +24,31 @@ CASES = [
     ({"model": MODEL, "input": "hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0].name"),
-    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]}, 400, "tools[0].container"),
-    ({"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "cntr_nope"}]}, 404, "tools[0].container"),
+    (
+        {"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]},
+        400,
+        "tools[0].container",
+    ),
+    (
+        {"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "cntr_nope"}]},
+        404,
+        "tools[0].container",
+    ),
     ({"model": MODEL, "input": "hi", "include": ["message.output_text.logprobs"]}, 400, "include[0]"),
     ({"model": MODEL, "input": "hi", "include": ["nonsense"]}, 400, "include[0]"),
     ({"model": MODEL, "input": [{"type": "image_generation_call"}]}, 400, "input[0].type"),
-    ({"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, 400, "input[0].content[0].type"),
+    (
+        {"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+        400,
+        "input[0].content[0].type",
+    ),
     ({"model": MODEL, "input": [{"role": "wizard", "content": "hi"}]}, 400, "input[0].role"),
     ({"model": MODEL, "input": "hi", "previous_response_id": "resp_missing"}, 404, "previous_response_id"),
-    ({"model": MODEL, "input": "hi", "tool_choice": {"type": "function", "name": "nope"}}, 400, "tool_choice"),
+    (
+        {"model": MODEL, "input": "hi", "tool_choice": {"type": "function", "name": "nope"}},
+        400,
+        "tool_choice",
+    ),
     ({"model": MODEL, "input": "hi", "tool_choice": "required"}, 400, "tool_choice"),
     ({"model": MODEL, "input": "hi", "background": True, "store": False}, 400, "background"),
     ({"model": MODEL, "input": "hi", "conversation": "conv_1"}, 400, "conversation"),
@@ -61,7 +77,12 @@ def test_not_json(fake_server: LiveServer) -> None:
 
 def test_unknown_ids_are_404(fake_server: LiveServer) -> None:
     base = fake_server.base_url + "/v1/responses/resp_nope"
-    for method, url in [("GET", base), ("DELETE", base), ("POST", base + "/cancel"), ("GET", base + "/input_items")]:
+    for method, url in [
+        ("GET", base),
+        ("DELETE", base),
+        ("POST", base + "/cancel"),
+        ("GET", base + "/input_items"),
+    ]:
         r = httpx.request(method, url, timeout=10)
         assert r.status_code == 404, (method, url, r.text)
         assert r.json()["error"]["param"] == "response_id"
@@ -112,7 +133,11 @@ def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: Fak
     from tests.wire import validate_response
 
     tools = [{"type": "code_interpreter", "container": {"type": "auto"}, "strict": True, "future_field": 1}]
-    r = httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": tools}, timeout=10)
+    r = httpx.post(
+        fake_server.base_url + "/v1/responses",
+        json={"model": MODEL, "input": "hi", "tools": tools},
+        timeout=10,
+    )
     assert r.status_code == 200, r.text
     assert r.json()["tools"] == [{"type": "code_interpreter", "container": {"type": "auto"}}]
     validate_response(r.json())
@@ -142,7 +167,9 @@ def test_every_sdk_include_value_is_honoured_or_refused(
     base = fake_server.base_url + "/v1/responses"
     if value in HONOURED:
         engine.reset(think("Run it.") + code_call("print(1)"), say("1"))
-        r = httpx.post(base, json={"model": MODEL, "input": "hi", "tools": CI, "include": [value]}, timeout=10)
+        r = httpx.post(
+            base, json={"model": MODEL, "input": "hi", "tools": CI, "include": [value]}, timeout=10
+        )
         assert r.status_code == 200, r.text
         assert [it["type"] for it in r.json()["output"]] == ["reasoning", "code_interpreter_call", "message"]
         assert shown(r.json()) == {HONOURED[value]}
@@ -151,12 +178,18 @@ def test_every_sdk_include_value_is_honoured_or_refused(
         assert got.status_code == 200, got.text
         assert shown(got.json()) == {HONOURED[value]}
         return
-    r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": ["code_interpreter_call.outputs", value]}, timeout=10)
+    r = httpx.post(
+        base,
+        json={"model": MODEL, "input": "hi", "include": ["code_interpreter_call.outputs", value]},
+        timeout=10,
+    )
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == "include[1]" and value in err["message"] and err["code"] == "unsupported_value"
     rid = httpx.post(base, json={"model": MODEL, "input": "hi"}, timeout=10).json()["id"]
-    got = httpx.get(f"{base}/{rid}", params={"include[]": ["code_interpreter_call.outputs", value]}, timeout=10)
+    got = httpx.get(
+        f"{base}/{rid}", params={"include[]": ["code_interpreter_call.outputs", value]}, timeout=10
+    )
     assert got.status_code == 400 and got.json()["error"]["param"] == "include[1]"
     assert value in got.json()["error"]["message"]
 
@@ -177,6 +210,8 @@ def test_include_on_retrieve_chooses_the_code_outputs(fake_server: LiveServer, e
     engine.reset(think("Run it.") + code_call("print(1)"), say("1"))
     plain = httpx.post(base, json={**body, "include": []}, timeout=10).json()
     assert shown(plain) == set()
-    asked = httpx.get(f"{base}/{plain['id']}", params={"include[]": "code_interpreter_call.outputs"}, timeout=10)
+    asked = httpx.get(
+        f"{base}/{plain['id']}", params={"include[]": "code_interpreter_call.outputs"}, timeout=10
+    )
     assert shown(asked.json()) == {"outputs"}
     assert asked.json()["output"][1]["outputs"] == [{"type": "logs", "logs": "1\n"}]

@@ -25,22 +25,29 @@ def items(raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # --- input_to_items ---------------------------------------------------------------------------------------
 
+
 def test_a_string_input_is_one_user_message() -> None:
     (item,) = input_to_items("What is 6*7?")
     assert item.pop("id").startswith("msg_")
     assert item == {
-        "type": "message", "role": "user", "status": "completed",
+        "type": "message",
+        "role": "user",
+        "status": "completed",
         "content": [{"type": "input_text", "text": "What is 6*7?"}],
     }
 
 
 def test_easy_messages_become_one_text_part_of_the_role_s_kind() -> None:
-    got = items([
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "input_text", "text": "Hi, "},
-                                     {"type": "text", "text": "you"}]},
-        {"role": "assistant", "content": "Hi.", "status": "incomplete"},
-    ])
+    got = items(
+        [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Hi, "}, {"type": "text", "text": "you"}],
+            },
+            {"role": "assistant", "content": "Hi.", "status": "incomplete"},
+        ]
+    )
     assert [(it["role"], it["content"], it["status"]) for it in got] == [
         ("system", [{"type": "input_text", "text": "Be brief."}], "completed"),
         ("user", [{"type": "input_text", "text": "Hi, you"}], "completed"),
@@ -49,12 +56,14 @@ def test_easy_messages_become_one_text_part_of_the_role_s_kind() -> None:
 
 
 def test_ids_are_kept_or_made_with_the_item_s_prefix() -> None:
-    got = items([
-        {"type": "message", "role": "user", "content": "hi", "id": "msg_given"},
-        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
-        {"role": "user", "content": "again"},
-    ])
+    got = items(
+        [
+            {"type": "message", "role": "user", "content": "hi", "id": "msg_given"},
+            {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+            {"role": "user", "content": "again"},
+        ]
+    )
     ids = [it["id"] for it in got]
     assert ids[0] == "msg_given"
     assert [i.split("_")[0] for i in ids[1:]] == ["fc", "item", "msg"]
@@ -64,6 +73,7 @@ def test_ids_are_kept_or_made_with_the_item_s_prefix() -> None:
 
 
 # --- code_outputs -----------------------------------------------------------------------------------------
+
 
 def test_code_outputs_are_logs_then_one_image_per_figure() -> None:
     result = ExecutionResult(logs="plotted\n", images=(TINY_PNG, TINY_PNG))
@@ -96,6 +106,7 @@ def test_an_interruption_is_appended_to_the_logs_but_an_exception_is_not() -> No
 
 # --- code_result_text -------------------------------------------------------------------------------------
 
+
 def test_code_result_text_for_the_model() -> None:
     assert code_result_text(None) == NOT_KEPT
     assert code_result_text([]) == "(no output)"
@@ -119,14 +130,22 @@ def test_long_logs_keep_their_head_and_tail_around_a_marker() -> None:
 
 # --- items_to_turns ---------------------------------------------------------------------------------------
 
+
 def test_messages_and_function_calls_with_their_names_resolved() -> None:
-    turns = items_to_turns([
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
-        {"role": "assistant", "content": "Let me look."},  # no type: a message
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "P"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
-        {"type": "function_call_output", "call_id": "call_unknown", "output": "?"},
-    ])
+    turns = items_to_turns(
+        [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+            {"role": "assistant", "content": "Let me look."},  # no type: a message
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city": "P"}',
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+            {"type": "function_call_output", "call_id": "call_unknown", "output": "?"},
+        ]
+    )
     assert turns == [
         Message("user", "Weather?"),
         Message("assistant", "Let me look."),
@@ -140,8 +159,13 @@ def test_a_code_call_is_a_call_and_its_result_and_reasoning_is_dropped() -> None
     code = 'print("hi")'
     raw = [
         {"type": "reasoning", "id": "rs_1", "content": [{"type": "reasoning_text", "text": "Plan."}]},
-        {"type": "code_interpreter_call", "id": "ci_1", "code": code, "container_id": "cntr_1",
-         "outputs": [{"type": "logs", "logs": "hi\n"}, {"type": "image", "url": PNG_URL}]},
+        {
+            "type": "code_interpreter_call",
+            "id": "ci_1",
+            "code": code,
+            "container_id": "cntr_1",
+            "outputs": [{"type": "logs", "logs": "hi\n"}, {"type": "image", "url": PNG_URL}],
+        },
         {"type": "code_interpreter_call", "id": "ci_2", "code": "1", "outputs": None},
     ]
     assert items_to_turns(raw) == [
@@ -155,6 +179,8 @@ def test_a_code_call_is_a_call_and_its_result_and_reasoning_is_dropped() -> None
 
 
 def test_stored_input_items_read_back_as_the_same_turns() -> None:
-    raw = [{"role": "system", "content": "Be brief."},
-           {"role": "user", "content": [{"type": "input_text", "text": "2+3?"}]}]
+    raw = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "input_text", "text": "2+3?"}]},
+    ]
     assert items_to_turns(items(raw)) == [Message("system", "Be brief."), Message("user", "2+3?")]

@@ -29,8 +29,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
 
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 DOCS_SCREENSHOT = Path(__file__).parent.parent / "docs" / "playground.png"
 PLOT_CODE = (
@@ -230,12 +236,23 @@ def test_failed_code_call_badge_and_logs(page: Any, playground_server: LiveServe
 
 def test_stream_ending_without_terminal_event_is_shown(page: Any, playground_server: LiveServer) -> None:
     frames = [
-        {"type": "response.created", "sequence_number": 0,
-         "response": {"id": "resp_cut", "status": "in_progress"}},
-        {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
-         "item": {"type": "message", "id": "msg_1", "content": []}},
-        {"type": "response.output_text.delta", "sequence_number": 2, "output_index": 0,
-         "delta": "Half an ans"},
+        {
+            "type": "response.created",
+            "sequence_number": 0,
+            "response": {"id": "resp_cut", "status": "in_progress"},
+        },
+        {
+            "type": "response.output_item.added",
+            "sequence_number": 1,
+            "output_index": 0,
+            "item": {"type": "message", "id": "msg_1", "content": []},
+        },
+        {
+            "type": "response.output_text.delta",
+            "sequence_number": 2,
+            "output_index": 0,
+            "delta": "Half an ans",
+        },
     ]
     sse = "".join(f"event: {f['type']}\ndata: {json.dumps(f)}\n\n" for f in frames)
     open_page(page, playground_server)

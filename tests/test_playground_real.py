@@ -40,7 +40,10 @@ def server() -> Iterator[LiveServer]:
 def test_real_plot_streams_runs_and_renders(server: LiveServer, tmp_path: Any) -> None:
     from playwright.sync_api import sync_playwright
 
-    extra = {"temperature": 0, "structured_outputs": [exactly(hermes_call(CODE)), exactly("Here is the plot of squares.")]}
+    extra = {
+        "temperature": 0,
+        "structured_outputs": [exactly(hermes_call(CODE)), exactly("Here is the plot of squares.")],
+    }
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 960, "height": 900})

@@ -60,7 +60,12 @@ def conversation(i: int) -> StoredResponse:
     """A response whose history holds an earlier turn's items, then its own input and output."""
     old = {"id": "msg_old", "type": "message", "role": "user", "content": "earlier"}
     own_in = {"id": f"msg_in{i}", "type": "message", "role": "user", "content": "now"}
-    own_out = {"id": f"ci_{i}", "type": "code_interpreter_call", "code": "1", "outputs": [{"type": "logs", "logs": "1"}]}
+    own_out = {
+        "id": f"ci_{i}",
+        "type": "code_interpreter_call",
+        "code": "1",
+        "outputs": [{"type": "logs", "logs": "1"}],
+    }
     return StoredResponse(
         id=f"resp_{i}",
         response={"id": f"resp_{i}", "output": [{**own_out, "outputs": None}]},  # outputs not included
@@ -76,7 +81,9 @@ async def test_items_are_found_by_id_until_their_response_goes(tmp_path: Path) -
         await store.open()
         await store.save(conversation(1))
         found = await store.find_item("ci_1")
-        assert found is not None and found["outputs"] == [{"type": "logs", "logs": "1"}]  # the full item, from history
+        assert found is not None and found["outputs"] == [
+            {"type": "logs", "logs": "1"}
+        ]  # the full item, from history
         assert (await store.find_item("msg_in1"))["content"] == "now"  # type: ignore[index]
         assert await store.find_item("msg_old") is None  # not this response's own item
         await store.save(conversation(2))

@@ -14,12 +14,25 @@ LOGS = [{"type": "logs", "logs": "42\n"}]
 USAGE = Usage(input_tokens=10, output_tokens=7)
 # The response fields echoed from a request, as the service fills them in.
 BASE: dict[str, Any] = {
-    "model": "m", "instructions": None,
-    "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}], "tool_choice": "auto",
-    "parallel_tool_calls": True, "temperature": None, "top_p": None,
-    "max_output_tokens": None, "max_tool_calls": None, "previous_response_id": None, "metadata": {},
-    "background": False, "text": {"format": {"type": "text"}}, "truncation": "disabled", "user": None,
-    "reasoning": None, "top_logprobs": 0, "service_tier": "default", "safety_identifier": None,
+    "model": "m",
+    "instructions": None,
+    "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "top_p": None,
+    "max_output_tokens": None,
+    "max_tool_calls": None,
+    "previous_response_id": None,
+    "metadata": {},
+    "background": False,
+    "text": {"format": {"type": "text"}},
+    "truncation": "disabled",
+    "user": None,
+    "reasoning": None,
+    "top_logprobs": 0,
+    "service_tier": "default",
+    "safety_identifier": None,
     "prompt_cache_key": None,
 }
 
@@ -72,7 +85,9 @@ def test_text_code_text_numbers_every_event_and_closes_items_in_order() -> None:
     ]
     added = [e["item"] for e in of_type(events, "response.output_item.added")]
     assert [(it["type"], it["id"][:3]) for it in added] == [
-        ("message", "msg"), ("code_interpreter_call", "ci_"), ("message", "msg")
+        ("message", "msg"),
+        ("code_interpreter_call", "ci_"),
+        ("message", "msg"),
     ]
     assert [e["output_index"] for e in of_type(events, "response.output_item.done")] == [0, 1, 2]
     for e in events:
@@ -86,8 +101,12 @@ def test_text_code_text_numbers_every_event_and_closes_items_in_order() -> None:
     assert final["status"] == "completed" and final["completed_at"] is not None
     assert [it["status"] for it in final["output"]] == ["completed"] * 3
     assert final["output"][1] == {
-        "id": added[1]["id"], "type": "code_interpreter_call", "code": "print(6 * 7)",
-        "container_id": CONTAINER, "status": "completed", "outputs": LOGS,
+        "id": added[1]["id"],
+        "type": "code_interpreter_call",
+        "code": "print(6 * 7)",
+        "container_id": CONTAINER,
+        "status": "completed",
+        "outputs": LOGS,
     }
     assert final["usage"]["input_tokens"] == 10 and final["usage"]["total_tokens"] == 17
     assert b.snapshot() == final
@@ -243,15 +262,20 @@ def test_citations_are_added_before_the_text_is_done() -> None:
     events = b.created()
     index, started = b.code_start(CONTAINER)
     events += started + b.code_done(index) + b.code_finished(index, [])
-    b.note_files([WrittenFile(CONTAINER, "cfile_a", "/mnt/data/out.csv"),
-                  WrittenFile(CONTAINER, "cfile_b", "/mnt/data/plot.png")])
+    b.note_files(
+        [
+            WrittenFile(CONTAINER, "cfile_a", "/mnt/data/out.csv"),
+            WrittenFile(CONTAINER, "cfile_b", "/mnt/data/plot.png"),
+        ]
+    )
     events += b.text_delta("Saved out.csv.") + b.completed(USAGE)
     check_stream(events)
     types = [e["type"] for e in events]
     added = of_type(events, "response.output_text.annotation.added")
     assert types.index("response.output_text.annotation.added") < types.index("response.output_text.done")
     assert [(e["annotation_index"], e["annotation"]["file_id"]) for e in added] == [
-        (0, "cfile_a"), (1, "cfile_b")
+        (0, "cfile_a"),
+        (1, "cfile_b"),
     ]
     spans = [(e["annotation"]["start_index"], e["annotation"]["end_index"]) for e in added]
     # out.csv where the text mentions it; plot.png, never mentioned, at the end of the last message
@@ -263,8 +287,12 @@ def test_citations_are_added_before_the_text_is_done() -> None:
 
 def test_a_message_before_more_code_cites_only_what_it_mentions() -> None:
     b = builder()
-    b.note_files([WrittenFile(CONTAINER, "cfile_a", "/mnt/data/a.txt"),
-                  WrittenFile(CONTAINER, "cfile_b", "/mnt/data/b.txt")])
+    b.note_files(
+        [
+            WrittenFile(CONTAINER, "cfile_a", "/mnt/data/a.txt"),
+            WrittenFile(CONTAINER, "cfile_b", "/mnt/data/b.txt"),
+        ]
+    )
     events = b.created() + b.text_delta("Wrote a.txt; now b.")
     _, started = b.code_start(CONTAINER)  # closes the message: not the response's last
     events += started

@@ -111,7 +111,9 @@ def check_stream(events: list[dict[str, Any]]) -> None:
         elif "output_index" in e:
             assert e["output_index"] in added and e["output_index"] not in done, e
             assert e["item_id"] == added[e["output_index"]]
-    terminal = [e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")]
+    terminal = [
+        e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")
+    ]
     assert len(terminal) == 1 and terminal[0] is events[-1]
     assert done == set(added), "items left unfinished"
     final = validate_response(events[-1]["response"])

@@ -196,18 +196,24 @@ class AgentLoop:
             result = await interpreter.execute(container_id, code, timeout_s=self.plan.code_timeout_s)
         except asyncio.CancelledError:
             raise
-        except InterpreterError as exc:  # a failing tool is an error output the model sees, not a failed response
+        except (
+            InterpreterError
+        ) as exc:  # a failing tool is an error output the model sees, not a failed response
             result = ExecutionResult(logs="", error=f"Sandbox error: {exc}", error_kind="crashed")
         if result.files_changed and interpreter is not None:
             self.builder.note_files(await _written_files(interpreter, container_id, result.files_changed))
         outputs = code_outputs(result)
-        for ev in self.builder.code_finished(call.index, outputs, failed=result.error_kind not in (None, "exception")):
+        for ev in self.builder.code_finished(
+            call.index, outputs, failed=result.error_kind not in (None, "exception")
+        ):
             yield ev
         self.turns.append(ToolCall(item["id"], call.name, json.dumps({"code": code})))
         self.turns.append(ToolResult(item["id"], call.name, code_result_text(outputs)))
 
 
-async def _written_files(interpreter: Interpreter, container_id: str, paths: tuple[str, ...]) -> list[WrittenFile]:
+async def _written_files(
+    interpreter: Interpreter, container_id: str, paths: tuple[str, ...]
+) -> list[WrittenFile]:
     """The container files (with their ids) at `paths`, which a code call just wrote."""
     try:
         infos = await interpreter.list_files(container_id)

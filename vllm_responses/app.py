@@ -54,7 +54,9 @@ def _state(request: Request) -> AppState:
     return request.app.state.vr  # type: ignore[no-any-return]
 
 
-async def _stream(run: Run, starting_after: int | None, *, cancel_on_disconnect: bool) -> AsyncIterator[bytes]:
+async def _stream(
+    run: Run, starting_after: int | None, *, cancel_on_disconnect: bool
+) -> AsyncIterator[bytes]:
     completed = False
     try:
         async for batch in run.follow_batches(starting_after):  # one write for all frames ready at once
@@ -125,14 +127,18 @@ async def get_response(request: Request) -> Response:
         run = state.service.runs.get(rid)
         if run is None:
             await state.service.get(rid)  # 404 when unknown
-            raise InvalidRequest("This response is no longer streamable; retrieve it without stream.", param="stream")
+            raise InvalidRequest(
+                "This response is no longer streamable; retrieve it without stream.", param="stream"
+            )
         after = request.query_params.get("starting_after")
         try:
             starting_after = int(after) if after is not None else None
         except ValueError:
             raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
         return StreamingResponse(
-            _stream(run, starting_after, cancel_on_disconnect=False), media_type="text/event-stream", headers=_SSE_HEADERS
+            _stream(run, starting_after, cancel_on_disconnect=False),
+            media_type="text/event-stream",
+            headers=_SSE_HEADERS,
         )
     return JSONResponse(await state.service.get(rid, _include_outputs(request)))
 
@@ -204,7 +210,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("The server had an error processing the request.", "server_error"), status_code=500)
+    return JSONResponse(
+        error_body("The server had an error processing the request.", "server_error"), status_code=500
+    )
 
 
 Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
@@ -239,7 +247,9 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
-            **dict.fromkeys(DOMAIN_ERRORS, _api_error), HTTPException: _http_error, Exception: _server_error
+            **dict.fromkeys(DOMAIN_ERRORS, _api_error),
+            HTTPException: _http_error,
+            Exception: _server_error,
         },
     )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)

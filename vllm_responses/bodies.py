@@ -18,4 +18,6 @@ async def json_body(request: Request) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
-        raise InvalidRequest("The request body is not valid JSON.", param="body", code="invalid_json") from None
+        raise InvalidRequest(
+            "The request body is not valid JSON.", param="body", code="invalid_json"
+        ) from None

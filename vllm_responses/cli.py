@@ -23,21 +23,44 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--port", "port", {"type": int, "help": "Port to listen on."}),
     ("--db", "db", {"help": "SQLite file for stored responses (':memory:' keeps them in process only)."}),
     ("--api-key", "api_key", {"help": "Require 'Authorization: Bearer KEY' on /v1 routes."}),
-    ("--code-interpreter-workers", "code_interpreter_workers",
-     {"type": int, "help": "Warm sandbox workers started with the server."}),
-    ("--code-interpreter-timeout", "code_interpreter_timeout",
-     {"type": float, "help": "Seconds one code cell may run."}),
-    ("--code-interpreter-allow-net", "code_interpreter_allow_net",
-     {"help": "Comma-separated hosts sandboxed code may reach (default: none)."}),
-    ("--code-interpreter-idle-expiry", "code_interpreter_idle_expiry",
-     {"type": float, "help": "Seconds an idle container lives before its worker is recycled."}),
-    ("--max-turns", "max_turns",
-     {"type": int, "help": "Model calls one response may make (agent-loop bound)."}),
-    ("--tool-call-parser", "tool_parser",
-     {"help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
-              "...); default: chosen from the chat template."}),
-    ("--log-level", "log_level",
-     {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."}),
+    (
+        "--code-interpreter-workers",
+        "code_interpreter_workers",
+        {"type": int, "help": "Warm sandbox workers started with the server."},
+    ),
+    (
+        "--code-interpreter-timeout",
+        "code_interpreter_timeout",
+        {"type": float, "help": "Seconds one code cell may run."},
+    ),
+    (
+        "--code-interpreter-allow-net",
+        "code_interpreter_allow_net",
+        {"help": "Comma-separated hosts sandboxed code may reach (default: none)."},
+    ),
+    (
+        "--code-interpreter-idle-expiry",
+        "code_interpreter_idle_expiry",
+        {"type": float, "help": "Seconds an idle container lives before its worker is recycled."},
+    ),
+    (
+        "--max-turns",
+        "max_turns",
+        {"type": int, "help": "Model calls one response may make (agent-loop bound)."},
+    ),
+    (
+        "--tool-call-parser",
+        "tool_parser",
+        {
+            "help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
+            "...); default: chosen from the chat template."
+        },
+    ),
+    (
+        "--log-level",
+        "log_level",
+        {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -95,7 +118,8 @@ class _Switch(argparse.Action):
 
 def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="vllm-responses", description="OpenAI Responses API server with vLLM and a sandboxed code interpreter."
+        prog="vllm-responses",
+        description="OpenAI Responses API server with vLLM and a sandboxed code interpreter.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser(

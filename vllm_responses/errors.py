@@ -86,7 +86,9 @@ class Unavailable(APIError):
     default_code = "unavailable"
 
 
-def error_body(message: str, type_: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+def error_body(
+    message: str, type_: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 

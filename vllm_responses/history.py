@@ -62,7 +62,11 @@ def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:
         if out.get("type") == "logs":
             logs = str(out.get("logs", ""))
             if len(logs) > MODEL_OUTPUT_CHARS:
-                logs = logs[: MODEL_OUTPUT_CHARS // 2] + "\n...[output truncated]...\n" + logs[-MODEL_OUTPUT_CHARS // 2 :]
+                logs = (
+                    logs[: MODEL_OUTPUT_CHARS // 2]
+                    + "\n...[output truncated]...\n"
+                    + logs[-MODEL_OUTPUT_CHARS // 2 :]
+                )
             parts.append(logs)
         elif out.get("type") == "image":
             images += 1

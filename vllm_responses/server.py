@@ -73,7 +73,9 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
 
 def run(config: Config) -> int:
     """Serve until SIGINT/SIGTERM (uvicorn handles both and runs the lifespan shutdown). Returns an exit code."""
-    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     app = build_app(config, open_components)
 
     server = uvicorn.Server(

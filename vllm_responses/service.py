@@ -79,14 +79,21 @@ class ResponsesService:
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
-                "The code_interpreter tool is disabled on this server.", param="tools", code="unsupported_value"
+                "The code_interpreter tool is disabled on this server.",
+                param="tools",
+                code="unsupported_value",
             )
         turns = items_to_turns([*history, *input_items])
         if req.instructions:
             turns.insert(0, Message("system", req.instructions))
         tools: list[ToolSpec] = [code_tool_spec()] if code_tool is not None else []
         tools += [
-            ToolSpec(t.name, t.description or "", t.parameters or {"type": "object", "properties": {}}, strict=bool(t.strict))
+            ToolSpec(
+                t.name,
+                t.description or "",
+                t.parameters or {"type": "object", "properties": {}},
+                strict=bool(t.strict),
+            )
             for t in req.function_tools
         ]
         return history, input_items, turns, tools
@@ -132,7 +139,9 @@ class ResponsesService:
         run = Run(builder, background=req.background)
         self.runs[run.id] = run
         loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
-        run.task = asyncio.create_task(self._drive(run, loop, req, history, input_items), name=f"response {run.id}")
+        run.task = asyncio.create_task(
+            self._drive(run, loop, req, history, input_items), name=f"response {run.id}"
+        )
         return run
 
     async def _previous(self, response_id: str) -> StoredResponse:
@@ -143,7 +152,9 @@ class ResponsesService:
             )
         prev = await self.store.get(response_id)
         if prev is None:
-            raise NotFound(f"Previous response with id {response_id!r} not found.", param="previous_response_id")
+            raise NotFound(
+                f"Previous response with id {response_id!r} not found.", param="previous_response_id"
+            )
         return prev
 
     async def _resolve_references(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -176,7 +187,8 @@ class ResponsesService:
             except ContainerNotFound as exc:
                 raise NotFound(str(exc), param=f"tools[{req.tools.index(tool)}].container") from None
         earlier = next(
-            (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"), None
+            (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"),
+            None,
         )
         memory = getattr(tool.container, "memory_limit", None)
         chosen: list[str] = [named] if named else []
@@ -228,7 +240,9 @@ class ResponsesService:
             "user": req.user,
             # As OpenAI's API reports them (Open Responses requires them too). It also requires `store`,
             # `presence_penalty` and `frequency_penalty`, which the openai types do not declare: left out.
-            "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"}) if req.reasoning else None,
+            "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"})
+            if req.reasoning
+            else None,
             "top_logprobs": req.top_logprobs or 0,
             "service_tier": "default",
             "safety_identifier": req.safety_identifier,
@@ -307,9 +321,13 @@ class ResponsesService:
         run = self.runs.get(response_id)
         if run is None:
             await self.get(response_id)  # 404 when unknown
-            raise Conflict("Only background responses that are still running can be cancelled.", param="response_id")
+            raise Conflict(
+                "Only background responses that are still running can be cancelled.", param="response_id"
+            )
         if not run.background:
-            raise Conflict("Only responses created with background=true can be cancelled.", param="response_id")
+            raise Conflict(
+                "Only responses created with background=true can be cancelled.", param="response_id"
+            )
         if not run.done.is_set():
             run.cancel()
             if run.task is not None:

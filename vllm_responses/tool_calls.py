@@ -92,7 +92,9 @@ class CallTracker:
         self.ended.append(call)
         if call.code is not None:
             rest = call.code.finish()
-            return (self.builder.code_delta(call.index, rest) if rest else []) + self.builder.code_done(call.index)
+            return (self.builder.code_delta(call.index, rest) if rest else []) + self.builder.code_done(
+                call.index
+            )
         return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
 
     def close_dangling(self) -> list[Event]:

@@ -37,8 +37,14 @@ def run_script(script: str, base_url: str, plan: dict[str, Any], timeout: float 
         pytest.fail(f"the node clients are not installed in {NODE_DIR}/node_modules: run scripts/setup.sh")
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(
-        [str(node), script, base_url], check=False, cwd=NODE_DIR, input=json.dumps(plan), capture_output=True, text=True,
-        timeout=timeout, env=env,
+        [str(node), script, base_url],
+        check=False,
+        cwd=NODE_DIR,
+        input=json.dumps(plan),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

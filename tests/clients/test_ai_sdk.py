@@ -45,13 +45,23 @@ def test_stream_text_with_the_code_interpreter_tool_two_turns(base_url: str) -> 
     assert first["usage"]["outputTokens"] > 0
     parts = [t for t in first["partTypes"] if t not in ("tool-input-delta", "text-delta")]
     assert parts == [
-        "start", "start-step", "tool-input-start", "tool-input-end", "tool-call", "tool-result",
-        "text-start", "text-end", "finish-step", "finish",
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-end",
+        "tool-call",
+        "tool-result",
+        "text-start",
+        "text-end",
+        "finish-step",
+        "finish",
     ]
 
     second = out["second"]
     (call2,) = second["toolCalls"]
     assert call2["input"] == {"code": code2, "containerId": call["input"]["containerId"]}
     (result2,) = second["toolResults"]
-    assert result2["output"] == {"outputs": [{"type": "logs", "logs": "43\n"}]}, "the referenced call's container"
+    assert result2["output"] == {"outputs": [{"type": "logs", "logs": "43\n"}]}, (
+        "the referenced call's container"
+    )
     assert second["text"] == "Now 43."

@@ -30,7 +30,12 @@ def forced(*outputs: str) -> dict[str, Any]:
 @pytest.fixture
 def llm(base_url: str) -> Any:
     chat = ChatOpenAI(
-        model=MODEL, base_url=base_url, api_key="unused", use_responses_api=True, max_retries=0, timeout=300,
+        model=MODEL,
+        base_url=base_url,
+        api_key="unused",
+        use_responses_api=True,
+        max_retries=0,
+        timeout=300,
         include=["code_interpreter_call.outputs"],
     )
     return chat.bind_tools([CI])
@@ -47,10 +52,14 @@ def test_invoke_reports_the_code_call_and_the_answer(llm: Any) -> None:
     message = llm.invoke("What is 5!?", extra_body=forced(hermes_call(code), "5! is 120."))
     assert isinstance(message, AIMessage)
     (block,) = code_blocks(message)
-    assert block["code"] == code and block["status"] == "completed" and block["container_id"].startswith("cntr_")
+    assert (
+        block["code"] == code and block["status"] == "completed" and block["container_id"].startswith("cntr_")
+    )
     assert block["outputs"] == [{"type": "logs", "logs": "120\n"}]
     assert message.text == "5! is 120."
-    assert message.response_metadata["status"] == "completed" and message.id and message.id.startswith("resp_")
+    assert (
+        message.response_metadata["status"] == "completed" and message.id and message.id.startswith("resp_")
+    )
     assert message.usage_metadata is not None and message.usage_metadata["output_tokens"] > 0
     # The standard (provider-neutral) view of the same content.
     kinds = [b["type"] for b in message.content_blocks]
@@ -72,6 +81,8 @@ def test_stream_then_a_second_turn_with_the_history(llm: Any) -> None:
     history = [HumanMessage("Add 1..4."), message, HumanMessage("Double it.")]
     second = llm.invoke(history, extra_body=forced(hermes_call("print(total * 2)"), "20."))
     (block2,) = code_blocks(second)
-    assert block2["outputs"] == [{"type": "logs", "logs": "20\n"}], "the resent call must bring back its container"
+    assert block2["outputs"] == [{"type": "logs", "logs": "20\n"}], (
+        "the resent call must bring back its container"
+    )
     assert block2["container_id"] == block["container_id"]
     assert second.text == "20."

@@ -23,7 +23,9 @@ def plain(resp: dict[str, Any]) -> dict[str, Any]:
     """A response without the fields the node SDK adds client-side (`output_text`, `output_parsed`, `parsed`)."""
     out = {k: v for k, v in resp.items() if k not in ("output_text", "output_parsed")}
     out["output"] = [
-        {**it, "content": [{k: v for k, v in p.items() if k != "parsed"} for p in it["content"]]} if "content" in it else it
+        {**it, "content": [{k: v for k, v in p.items() if k != "parsed"} for p in it["content"]]}
+        if "content" in it
+        else it
         for it in resp["output"]
     ]
     return out

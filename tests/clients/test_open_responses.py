@@ -57,7 +57,11 @@ def _event_types(models: list[type[pydantic.BaseModel]]) -> dict[str, type[pydan
 
 
 OR_EVENTS = _event_types(
-    [c for n, c in inspect.getmembers(ort, inspect.isclass) if n.endswith("StreamingEvent") and issubclass(c, pydantic.BaseModel)]
+    [
+        c
+        for n, c in inspect.getmembers(ort, inspect.isclass)
+        if n.endswith("StreamingEvent") and issubclass(c, pydantic.BaseModel)
+    ]
 )
 OPENAI_EVENTS = _event_types(list(typing.get_args(typing.get_args(ResponseStreamEvent)[0])))
 
@@ -70,7 +74,11 @@ def unknown_fields(model: Any, data: Any, path: str = "") -> set[str]:
     if isinstance(model, pydantic.BaseModel) and isinstance(data, dict):
         fields = type(model).model_fields
         for key, value in data.items():
-            found |= {path + key} if key not in fields else unknown_fields(getattr(model, key), value, f"{path}{key}.")
+            found |= (
+                {path + key}
+                if key not in fields
+                else unknown_fields(getattr(model, key), value, f"{path}{key}.")
+            )
     elif isinstance(model, list) and isinstance(data, list):
         for m, d in zip(model, data, strict=True):
             found |= unknown_fields(m, d, path)
@@ -111,7 +119,10 @@ def test_text_response_validates_once_the_listed_gaps_are_filled(real_server: Li
     body = post(real_server, {"input": "Hi.", "structured_outputs": exactly("Hello.")}).json()
     # Exactly the listed gaps stand between our response and Open Responses' ResponseResource.
     want = {(k, "missing") for k in RESPONSE_GAPS} - {("top_p", "missing"), ("temperature", "missing")}
-    assert errors(ort.ResponseResource, body) == want | {("top_p", "float_type"), ("temperature", "float_type")}
+    assert errors(ort.ResponseResource, body) == want | {
+        ("top_p", "float_type"),
+        ("temperature", "float_type"),
+    }
     parsed = ort.ResponseResource.model_validate(agreed(body))
     assert unknown_fields(parsed, agreed(body)) == UNKNOWN_TO_OPEN_RESPONSES
     message = ort.Message.model_validate(body["output"][0])
@@ -119,16 +130,24 @@ def test_text_response_validates_once_the_listed_gaps_are_filled(real_server: Li
 
 
 def test_function_call_items_and_tool_echo_agree(real_server: LiveServer) -> None:
-    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}
+    tool = {
+        "type": "function",
+        "name": "lookup",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+    }
     call = '<tool_call>\n{"name": "lookup", "arguments": {"key": "a"}}\n</tool_call>'
-    bare = post(real_server, {"input": "Look a up.", "tools": [tool], "structured_outputs": exactly(call)}).json()
+    bare = post(
+        real_server, {"input": "Look a up.", "tools": [tool], "structured_outputs": exactly(call)}
+    ).json()
     item = ort.FunctionCall.model_validate(bare["output"][0])
     assert item.name == "lookup" and unknown_fields(item, bare["output"][0]) == set()
     # A tool sent without description and strict is echoed with both null, as OpenAI does and Open Responses wants.
     assert errors(ort.ResponseResource, agreed(bare)) == set()
     assert bare["tools"][0]["description"] is None and bare["tools"][0]["strict"] is None
     full = {**tool, "description": "Look a key up.", "strict": False}
-    sent = post(real_server, {"input": "Look a up.", "tools": [full], "structured_outputs": exactly(call)}).json()
+    sent = post(
+        real_server, {"input": "Look a up.", "tools": [full], "structured_outputs": exactly(call)}
+    ).json()
     assert errors(ort.ResponseResource, agreed(sent)) == set()
 
 
@@ -138,7 +157,10 @@ def test_stream_events_validate_except_the_code_interpreter_ones(real_server: Li
         post(
             real_server,
             {
-                "input": "Power.", "tools": CI, "include": ["code_interpreter_call.outputs"], "stream": True,
+                "input": "Power.",
+                "tools": CI,
+                "include": ["code_interpreter_call.outputs"],
+                "stream": True,
                 "structured_outputs": [exactly(hermes_call(code)), exactly("1024.")],
             },
         ).text
@@ -152,6 +174,10 @@ def test_stream_events_validate_except_the_code_interpreter_ones(real_server: Li
             continue  # no Open Responses type for these: hosted tools are outside the spec
         data = {**event, "response": agreed(event["response"])} if "response" in event else event
         parsed = model.model_validate(data)
-        assert {f.removeprefix("response.") for f in unknown_fields(parsed, data)} <= UNKNOWN_TO_OPEN_RESPONSES, event
+        assert {
+            f.removeprefix("response.") for f in unknown_fields(parsed, data)
+        } <= UNKNOWN_TO_OPEN_RESPONSES, event
         checked += 1
-    assert checked == len(events) - len([e for e in events if e["type"] in CODE_EVENTS]) - 2  # the code item's added/done
+    assert (
+        checked == len(events) - len([e for e in events if e["type"] in CODE_EVENTS]) - 2
+    )  # the code item's added/done

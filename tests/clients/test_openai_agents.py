@@ -55,10 +55,14 @@ class ForcedModel(OpenAIResponsesModel):
         self.sent.append(outputs)
         return dataclasses.replace(settings, extra_body={"structured_outputs": [exactly(o) for o in outputs]})
 
-    async def get_response(self, system_instructions: Any, input: Any, model_settings: ModelSettings, *a: Any, **k: Any) -> Any:
+    async def get_response(
+        self, system_instructions: Any, input: Any, model_settings: ModelSettings, *a: Any, **k: Any
+    ) -> Any:
         return await super().get_response(system_instructions, input, self._settings(model_settings), *a, **k)
 
-    def stream_response(self, system_instructions: Any, input: Any, model_settings: ModelSettings, *a: Any, **k: Any) -> Any:
+    def stream_response(
+        self, system_instructions: Any, input: Any, model_settings: ModelSettings, *a: Any, **k: Any
+    ) -> Any:
         return super().stream_response(system_instructions, input, self._settings(model_settings), *a, **k)
 
 
@@ -78,7 +82,10 @@ async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url:
     answer1, answer2 = "It is 42, forty-two in words.", "Then 43."
     model = ForcedModel(
         [
-            [hermes_call(code1), tool_call("lookup", {"key": "answer"})],  # run 1, request 1: code, then the function
+            [
+                hermes_call(code1),
+                tool_call("lookup", {"key": "answer"}),
+            ],  # run 1, request 1: code, then the function
             [answer1],  # run 1, request 2: after the function's output
             [hermes_call(code2), answer2],  # run 2: code in the same container, then the answer
         ],
@@ -90,7 +97,10 @@ async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url:
         instructions="Use Python for arithmetic and the glossary for words.",
         model=model,
         model_settings=ModelSettings(temperature=0),
-        tools=[CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}}), lookup],
+        tools=[
+            CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto"}}),
+            lookup,
+        ],
     )
     looked_up.clear()
 
@@ -101,12 +111,22 @@ async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url:
     calls = [i.raw_item for i in streamed.new_items if isinstance(i, ToolCallItem)]
     assert [type(c) for c in calls] == [ResponseCodeInterpreterToolCall, ResponseFunctionToolCall]
     code_call, function_call = calls
-    assert isinstance(code_call, ResponseCodeInterpreterToolCall) and isinstance(function_call, ResponseFunctionToolCall)
-    assert code_call.code == code1 and code_call.status == "completed" and code_call.container_id.startswith("cntr_")
+    assert isinstance(code_call, ResponseCodeInterpreterToolCall) and isinstance(
+        function_call, ResponseFunctionToolCall
+    )
+    assert (
+        code_call.code == code1
+        and code_call.status == "completed"
+        and code_call.container_id.startswith("cntr_")
+    )
     assert function_call.name == "lookup" and json.loads(function_call.arguments) == {"key": "answer"}
     outputs = [i.output for i in streamed.new_items if isinstance(i, ToolCallOutputItem)]
     assert outputs == ["forty-two"]
-    assert names.count("tool_called") == 2 and names.count("tool_output") == 1 and names[-1] == "message_output_created"
+    assert (
+        names.count("tool_called") == 2
+        and names.count("tool_output") == 1
+        and names[-1] == "message_output_created"
+    )
     assert len(streamed.raw_responses) == 2
 
     second_input = [*streamed.to_input_list(), {"role": "user", "content": "Add one."}]
@@ -115,5 +135,7 @@ async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url:
     assert result.final_output == answer2
     call2 = next(i.raw_item for i in result.new_items if isinstance(i, ToolCallItem))
     assert isinstance(call2, ResponseCodeInterpreterToolCall) and call2.code == code2
-    assert call2.container_id == code_call.container_id, "the resent code_interpreter_call names the container to reuse"
+    assert call2.container_id == code_call.container_id, (
+        "the resent code_interpreter_call names the container to reuse"
+    )
     assert model.plan == [] and len(model.sent) == 3

@@ -55,18 +55,29 @@ def aclient(base_url: str) -> openai.AsyncOpenAI:
 
 def test_sync_create_runs_code_and_three_turns_share_the_container(client: openai.OpenAI) -> None:
     first = client.responses.create(
-        model=MODEL, input="Define f.", tools=CI, include=INCLUDE,
-        extra_body=forced(hermes_call("def f(n):\n    return n * 7\nprint(f(3))"), "f is defined; f(3) is 21."),
+        model=MODEL,
+        input="Define f.",
+        tools=CI,
+        include=INCLUDE,
+        extra_body=forced(
+            hermes_call("def f(n):\n    return n * 7\nprint(f(3))"), "f is defined; f(3) is 21."
+        ),
     )
     assert first.status == "completed"
     call, message = first.output
     assert isinstance(call, ResponseCodeInterpreterToolCall) and isinstance(message, ResponseOutputMessage)
     assert call.status == "completed" and call.container_id.startswith("cntr_")
-    assert call.outputs is not None and [(o.type, getattr(o, "logs", None)) for o in call.outputs] == [("logs", "21\n")]
+    assert call.outputs is not None and [(o.type, getattr(o, "logs", None)) for o in call.outputs] == [
+        ("logs", "21\n")
+    ]
     assert first.output_text == "f is defined; f(3) is 21."
 
     second = client.responses.create(
-        model=MODEL, input="Use it.", tools=CI, include=INCLUDE, previous_response_id=first.id,
+        model=MODEL,
+        input="Use it.",
+        tools=CI,
+        include=INCLUDE,
+        previous_response_id=first.id,
         extra_body=forced(hermes_call("print(f(6))"), "f(6) is 42."),
     )
     call2 = second.output[0]
@@ -75,7 +86,10 @@ def test_sync_create_runs_code_and_three_turns_share_the_container(client: opena
     assert call2.outputs is not None and call2.outputs[0].logs == "42\n"  # type: ignore[union-attr]
 
     third = client.responses.create(
-        model=MODEL, input="Say it again, no code.", previous_response_id=second.id, extra_body=forced("42."),
+        model=MODEL,
+        input="Say it again, no code.",
+        previous_response_id=second.id,
+        extra_body=forced("42."),
     )
     assert [it.type for it in third.output] == ["message"] and third.output_text == "42."
     assert third.previous_response_id == second.id
@@ -88,7 +102,11 @@ def test_raw_stream_events_are_the_sdks_event_classes(client: openai.OpenAI) -> 
     code = "print(sum(range(10)))"
     events = list(
         client.responses.create(
-            model=MODEL, input="Sum.", tools=CI, include=INCLUDE, stream=True,
+            model=MODEL,
+            input="Sum.",
+            tools=CI,
+            include=INCLUDE,
+            stream=True,
             extra_body=forced(hermes_call(code), "45."),
         )
     )
@@ -99,7 +117,11 @@ def test_raw_stream_events_are_the_sdks_event_classes(client: openai.OpenAI) -> 
     assert event_runs(e.type for e in events) == CODE_TURN_EVENT_RUNS
     added = next(e for e in events if isinstance(e, ResponseOutputItemAddedEvent))
     assert isinstance(added.item, ResponseCodeInterpreterToolCall)
-    assert added.item.code == "" and added.item.status == "in_progress" and added.item.container_id.startswith("cntr_")
+    assert (
+        added.item.code == ""
+        and added.item.status == "in_progress"
+        and added.item.container_id.startswith("cntr_")
+    )
     deltas = [e.delta for e in events if isinstance(e, ResponseCodeInterpreterCallCodeDeltaEvent)]
     assert "".join(deltas) == code
     final = events[-1]
@@ -110,11 +132,19 @@ def test_raw_stream_events_are_the_sdks_event_classes(client: openai.OpenAI) -> 
 
 def test_stream_helper_final_response_equals_retrieve(client: openai.OpenAI) -> None:
     first = client.responses.create(
-        model=MODEL, input="Set y.", tools=CI, include=INCLUDE, extra_body=forced(hermes_call("y = 5"), "Set."),
+        model=MODEL,
+        input="Set y.",
+        tools=CI,
+        include=INCLUDE,
+        extra_body=forced(hermes_call("y = 5"), "Set."),
     )
     code = "print(y ** 2)"
     with client.responses.stream(
-        model=MODEL, input="Square y.", tools=CI, include=INCLUDE, previous_response_id=first.id,
+        model=MODEL,
+        input="Square y.",
+        tools=CI,
+        include=INCLUDE,
+        previous_response_id=first.id,
         extra_body=forced(hermes_call(code), "y squared is 25."),
     ) as stream:
         seen = [e.type for e in stream]
@@ -127,14 +157,22 @@ def test_stream_helper_final_response_equals_retrieve(client: openai.OpenAI) -> 
 
 async def test_async_create_stream_and_helper(aclient: openai.AsyncOpenAI) -> None:
     first = await aclient.responses.create(
-        model=MODEL, input="Make a list.", tools=CI, include=INCLUDE,
+        model=MODEL,
+        input="Make a list.",
+        tools=CI,
+        include=INCLUDE,
         extra_body=forced(hermes_call("xs = [3, 1, 2]\nprint(sorted(xs))"), "Sorted: [1, 2, 3]."),
     )
     assert first.output[0].outputs[0].logs == "[1, 2, 3]\n"  # type: ignore[union-attr,index]
     assert first.output_text == "Sorted: [1, 2, 3]."
 
     stream = await aclient.responses.create(
-        model=MODEL, input="Its length?", tools=CI, include=INCLUDE, previous_response_id=first.id, stream=True,
+        model=MODEL,
+        input="Its length?",
+        tools=CI,
+        include=INCLUDE,
+        previous_response_id=first.id,
+        stream=True,
         extra_body=forced(hermes_call("print(len(xs))"), "3 items."),
     )
     events = [e async for e in stream]
@@ -143,7 +181,11 @@ async def test_async_create_stream_and_helper(aclient: openai.AsyncOpenAI) -> No
     assert second.output[0].outputs[0].logs == "3\n" and second.output_text == "3 items."
 
     async with aclient.responses.stream(
-        model=MODEL, input="Max?", tools=CI, include=INCLUDE, previous_response_id=second.id,
+        model=MODEL,
+        input="Max?",
+        tools=CI,
+        include=INCLUDE,
+        previous_response_id=second.id,
         extra_body=forced(hermes_call("print(max(xs))"), "The max is 3."),
     ) as helper:
         async for _ in helper:

@@ -19,8 +19,13 @@ class StubTokenizer:
 
     chat_template = None
 
-    def apply_chat_template(self, messages: list[dict[str, Any]], tokenize: bool = False,
-                            add_generation_prompt: bool = False, **kwargs: Any) -> str:
+    def apply_chat_template(
+        self,
+        messages: list[dict[str, Any]],
+        tokenize: bool = False,
+        add_generation_prompt: bool = False,
+        **kwargs: Any,
+    ) -> str:
         text = "".join(f"<|{m['role']}|>{m.get('content') or ''}\n" for m in messages)
         return text + ("<|assistant|>" if add_generation_prompt else "")
 

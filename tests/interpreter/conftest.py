@@ -47,8 +47,16 @@ def dist_copy(dist_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 async def pool(dist_dir: Path):
-    p = WorkerPool(workers=2, spares=1, timeout_s=20.0, max_output=20_000, dist_dir=dist_dir,
-                   memory_limit="512m", grace_s=3.0, evict_idle=False)
+    p = WorkerPool(
+        workers=2,
+        spares=1,
+        timeout_s=20.0,
+        max_output=20_000,
+        dist_dir=dist_dir,
+        memory_limit="512m",
+        grace_s=3.0,
+        evict_idle=False,
+    )
     async with p:
         yield p
 

@@ -33,7 +33,9 @@ async def test_http_api_in_process(pool: WorkerPool) -> None:
             r = await client.execute(
                 info.id, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint('hi')\n6 * 7"
             )
-            assert r.ok and r.logs == "hi\n42\n" and len(r.images) == 1 and png_size(r.images[0]) == (640, 480)
+            assert (
+                r.ok and r.logs == "hi\n42\n" and len(r.images) == 1 and png_size(r.images[0]) == (640, 480)
+            )
             r = await client.execute(info.id, "raise ValueError('boom')")
             assert r.error_kind == "exception" and r.error == "ValueError: boom"
             f = await client.write_file(info.id, "a.txt", b"hello")
@@ -65,9 +67,22 @@ def _free_port() -> int:
 async def test_serve_subprocess(dist_dir: Path) -> None:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "interpreter_service", "serve", "--port", str(port), "--workers", "1",
-        "--spares", "0", "--dist-dir", str(dist_dir), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "interpreter_service",
+        "serve",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--spares",
+        "0",
+        "--dist-dir",
+        str(dist_dir),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         async with asyncio.timeout(150), HTTPInterpreter(f"http://127.0.0.1:{port}") as client:
@@ -82,8 +97,11 @@ async def test_serve_subprocess(dist_dir: Path) -> None:
             # a client that goes away interrupts its call; the container keeps its state
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as raw:
                 with pytest.raises(httpx.ReadTimeout):
-                    await raw.post(f"/v1/containers/{info.id}/execute",
-                                   json={"code": "while True: pass", "timeout_s": 60}, timeout=1.5)
+                    await raw.post(
+                        f"/v1/containers/{info.id}/execute",
+                        json={"code": "while True: pass", "timeout_s": 60},
+                        timeout=1.5,
+                    )
             t0 = asyncio.get_running_loop().time()
             r = await client.execute(info.id, "kept")
             assert r.ok and r.logs == "10\n" and not r.worker_restarted

@@ -46,7 +46,9 @@ def _fake_wheel(path: Path, tag: str) -> Path:
     with zipfile.ZipFile(whl, "w") as z:
         z.writestr("fakepkg/__init__.py", "")
         z.writestr("fakepkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n")
-        z.writestr("fakepkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: " + tag + "\n")
+        z.writestr(
+            "fakepkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: " + tag + "\n"
+        )
         z.writestr("fakepkg-1.0.dist-info/RECORD", "")
     return whl
 
@@ -57,7 +59,10 @@ def test_add_package_refuses_compiled_wheel(dist_copy: Path, tmp_path: Path) -> 
         add_packages([str(whl)], dist_dir=dist_copy, log=lambda _m: None)
     proc = subprocess.run(
         [sys.executable, "-m", "interpreter_service", "add-package", str(whl), "--dist-dir", str(dist_copy)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1 and "not a pure-Python wheel" in proc.stderr
     assert "fakepkg" not in (dist_copy / "pyodide-lock.json").read_text()
@@ -99,8 +104,14 @@ def test_setup_from_scratch_with_npm(tmp_path: Path) -> None:
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed")
     env = {**os.environ, "VR_PYODIDE_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "setup_pyodide.py")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "setup_pyodide.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "installed from npm pyodide@0.27.7 (integrity verified)" in proc.stdout
     lock = json.loads((tmp_path / "cache" / "pyodide-lock.json").read_text())

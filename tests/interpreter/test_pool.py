@@ -19,9 +19,13 @@ pytestmark = pytest.mark.sandbox
 
 async def test_state_value_stderr_and_traceback(pool: WorkerPool, container: str) -> None:
     async with asyncio.timeout(30):
-        r = await pool.execute(container, "import sys\n[m in sys.modules for m in ('numpy', 'matplotlib.pyplot')]")
+        r = await pool.execute(
+            container, "import sys\n[m in sys.modules for m in ('numpy', 'matplotlib.pyplot')]"
+        )
         assert r.ok and r.logs == "[True, True]\n"  # warmed before the container got it
-        r = await pool.execute(container, "x = 20\nprint('a')\nimport sys; print('b', file=sys.stderr)\nprint('c')")
+        r = await pool.execute(
+            container, "x = 20\nprint('a')\nimport sys; print('b', file=sys.stderr)\nprint('c')"
+        )
         assert r.ok and r.logs == "a\nb\nc\n" and r.error_kind is None
         r = await pool.execute(container, "x * 2 + 2")
         assert r.ok and r.logs == "42\n"
@@ -219,7 +223,11 @@ async def test_parallel_containers_faster_than_serial(pool: WorkerPool) -> None:
                 parallel = time.monotonic() - t0
                 (a0, a1), (b0, b1) = eval(ra.logs), eval(rb.logs)
                 overlap = min(a1, b1) - max(a0, b0)
-                assert overlap > 0.5 * min(a1 - a0, b1 - b0), ("the two calls did not run concurrently", ra, rb)
+                assert overlap > 0.5 * min(a1 - a0, b1 - b0), (
+                    "the two calls did not run concurrently",
+                    ra,
+                    rb,
+                )
                 ratios.append(parallel / serial)
                 if ratios[-1] < 0.8:
                     break
@@ -264,8 +272,15 @@ async def test_unknown_container(pool: WorkerPool) -> None:
 
 async def test_exhaustion_and_expiry(dist_dir) -> None:
     async with asyncio.timeout(120):
-        async with WorkerPool(workers=1, spares=0, dist_dir=dist_dir, idle_expiry_s=1.5,
-                              reap_interval_s=0.3, preload=(), evict_idle=False) as small:
+        async with WorkerPool(
+            workers=1,
+            spares=0,
+            dist_dir=dist_dir,
+            idle_expiry_s=1.5,
+            reap_interval_s=0.3,
+            preload=(),
+            evict_idle=False,
+        ) as small:
             c = await small.create_container()
             with pytest.raises(PoolExhausted):
                 await small.create_container()
@@ -306,7 +321,9 @@ async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir)
             assert (await small.execute(a.id, "x")).logs == "2\n"
             assert {x.id for x in await small.list_containers()} == {a.id, c.id}
             # A container that is running code is never evicted: with both busy, the pool is exhausted.
-            busy = [asyncio.create_task(small.execute(cid, "import time; time.sleep(3)")) for cid in (a.id, c.id)]
+            busy = [
+                asyncio.create_task(small.execute(cid, "import time; time.sleep(3)")) for cid in (a.id, c.id)
+            ]
             await asyncio.sleep(0.5)
             with pytest.raises(PoolExhausted):
                 await small.create_container()

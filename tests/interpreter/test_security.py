@@ -58,10 +58,12 @@ def _probes(port: int) -> list[tuple[str, str, tuple[str, ...]]]:
         ("deno_read_project", f"import js\njs.Deno.readTextFileSync({PROJECT_FILE!r})", DENIED),
         ("proc_environ", "import js\njs.Deno.readFileSync('/proc/self/environ')", DENIED),
         ("node_fs", "import js\njs.require('node:fs').readFileSync('/etc/passwd', 'utf8')", DENIED),
-        ("nodefs_mount",
-         "import pyodide_js, pyodide.ffi, os\nfs = pyodide_js.FS\nfs.mkdirTree('/host')\n"
-         "fs.mount(fs.filesystems.NODEFS, pyodide.ffi.to_js({'root': '/etc'}), '/host')\nos.listdir('/host')",
-         DENIED),
+        (
+            "nodefs_mount",
+            "import pyodide_js, pyodide.ffi, os\nfs = pyodide_js.FS\nfs.mkdirTree('/host')\n"
+            "fs.mount(fs.filesystems.NODEFS, pyodide.ffi.to_js({'root': '/etc'}), '/host')\nos.listdir('/host')",
+            DENIED,
+        ),
         ("env_python", "import os\nos.environ['VR_TEST_SECRET']", ("KeyError",)),
         ("deno_env", "import js\njs.Deno.env.get('VR_TEST_SECRET')", DENIED),
         ("deno_env_all", "import js\njs.Deno.env.toObject()", DENIED),
@@ -69,22 +71,43 @@ def _probes(port: int) -> list[tuple[str, str, tuple[str, ...]]]:
         ("subprocess", "import subprocess\nsubprocess.run(['/usr/bin/id'])", ("does not support processes",)),
         ("deno_command", "import js\njs.eval(\"new Deno.Command('/usr/bin/id').outputSync()\")", DENIED),
         # a bare name fails even earlier: the worker's environment has no PATH
-        ("deno_command_path", "import js\njs.eval(\"new Deno.Command('id').outputSync()\")", (*DENIED, "NotFound")),
+        (
+            "deno_command_path",
+            "import js\njs.eval(\"new Deno.Command('id').outputSync()\")",
+            (*DENIED, "NotFound"),
+        ),
         ("child_process", "import js\njs.require('node:child_process').execSync('id')", DENIED),
-        ("run_js_read", "from pyodide.code import run_js\nrun_js(\"Deno.readTextFileSync('/etc/hostname')\")", DENIED),
+        (
+            "run_js_read",
+            "from pyodide.code import run_js\nrun_js(\"Deno.readTextFileSync('/etc/hostname')\")",
+            DENIED,
+        ),
         ("deno_write", f"import js\njs.Deno.writeTextFileSync({str(HOST_MARK)!r}, 'x')", DENIED),
         ("node_fs_write", f"import js\njs.require('node:fs').writeFileSync({str(HOST_MARK)!r}, 'x')", DENIED),
         ("dlopen_ffi", "import js, pyodide.ffi\njs.Deno.dlopen('libc.so.6', pyodide.ffi.to_js({}))", DENIED),
         ("sys_hostname", "import js\njs.Deno.hostname()", DENIED),
         ("js_fetch", f"import js\nawait js.fetch({url!r})", DENIED),
         ("pyfetch", f"from pyodide.http import pyfetch\nawait pyfetch({url!r})", DENIED),
-        ("deno_connect",
-         f"import js, pyodide.ffi\nawait js.Deno.connect(pyodide.ffi.to_js({{'hostname': '127.0.0.1', 'port': {port}}}))",
-         DENIED),
-        ("socket", f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)", ("OSError",)),
-        ("micropip_pypi", "import micropip\nawait micropip.install('requests')", ("Requires", "Can't fetch", "ValueError")),
-        ("micropip_url", f"import micropip\nawait micropip.install('{url}evil-1.0-py3-none-any.whl')",
-         ("Requires", "Can't fetch", "ValueError")),
+        (
+            "deno_connect",
+            f"import js, pyodide.ffi\nawait js.Deno.connect(pyodide.ffi.to_js({{'hostname': '127.0.0.1', 'port': {port}}}))",
+            DENIED,
+        ),
+        (
+            "socket",
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)",
+            ("OSError",),
+        ),
+        (
+            "micropip_pypi",
+            "import micropip\nawait micropip.install('requests')",
+            ("Requires", "Can't fetch", "ValueError"),
+        ),
+        (
+            "micropip_url",
+            f"import micropip\nawait micropip.install('{url}evil-1.0-py3-none-any.whl')",
+            ("Requires", "Can't fetch", "ValueError"),
+        ),
     ]
 
 
@@ -130,7 +153,9 @@ async def test_escape_probes_all_fail(pool: WorkerPool, probe_container: str) ->
         await pool.delete_container(other.id)
 
 
-async def test_runtime_tampering_does_not_leak_to_other_containers(pool: WorkerPool, probe_container: str) -> None:
+async def test_runtime_tampering_does_not_leak_to_other_containers(
+    pool: WorkerPool, probe_container: str
+) -> None:
     a = probe_container
     b = (await pool.create_container()).id
     try:
@@ -145,14 +170,18 @@ async def test_runtime_tampering_does_not_leak_to_other_containers(pool: WorkerP
 async def test_allow_net_opt_in_reaches_only_listed_host(dist_dir: Path) -> None:
     """Positive control for the network probes: with `--allow-net=127.0.0.1:PORT` a fetch does get through."""
     async with asyncio.timeout(120), Listener() as server, Listener() as unlisted:
-        w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",), preload=()))
+        w = WorkerProcess(
+            WorkerConfig(dist_dir=dist_dir, allow_net=(f"127.0.0.1:{server.port}",), preload=())
+        )
         try:
             await w.start()
             code = f"from pyodide.http import pyfetch\nr = await pyfetch('http://127.0.0.1:{server.port}/')\nawait r.string()"
             r = await w.execute(code, timeout_s=20)
             assert r.ok and r.logs == "'ok'\n", (r.error, r.logs)
             assert server.connections == 1
-            r = await w.execute(f"import js\nawait js.fetch('http://127.0.0.1:{unlisted.port}/')", timeout_s=20)
+            r = await w.execute(
+                f"import js\nawait js.fetch('http://127.0.0.1:{unlisted.port}/')", timeout_s=20
+            )
             assert not r.ok and any(s in (r.error or "") for s in DENIED), r.error
             await asyncio.sleep(0.3)
             assert unlisted.connections == 0
@@ -160,7 +189,9 @@ async def test_allow_net_opt_in_reaches_only_listed_host(dist_dir: Path) -> None
             await w.kill()
 
 
-async def test_worker_process_has_empty_env_and_minimal_permissions(pool: WorkerPool, probe_container: str) -> None:
+async def test_worker_process_has_empty_env_and_minimal_permissions(
+    pool: WorkerPool, probe_container: str
+) -> None:
     """Read the live Deno process's environment and command line from /proc."""
     worker = pool._containers[probe_container].worker  # white-box: the container's process
     assert worker is not None and worker.pid is not None
@@ -169,4 +200,6 @@ async def test_worker_process_has_empty_env_and_minimal_permissions(pool: Worker
     allows = [a for a in argv if a.startswith("--allow")]
     assert allows == [f"--allow-read={pool.cfg.dist_dir}"], allows
     assert "--no-prompt" in argv and not any(a.startswith(("-A", "--allow-all")) for a in argv)
-    assert any(a.startswith("--v8-flags=--wasm-max-mem-pages=") and "--max-old-space-size=" in a for a in argv)
+    assert any(
+        a.startswith("--v8-flags=--wasm-max-mem-pages=") and "--max-old-space-size=" in a for a in argv
+    )

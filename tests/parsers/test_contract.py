@@ -13,7 +13,9 @@ from vllm_responses.parsers import get_parser, parser_names
 from .helpers import run, split_at, summarize
 
 CODE = 'print("héllo\\n", {"a": [1]})\nx = \'\\\\\' + "😀"'
-CODE_JSON = '{"code": "print(\\"h\\u00e9llo\\\\n\\", {\\"a\\": [1]})\\nx = \'\\\\\\\\\' + \\"\\ud83d\\ude00\\""}'
+CODE_JSON = (
+    '{"code": "print(\\"h\\u00e9llo\\\\n\\", {\\"a\\": [1]})\\nx = \'\\\\\\\\\' + \\"\\ud83d\\ude00\\""}'
+)
 
 # (parser, model output, expected calls, expected text[, expected reasoning])
 CASES: list[tuple] = [
@@ -51,31 +53,64 @@ CASES: list[tuple] = [
     ("llama3_json", '{"answer": 42}', [], '{"answer": 42}'),
     ("llama3_json", 'Here: {"name": "f", "parameters": {}}', [], 'Here: {"name": "f", "parameters": {}}'),
     ("json", '{"name": "f", "arguments": {"q": "a\\"b"}}', [("f", {"q": 'a"b'})], ""),
-    ("pythonic", '[get_weather(city="Paris"), f(x=[1, 2], y=None)]', [
-        ("get_weather", {"city": "Paris"}), ("f", {"x": [1, 2], "y": None})], ""),
+    (
+        "pythonic",
+        '[get_weather(city="Paris"), f(x=[1, 2], y=None)]',
+        [("get_weather", {"city": "Paris"}), ("f", {"x": [1, 2], "y": None})],
+        "",
+    ),
     ("pythonic", "[1] is a citation", [], "[1] is a citation"),
     ("pythonic", "No calls here [f(a=1)]", [], "No calls here [f(a=1)]"),
     ("llama3_python_tag", f"Sure.<|python_tag|>{CODE}\n<|eom_id|>", [("python", {"code": CODE})], "Sure."),
     ("llama3_python_tag", "<|python_tag|>import os", [("python", {"code": "import os"})], ""),
     ("llama3_python_tag", '<|python_tag|>{"name": "f", "parameters": {"a": 2}}', [("f", {"a": 2})], ""),
-    ("markdown_code", f"Compute:\n```python\n{CODE}\n```\nDone", [("python", {"code": CODE})], "Compute:\n\nDone"),
+    (
+        "markdown_code",
+        f"Compute:\n```python\n{CODE}\n```\nDone",
+        [("python", {"code": CODE})],
+        "Compute:\n\nDone",
+    ),
     ("markdown_code", "```py\nx = 1\n", [("python", {"code": "x = 1"})], ""),
     ("markdown_code", "```bash\nls\n```", [], "```bash\nls\n```"),
     ("markdown_code", "use `x` or ```y```", [], "use `x` or ```y```"),
-    ("harmony", "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>",
-     [], "Hi", "Think."),
-    ("harmony", "<|channel|>commentary to=functions.get_w <|constrain|>json<|message|>{\"city\": \"P\"}<|call|>",
-     [("get_w", {"city": "P"})], ""),
-    ("harmony", f"<|channel|>analysis<|message|>Run it.<|end|><|start|>assistant<|channel|>analysis to=python code"
-     f"<|message|>{CODE}<|call|>", [("python", {"code": CODE})], "", "Run it."),
+    (
+        "harmony",
+        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi<|return|>",
+        [],
+        "Hi",
+        "Think.",
+    ),
+    (
+        "harmony",
+        '<|channel|>commentary to=functions.get_w <|constrain|>json<|message|>{"city": "P"}<|call|>',
+        [("get_w", {"city": "P"})],
+        "",
+    ),
+    (
+        "harmony",
+        f"<|channel|>analysis<|message|>Run it.<|end|><|start|>assistant<|channel|>analysis to=python code"
+        f"<|message|>{CODE}<|call|>",
+        [("python", {"code": CODE})],
+        "",
+        "Run it.",
+    ),
     ("harmony", "Just final text", [], "Just final text"),
-    ("auto", f"<tool_call>{{\"name\": \"f\", \"arguments\": {{}}}}</tool_call>\n```python\n{CODE}\n```",
-     [("f", {}), ("python", {"code": CODE})], "\n"),
+    (
+        "auto",
+        f'<tool_call>{{"name": "f", "arguments": {{}}}}</tool_call>\n```python\n{CODE}\n```',
+        [("f", {}), ("python", {"code": CODE})],
+        "\n",
+    ),
     ("auto", "[f(a=1)] then", [("f", {"a": 1})], " then"),
     ("auto", '[{"name": "f", "arguments": {"b": 2}}]', [("f", {"b": 2})], ""),
     ("auto", '{"result": 3}', [], '{"result": 3}'),
     ("auto", "[not a call", [], "[not a call"),
-    ("auto", "<function=f>{\"a\": 1}</function><|python_tag|>print(2)", [("f", {"a": 1}), ("python", {"code": "print(2)"})], ""),
+    (
+        "auto",
+        '<function=f>{"a": 1}</function><|python_tag|>print(2)',
+        [("f", {"a": 1}), ("python", {"code": "print(2)"})],
+        "",
+    ),
 ]
 
 TAGS = re.compile(r"<\|?/?[a-z_]+\|?>|<function=|```|<\|[a-z_]+\|>")
@@ -135,10 +170,44 @@ def test_every_parser_is_covered(name):
 
 
 PIECES = [
-    "<tool_call>", "</tool_call>", "<function=f>", "</function>", "<|python_tag|>", "<|eom_id|>", "```python\n",
-    "```", "<|start|>", "assistant", "<|channel|>", "analysis", "final", " to=functions.f", " to=python",
-    "<|message|>", "<|end|>", "<|call|>", '{"name": "f", ', '"arguments": {', '"code": "x\\n', "'", '"', "}", "]",
-    "[", "{", ",", ":", "f(a=1)", "True", "\\", "\\u00", "e9", " ", "\n", "text", "😀",
+    "<tool_call>",
+    "</tool_call>",
+    "<function=f>",
+    "</function>",
+    "<|python_tag|>",
+    "<|eom_id|>",
+    "```python\n",
+    "```",
+    "<|start|>",
+    "assistant",
+    "<|channel|>",
+    "analysis",
+    "final",
+    " to=functions.f",
+    " to=python",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    '{"name": "f", ',
+    '"arguments": {',
+    '"code": "x\\n',
+    "'",
+    '"',
+    "}",
+    "]",
+    "[",
+    "{",
+    ",",
+    ":",
+    "f(a=1)",
+    "True",
+    "\\",
+    "\\u00",
+    "e9",
+    " ",
+    "\n",
+    "text",
+    "😀",
 ]
 
 

@@ -42,7 +42,9 @@ def test_hermes_partial_tag_at_chunk_end():
 
 def test_hermes_nested_braces_and_tags_in_strings():
     text = '<tool_call>{"name": "f", "arguments": {"s": "} ] </tool_ {\\"name\\": 1}", "n": {"m": [{}]}}}</tool_call>'
-    assert summarize(run("hermes", list(text))).calls == [("f", {"s": '} ] </tool_ {"name": 1}', "n": {"m": [{}]}})]
+    assert summarize(run("hermes", list(text))).calls == [
+        ("f", {"s": '} ] </tool_ {"name": 1}', "n": {"m": [{}]}})
+    ]
 
 
 def test_hermes_unicode_escapes_split():
@@ -52,8 +54,12 @@ def test_hermes_unicode_escapes_split():
 
 
 def test_hermes_repairs_raw_newlines_in_code():
-    text = '<tool_call>{"name": "python", "arguments": {"code": "for i in range(3):\n    print(i)"}}</tool_call>'
-    assert summarize(run("hermes", [text])).calls == [("python", {"code": "for i in range(3):\n    print(i)"})]
+    text = (
+        '<tool_call>{"name": "python", "arguments": {"code": "for i in range(3):\n    print(i)"}}</tool_call>'
+    )
+    assert summarize(run("hermes", [text])).calls == [
+        ("python", {"code": "for i in range(3):\n    print(i)"})
+    ]
 
 
 def test_markdown_prefill_then_code_streams_line_by_line():
@@ -80,7 +86,10 @@ def test_harmony_render_round_trip():
     code = ToolCall("c", CODE_TOOL_NAME, json.dumps({"code": "print(1)"}))
     fn = ToolCall("d", "get_w", '{"city": "P"}')
     text = p.render_call(code) + p.render_call(fn)
-    assert summarize(run("harmony", [text])).calls == [("python", {"code": "print(1)"}), ("get_w", {"city": "P"})]
+    assert summarize(run("harmony", [text])).calls == [
+        ("python", {"code": "print(1)"}),
+        ("get_w", {"city": "P"}),
+    ]
     assert p.render_result(ToolResult("c", CODE_TOOL_NAME, "1")).startswith("<|start|>python to=assistant")
     assert p.render_result(ToolResult("d", "get_w", "x")).startswith("<|start|>functions.get_w to=assistant")
 
@@ -147,10 +156,16 @@ def test_reasoning_splitter_any_chunking(cuts):
     assert (r.reasoning, r.text) == ("", "<thin")
 
 
-code_text = st.text(
-    alphabet=st.one_of(st.sampled_from(list('"\\\n\t{}[]<>`|\'é😀 ')), st.characters(blacklist_categories=("Cs",))),
-    max_size=50,
-).map(str.strip).filter(lambda s: "```" not in s and "<|" not in s and "</" not in s and s[:1] not in "{[")
+code_text = (
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(list("\"\\\n\t{}[]<>`|'é😀 ")), st.characters(blacklist_categories=("Cs",))
+        ),
+        max_size=50,
+    )
+    .map(str.strip)
+    .filter(lambda s: "```" not in s and "<|" not in s and "</" not in s and s[:1] not in "{[")
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -103,7 +103,9 @@ class VLLMEngine:
     ) -> None:
         if reasoning_parser and reasoning_parser not in THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS:
             known = ", ".join(sorted(THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS))
-            raise EngineError(f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}")
+            raise EngineError(
+                f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}"
+            )
         self._llm = llm
         self._model_name = model_name
         self._tokenizer = llm.get_tokenizer()

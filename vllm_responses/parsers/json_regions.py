@@ -98,7 +98,11 @@ class JsonCallsRegion(Region):
     """
 
     def __init__(
-        self, parser: ScanningParser, prefix: str = "", end_markers: tuple[str, ...] = (), own_end: bool = False
+        self,
+        parser: ScanningParser,
+        prefix: str = "",
+        end_markers: tuple[str, ...] = (),
+        own_end: bool = False,
     ) -> None:
         super().__init__(parser)
         self.prefix, self.end_markers, self.own_end = prefix, end_markers, own_end

@@ -10,7 +10,6 @@ from vllm_responses.parsers.repair import JsonRepairer, repair_json
 __all__ = ["JsonStringField", "JsonRepairer", "repair_json"]
 
 
-
 class JsonStringField:
     """Decode the value of one top-level string field (default "code") of a JSON object fed in fragments.
 

@@ -12,7 +12,14 @@ __all__ = ["JsonRepairer", "repair_json"]
 _WORD = re.compile(r"[A-Za-z0-9_+\-.]")
 _NUMBER = re.compile(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?\Z")
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")
-_LITERALS = {"true": "true", "True": "true", "false": "false", "False": "false", "null": "null", "None": "null"}
+_LITERALS = {
+    "true": "true",
+    "True": "true",
+    "false": "false",
+    "False": "false",
+    "null": "null",
+    "None": "null",
+}
 
 
 class JsonRepairer:

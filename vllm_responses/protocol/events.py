@@ -28,9 +28,11 @@ __all__ = [
     "Event",
     "FunctionArgumentsDelta",
     "FunctionArgumentsDone",
+    "ItemRef",
     "LifecycleType",
     "OutputItemAdded",
     "OutputItemDone",
+    "PartRef",
     "ReasoningTextDelta",
     "ReasoningTextDone",
     "ResponseLifecycle",
@@ -39,6 +41,19 @@ __all__ = [
 ]
 
 Part = Union[OutputText, ReasoningText]
+
+
+class ItemRef(TypedDict):
+    """The item an event is about (spread into the event)."""
+
+    item_id: str
+    output_index: int
+
+
+class PartRef(ItemRef):
+    """The content part of an item an event is about."""
+
+    content_index: int
 
 
 LifecycleType = Literal[

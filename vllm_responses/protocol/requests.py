@@ -211,9 +211,7 @@ class CreateResponseRequest(_Model):
     input: Union[str, list[InputItem]]
     instructions: str | None = None
     tools: list[Tool] = Field(default_factory=list)
-    tool_choice: Union[
-        Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin
-    ] = "auto"
+    tool_choice: Union[Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin] = "auto"
     parallel_tool_calls: bool = True
     max_tool_calls: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -242,7 +240,9 @@ class CreateResponseRequest(_Model):
         # `{"role": ..., "content": ...}` without a type is a message (EasyInputMessage).
         if isinstance(v, list):
             return [
-                {**item, "type": "message"} if isinstance(item, dict) and "type" not in item and "role" in item else item
+                {**item, "type": "message"}
+                if isinstance(item, dict) and "type" not in item and "role" in item
+                else item
                 for item in v
             ]
         return v
@@ -330,8 +330,14 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
                     param=f"input[{i}].type",
                     code="unsupported_value",
                 )
-            for j, part in enumerate(item.get("content") or [] if isinstance(item.get("content"), list) else []):
-                if isinstance(part, dict) and part.get("type") in ("input_image", "input_file", "input_audio"):
+            for j, part in enumerate(
+                item.get("content") or [] if isinstance(item.get("content"), list) else []
+            ):
+                if isinstance(part, dict) and part.get("type") in (
+                    "input_image",
+                    "input_file",
+                    "input_audio",
+                ):
                     raise InvalidRequest(
                         f"Content type {part['type']!r} is not supported: the served model reads text only.",
                         param=f"input[{i}].content[{j}].type",
@@ -346,7 +352,9 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
     check_includes(req.include)
     if req.top_logprobs:
-        raise InvalidRequest("top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter")
+        raise InvalidRequest(
+            "top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter"
+        )
     if req.background and not req.store:
         raise InvalidRequest("background responses must be stored (store: true).", param="background")
     names = [t.name for t in req.function_tools]
@@ -355,7 +363,11 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
     for i, tool in enumerate(req.tools):
-        if isinstance(tool, CodeInterpreterTool) and isinstance(tool.container, ContainerAuto) and tool.container.file_ids:
+        if (
+            isinstance(tool, CodeInterpreterTool)
+            and isinstance(tool.container, ContainerAuto)
+            and tool.container.file_ids
+        ):
             raise InvalidRequest(
                 "container.file_ids refer to the Files API, which this server does not have: create a container "
                 "(POST /v1/containers), upload the files to it, and pass its id as container.",
@@ -364,10 +376,13 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
             )
     if isinstance(req.tool_choice, ToolChoiceFunction) and req.tool_choice.name not in names:
         raise InvalidRequest(
-            f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.", param="tool_choice"
+            f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.",
+            param="tool_choice",
         )
     if isinstance(req.tool_choice, ToolChoiceBuiltin) and req.code_tool is None:
-        raise InvalidRequest("tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice")
+        raise InvalidRequest(
+            "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
+        )
     if req.tool_choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
     fmt = req.text.format if req.text else None
