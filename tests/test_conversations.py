@@ -202,6 +202,12 @@ def test_code_calls_in_a_conversation(client: openai.OpenAI, engine: FakeEngine)
     )
     assert got.type == "code_interpreter_call" and got.outputs is not None
 
+    # A client adding the response's items itself (openai-agents' session) has no outputs: they come from the store.
+    other = client.conversations.create()
+    client.conversations.items.create(other.id, items=[r1.output[0].model_dump(exclude_unset=True)])  # type: ignore[list-item]
+    readded = _items(client, other.id, **{"include[]": "code_interpreter_call.outputs"})[0]
+    assert readded["id"] == call["id"] and readded["outputs"] == [{"type": "logs", "logs": "42\n"}]
+
     r2 = client.responses.create(model=MODEL, input="Add one.", tools=CI, conversation=conv.id)
     assert r2.output_text == "43."
     turns = engine.requests[2].turns

@@ -124,7 +124,9 @@ class ConversationService:
         return kept
 
     async def _resolve(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`item_reference`s replaced by the stored response items they name."""
+        """`item_reference`s replaced by the stored response items they name, and a `code_interpreter_call`
+        sent without `outputs` given those of the stored call of that id (a client adding a response's
+        items, as openai-agents' session does, has them only when it asked with `include`)."""
         resolved = []
         for i, item in enumerate(items):
             if item.get("type") == "item_reference":
@@ -132,5 +134,9 @@ class ConversationService:
                 if found is None:
                     raise NotFound(f"Item with id {item['id']!r} not found.", param=f"items[{i}].id")
                 item = found
+            elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
+                found = await self.store.find_item(item["id"])
+                if found is not None and found.get("type") == "code_interpreter_call":
+                    item = {**item, "outputs": found.get("outputs")}
             resolved.append(item)
         return resolved
