@@ -51,7 +51,8 @@ CASES = [
     ),
     ({"model": MODEL, "input": "hi", "tool_choice": "required"}, 400, "tool_choice"),
     ({"model": MODEL, "input": "hi", "background": True, "store": False}, 400, "background"),
-    ({"model": MODEL, "input": "hi", "conversation": "conv_1"}, 400, "conversation"),
+    ({"model": MODEL, "input": "hi", "conversation": "conv_1"}, 404, "conversation"),
+    ({"model": MODEL, "input": "hi", "conversation": {"name": "x"}}, 400, "conversation"),
     ({"model": MODEL, "input": "hi", "metadata": {str(i): "v" for i in range(17)}}, 400, "metadata"),
     ({"model": MODEL, "input": "hi", "text": {"format": {"type": "json_schema"}}}, 400, "text.format"),
 ]

@@ -62,7 +62,7 @@ def test_wire_shape(fake_server: LiveServer) -> None:
         ({"input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
         ({"input": [{"role": "wizard", "content": "hi"}]}, 400, "input[0].role"),
         ({"input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
-        ({"input": "hi", "conversation": "conv_1"}, 400, "conversation"),
+        ({"input": "hi", "conversation": "conv_1"}, 404, "conversation"),
         ({"input": "hi", "tool_choice": "required"}, 400, "tool_choice"),
         ({"input": "hi", "include": ["nonsense"]}, 400, "include[0]"),
         ([1, 2], 400, "body"),

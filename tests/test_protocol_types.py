@@ -16,6 +16,7 @@ from openai.types.responses import (
     ResponseStreamEvent,
     ResponseUsage,
 )
+from openai.types.responses.response import Conversation as ResponseConversation
 from openai.types.responses.response_code_interpreter_tool_call import OutputImage, OutputLogs
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
 from pydantic import BaseModel
@@ -36,6 +37,7 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ImageOutput, OutputImage),
     (items.ResponseUsage, ResponseUsage),
     (items.ResponseObject, Response),
+    (items.ConversationRef, ResponseConversation),
 ]
 
 

@@ -22,6 +22,7 @@ from interpreter_service import Interpreter
 from vllm_responses.bodies import json_body
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
+from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
 from vllm_responses.pagination import cursor_page
@@ -241,6 +242,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
         Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
         *container_routes(),
+        *conversation_routes(),
         *playground_routes(),
     ]
     app = Starlette(

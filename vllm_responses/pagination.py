@@ -7,13 +7,11 @@ from typing import Any
 
 from vllm_responses.errors import InvalidRequest
 
-__all__ = ["cursor_page"]
+__all__ = ["cursor_page", "page_params"]
 
 
-def cursor_page(
-    items: Sequence[dict[str, Any]], query: Mapping[str, str], *, default_order: str = "desc"
-) -> dict[str, Any]:
-    """One page of `items` (given oldest first) as the SDK's cursor page; bad parameters are a 400."""
+def page_params(query: Mapping[str, str], *, default_order: str = "desc") -> tuple[str, int, str | None]:
+    """`order`, `limit` and `after` of a list request; bad values are a 400 naming the parameter."""
     order = query.get("order", default_order)
     if order not in ("asc", "desc"):
         raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
@@ -23,8 +21,16 @@ def cursor_page(
         raise InvalidRequest("limit must be an integer.", param="limit") from None
     if not 1 <= limit <= 100:
         raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+    return order, limit, query.get("after") or None
+
+
+def cursor_page(
+    items: Sequence[dict[str, Any]], query: Mapping[str, str], *, default_order: str = "desc"
+) -> dict[str, Any]:
+    """One page of `items` (given oldest first) as the SDK's cursor page; bad parameters are a 400."""
+    order, limit, after = page_params(query, default_order=default_order)
     ordered = list(items) if order == "asc" else list(reversed(items))
-    if after := query.get("after"):
+    if after:
         ids = [it["id"] for it in ordered]
         if after not in ids:
             raise InvalidRequest(f"No item with id {after!r} in this list.", param="after")

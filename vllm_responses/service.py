@@ -23,6 +23,7 @@ from vllm_responses.chat import (
 )
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
+from vllm_responses.conversations import ConversationService
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
@@ -42,6 +43,10 @@ logger = logging.getLogger(__name__)
 
 # How long a finished run stays in memory for late streams (`GET ...?stream=true`) after it ends.
 RUN_RETENTION_S = 300.0
+# The endings of a response created with `conversation` that append its input and output to the
+# conversation: an incomplete one (cut by max_output_tokens) is a turn the user saw; a failed or
+# cancelled one appends nothing, so a retry starts from the same conversation.
+APPENDING_STATUSES = ("completed", "incomplete")
 
 
 class ResponsesService:
@@ -53,6 +58,7 @@ class ResponsesService:
         self.interpreter = interpreter
         self.store = store
         self.containers = ContainerService(interpreter)
+        self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
 
     @property
@@ -75,6 +81,8 @@ class ResponsesService:
         if req.previous_response_id:
             prev = await self._previous(req.previous_response_id)
             history = prev.history
+        elif req.conversation:
+            history = await self.conversations.history(req.conversation)
         input_items = await self._resolve_references(input_to_items(req.input))
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
@@ -220,7 +228,7 @@ class ResponsesService:
                 tool.setdefault("description", None)
                 tool.setdefault("strict", None)
         choice = req.tool_choice
-        return {
+        echo: ResponseEcho = {
             "model": self.model_names[0],
             "instructions": req.instructions,
             "tools": tools,
@@ -248,6 +256,9 @@ class ResponsesService:
             "safety_identifier": req.safety_identifier,
             "prompt_cache_key": req.prompt_cache_key,
         }
+        if req.conversation:
+            echo["conversation"] = {"id": req.conversation}
+        return echo
 
     async def _drive(
         self,
@@ -282,6 +293,9 @@ class ResponsesService:
                     created_at=time.time(),
                 )
                 await asyncio.shield(self._save(record))
+            if req.conversation and builder.status in APPENDING_STATUSES:
+                items = [*input_items, *cast(list[dict[str, Any]], builder.output)]
+                await asyncio.shield(self._append_to_conversation(req.conversation, items))
             asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
 
     async def _save(self, record: StoredResponse) -> None:
@@ -289,6 +303,12 @@ class ResponsesService:
             await self.store.save(record)
         except Exception:
             logger.exception("could not store response %s", record.id)
+
+    async def _append_to_conversation(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        try:
+            await self.conversations.append(conversation_id, items)
+        except Exception:
+            logger.exception("could not append to conversation %s", conversation_id)
 
     # --- read, delete, cancel -------------------------------------------------------------------------
 

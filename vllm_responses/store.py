@@ -10,6 +10,12 @@ from typing import Any, Protocol
 
 import aiosqlite
 
+from vllm_responses.conversation_store import (
+    CONVERSATION_SCHEMA,
+    ConversationStore,
+    MemoryConversations,
+    SQLiteConversations,
+)
 from vllm_responses.protocol.items import ResponseObject
 
 __all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse"]
@@ -29,8 +35,9 @@ class StoredResponse:
     created_at: float
 
 
-class ResponseStore(Protocol):
-    """Where responses live between requests. A Postgres implementation would let replicas share it."""
+class ResponseStore(ConversationStore, Protocol):
+    """Where responses (and conversations) live between requests. A Postgres implementation would let
+    replicas share it."""
 
     async def open(self) -> None: ...
     async def aclose(self) -> None: ...
@@ -68,7 +75,7 @@ CREATE INDEX IF NOT EXISTS items_response ON items (response_id);
 """
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteConversations):
     """SQLite in WAL mode through aiosqlite (one connection, its own thread).
 
     Parameters
@@ -91,7 +98,7 @@ class SQLiteStore:
         self._db = await aiosqlite.connect(self.path)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.executescript(_SCHEMA)
+        await self._db.executescript(_SCHEMA + CONVERSATION_SCHEMA)
         await self._db.commit()
         await self._prune()
 
@@ -166,13 +173,15 @@ class SQLiteStore:
             (self.max_rows,),
         )
         await self.db.execute("DELETE FROM items WHERE response_id NOT IN (SELECT id FROM responses)")
+        await self._prune_conversations()
         await self.db.commit()
 
 
-class MemoryStore:
+class MemoryStore(MemoryConversations):
     """A bounded in-process store (tests, or `--db :memory:`)."""
 
     def __init__(self, max_rows: int = 10_000) -> None:
+        super().__init__()
         self.max_rows = max_rows
         self._rows: dict[str, StoredResponse] = {}
 

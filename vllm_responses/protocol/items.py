@@ -15,6 +15,7 @@ __all__ = [
     "CodeInterpreterCallItem",
     "CodeOutput",
     "ContainerFileCitation",
+    "ConversationRef",
     "FunctionCallItem",
     "ImageOutput",
     "InputTokensDetails",
@@ -156,6 +157,12 @@ class ResponseError(TypedDict):
     message: str
 
 
+class ConversationRef(TypedDict):
+    """`response.Conversation`"""
+
+    id: str
+
+
 class ResponseEcho(TypedDict):
     """The request's settings as a response echoes them back (the service resolves them from the request)."""
 
@@ -179,6 +186,7 @@ class ResponseEcho(TypedDict):
     service_tier: Literal["default"]
     safety_identifier: str | None
     prompt_cache_key: str | None
+    conversation: NotRequired[ConversationRef]  # only when the request named one
 
 
 class ResponseObject(ResponseEcho):

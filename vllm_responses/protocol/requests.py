@@ -221,6 +221,7 @@ class CreateResponseRequest(_Model):
     store: bool = True
     background: bool = False
     previous_response_id: str | None = None
+    conversation: str | None = None  # an id, or {"id": ...} (read as the id)
     include: list[str] = Field(default_factory=list)
     metadata: dict[str, str] | None = None
     text: TextConfig | None = None
@@ -245,6 +246,15 @@ class CreateResponseRequest(_Model):
                 else item
                 for item in v
             ]
+        return v
+
+    @field_validator("conversation", mode="before")
+    @classmethod
+    def _conversation_id(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not isinstance(v.get("id"), str):
+                raise ValueError("conversation must be a conversation id or {'id': 'conv_...'}")
+            return v["id"]
         return v
 
     @field_validator("metadata")
@@ -275,7 +285,6 @@ class CreateResponseRequest(_Model):
 
 
 _UNSUPPORTED = {
-    "conversation": "conversations are not supported; use previous_response_id",
     "prompt": "stored prompts are not supported",
 }
 
@@ -354,6 +363,12 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if req.top_logprobs:
         raise InvalidRequest(
             "top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter"
+        )
+    if req.conversation is not None and req.previous_response_id:
+        raise InvalidRequest(
+            "Mutually exclusive parameters: give either 'previous_response_id' or 'conversation', not both.",
+            param="conversation",
+            code="mutually_exclusive_parameters",
         )
     if req.background and not req.store:
         raise InvalidRequest("background responses must be stored (store: true).", param="background")

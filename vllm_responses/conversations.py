@@ -1,0 +1,142 @@
+"""`ConversationService`: conversations and their items over the store, and the two steps responses take with them.
+
+It knows no HTTP: unknown ids raise `NotFound` naming the parameter (`conversation_id`, `item_id`, or
+`conversation` when a create-response names it). A response created with `conversation` reads the
+conversation's items before its own input (`history`) and, once it has ended, `append`s its input and
+output items; `ResponsesService` decides which endings append (see `APPENDING_STATUSES` there).
+Every item a conversation keeps has an id unique within it: an item sent with an id the conversation
+already holds (or twice in one batch) is kept under a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from vllm_responses.conversation_store import StoredConversation
+from vllm_responses.errors import InvalidRequest, NotFound
+from vllm_responses.history import input_to_items
+from vllm_responses.protocol.conversations import conversation_item
+from vllm_responses.protocol.requests import InputItem
+from vllm_responses.store import ResponseStore
+from vllm_responses.stream import new_id
+
+__all__ = ["ConversationService"]
+
+logger = logging.getLogger(__name__)
+
+
+class ConversationService:
+    def __init__(self, store: ResponseStore) -> None:
+        self.store = store
+
+    async def create(self, items: list[InputItem], metadata: dict[str, str] | None) -> StoredConversation:
+        conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}))
+        kept = await self._kept(
+            conversation.id, await self._resolve(input_to_items(items)), check_store=False
+        )
+        await self.store.create_conversation(conversation, kept)
+        return conversation
+
+    async def get(self, conversation_id: str, *, param: str = "conversation_id") -> StoredConversation:
+        found = await self.store.get_conversation(conversation_id)
+        if found is None:
+            raise NotFound(f"Conversation with id {conversation_id!r} not found.", param=param)
+        return found
+
+    async def update(self, conversation_id: str, metadata: dict[str, str]) -> StoredConversation:
+        updated = await self.store.update_conversation(conversation_id, metadata)
+        if updated is None:
+            raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
+        return updated
+
+    async def delete(self, conversation_id: str) -> None:
+        if not await self.store.delete_conversation(conversation_id):
+            raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
+
+    # --- items ----------------------------------------------------------------------------------------
+
+    async def add_items(self, conversation_id: str, items: list[InputItem]) -> list[dict[str, Any]]:
+        """Append input items; the items as kept (with their ids)."""
+        await self.get(conversation_id)
+        kept = await self._kept(conversation_id, await self._resolve(input_to_items(items)))
+        if not await self.store.add_conversation_items(conversation_id, kept):
+            raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
+        return kept
+
+    async def page(
+        self, conversation_id: str, *, order: str, limit: int, after: str | None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """One page of items in `order` after item `after`, and whether more follow."""
+        await self.get(conversation_id)
+        if after is not None and await self.store.get_conversation_item(conversation_id, after) is None:
+            raise InvalidRequest(f"No item with id {after!r} in this conversation.", param="after")
+        items = await self.store.list_conversation_items(
+            conversation_id, after=after, limit=limit + 1, descending=order == "desc"
+        )
+        return items[:limit], len(items) > limit
+
+    async def item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
+        await self.get(conversation_id)
+        found = await self.store.get_conversation_item(conversation_id, item_id)
+        if found is None:
+            raise NotFound(f"No item {item_id!r} in conversation {conversation_id!r}.", param="item_id")
+        return found
+
+    async def delete_item(self, conversation_id: str, item_id: str) -> StoredConversation:
+        """Delete one item; the conversation (what the API answers with)."""
+        conversation = await self.get(conversation_id)
+        if not await self.store.delete_conversation_item(conversation_id, item_id):
+            raise NotFound(f"No item {item_id!r} in conversation {conversation_id!r}.", param="item_id")
+        return conversation
+
+    # --- the steps of a response created with `conversation` ------------------------------------------
+
+    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's items, oldest first, to go before a response's input; 404 naming `conversation`."""
+        await self.get(conversation_id, param="conversation")
+        return await self.store.list_conversation_items(conversation_id)
+
+    async def append(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        """Append a finished response's items; a conversation deleted meanwhile is only logged."""
+        kept = await self._kept(conversation_id, items)
+        if not await self.store.add_conversation_items(conversation_id, kept):
+            logger.info(
+                "conversation %s was deleted before its response ended: nothing appended", conversation_id
+            )
+
+    async def _kept(
+        self, conversation_id: str, items: list[dict[str, Any]], *, check_store: bool = True
+    ) -> list[dict[str, Any]]:
+        """Items as the conversation keeps them, each with an id it does not hold yet."""
+        kept: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for item in items:
+            out = conversation_item(item)
+            taken = out["id"] in seen or (
+                check_store and await self.store.get_conversation_item(conversation_id, out["id"]) is not None
+            )
+            if taken:
+                out["id"] = new_id(str(out["id"]).split("_", 1)[0] if "_" in str(out["id"]) else "item")
+            seen.add(out["id"])
+            kept.append(out)
+        return kept
+
+    async def _resolve(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`item_reference`s replaced by the stored response items they name, and a `code_interpreter_call`
+        sent without `outputs` given those of the stored call of that id (a client adding a response's
+        items, as openai-agents' session does, has them only when it asked with `include`)."""
+        resolved = []
+        for i, item in enumerate(items):
+            if item.get("type") == "item_reference":
+                found = await self.store.find_item(item["id"])
+                if found is None:
+                    raise NotFound(f"Item with id {item['id']!r} not found.", param=f"items[{i}].id")
+                item = found
+            elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
+                found = await self.store.find_item(item["id"])
+                if found is not None and found.get("type") == "code_interpreter_call":
+                    item = {**item, "outputs": found.get("outputs")}
+            resolved.append(item)
+        return resolved
