@@ -13,7 +13,7 @@ import pytest
 from tests.fakes import FakeEngine, code_call, function_call, say, think
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
-from vllm_responses.chat import Message, ToolCall, ToolResult
+from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 from vllm_responses.engine.base import EngineError, EngineRejected
 
 MODEL = "fake-model"
@@ -461,3 +461,21 @@ def test_refusal_after_a_tool_call_fails_the_stream(fake_server: LiveServer, eng
     events = raw_stream(fake_server, {"model": MODEL, "input": "x", "tools": CI})
     assert events[-1]["type"] == "response.failed"
     assert events[-1]["response"]["error"]["code"] == "invalid_prompt"
+
+
+def test_code_call_resent_without_outputs_gets_the_stored_ones(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    """A client that resends a response's items without having asked for the outputs (openai-agents does)
+    still lets the model read what the code printed."""
+    engine.reset(code_call("print(6 * 7)"), say("42."))
+    first = client.responses.create(model=MODEL, input="Compute.", tools=CI)  # type: ignore[arg-type]
+    call = first.output[0].model_dump(exclude_none=True)
+    assert call["type"] == "code_interpreter_call" and "outputs" not in call
+    engine.reset(say("Still 42."))
+    client.responses.create(
+        model=MODEL,
+        input=[{"role": "user", "content": "Compute."}, call, {"role": "user", "content": "Again?"}],  # type: ignore[list-item]
+        tools=CI,  # type: ignore[arg-type]
+    )
+    assert engine.requests[0].turns[-2] == ToolResult(call["id"], CODE_TOOL_NAME, "42\n")

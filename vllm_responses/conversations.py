@@ -19,6 +19,7 @@ from vllm_responses.errors import InvalidRequest, NotFound
 from vllm_responses.history import input_to_items
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.requests import InputItem
+from vllm_responses.references import resolve_stored_items
 from vllm_responses.store import ResponseStore
 from vllm_responses.stream import new_id
 
@@ -34,7 +35,9 @@ class ConversationService:
     async def create(self, items: list[InputItem], metadata: dict[str, str] | None) -> StoredConversation:
         conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}))
         kept = await self._kept(
-            conversation.id, await self._resolve(input_to_items(items)), check_store=False
+            conversation.id,
+            await resolve_stored_items(self.store, input_to_items(items), "items"),
+            check_store=False,
         )
         await self.store.create_conversation(conversation, kept)
         return conversation
@@ -60,7 +63,9 @@ class ConversationService:
     async def add_items(self, conversation_id: str, items: list[InputItem]) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
         await self.get(conversation_id)
-        kept = await self._kept(conversation_id, await self._resolve(input_to_items(items)))
+        kept = await self._kept(
+            conversation_id, await resolve_stored_items(self.store, input_to_items(items), "items")
+        )
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
@@ -122,21 +127,3 @@ class ConversationService:
             seen.add(out["id"])
             kept.append(out)
         return kept
-
-    async def _resolve(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`item_reference`s replaced by the stored response items they name, and a `code_interpreter_call`
-        sent without `outputs` given those of the stored call of that id (a client adding a response's
-        items, as openai-agents' session does, has them only when it asked with `include`)."""
-        resolved = []
-        for i, item in enumerate(items):
-            if item.get("type") == "item_reference":
-                found = await self.store.find_item(item["id"])
-                if found is None:
-                    raise NotFound(f"Item with id {item['id']!r} not found.", param=f"items[{i}].id")
-                item = found
-            elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
-                found = await self.store.find_item(item["id"])
-                if found is not None and found.get("type") == "code_interpreter_call":
-                    item = {**item, "outputs": found.get("outputs")}
-            resolved.append(item)
-        return resolved

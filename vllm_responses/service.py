@@ -33,6 +33,7 @@ from vllm_responses.protocol.requests import (
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
+from vllm_responses.references import resolve_stored_items
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
@@ -83,7 +84,7 @@ class ResponsesService:
             history = prev.history
         elif req.conversation:
             history = await self.conversations.history(req.conversation)
-        input_items = await self._resolve_references(input_to_items(req.input))
+        input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
@@ -164,18 +165,6 @@ class ResponsesService:
                 f"Previous response with id {response_id!r} not found.", param="previous_response_id"
             )
         return prev
-
-    async def _resolve_references(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Input `item_reference`s replaced by the stored items they name (the Vercel AI SDK sends these)."""
-        resolved = []
-        for i, item in enumerate(items):
-            if item.get("type") == "item_reference":
-                found = await self.store.find_item(item["id"])
-                if found is None:
-                    raise NotFound(f"Item with id {item['id']!r} not found.", param=f"input[{i}].id")
-                item = found
-            resolved.append(item)
-        return resolved
 
     async def _container_resolver(
         self, req: CreateResponseRequest, history: list[dict[str, Any]]
