@@ -216,3 +216,16 @@ def test_a_compaction_item_round_trips_through_create(client: openai.OpenAI, eng
 )
 def test_wire_shapes_match_the_sdk(td: Any, model: type[pydantic.BaseModel]) -> None:
     check_typed_dict(td, model)
+
+
+def test_a_looping_summary_is_capped_and_its_repeats_dropped(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    engine.reset(say("Ada's code is 4417. It is mild.\nIt is mild. " * 400))
+    compacted = client.responses.compact(model=MODEL, input=CONVERSATION)  # type: ignore[arg-type]
+    (call,) = engine.requests
+    assert call.sampling.max_tokens == int(FakeEngine.prompt_tokens(call) / 3)
+    assert compacted.usage.output_tokens == call.sampling.max_tokens  # cut by the cap, as vLLM would
+    item = compacted.output[1]
+    assert item.type == "compaction"
+    assert open_summary(item.encrypted_content) == "Ada's code is 4417. It is mild."

@@ -10,9 +10,10 @@ replaces the model's context with it once the context passes `compact_threshold`
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vllm_responses.chat import (
@@ -50,8 +51,9 @@ __all__ = [
     "transcript",
 ]
 
-# The summary's length cap, in tokens.
+# The summary's length cap, in tokens, and at most this share of the summarising prompt's tokens.
 SUMMARY_MAX_TOKENS = 512
+SUMMARY_MAX_SHARE = 1 / 3
 
 SUMMARY_SYSTEM = (
     "You compress conversations. You are given the transcript of a conversation between a user and an "
@@ -113,20 +115,40 @@ async def _summarise(
         turns=(
             Message("system", SUMMARY_SYSTEM),
             Message(
-                "user", f"<transcript>\n{transcript(items_to_turns(older))}\n</transcript>\n\n{SUMMARY_ASK}"
+                "user",
+                f"The conversation:\n\n{transcript(items_to_turns(older))}\n\n(end of the conversation)\n\n"
+                + SUMMARY_ASK,
             ),
         ),
         tool_choice="none",
-        sampling=Sampling(max_tokens=SUMMARY_MAX_TOKENS, temperature=0.0, structured=structured),
     )
+    # Shorter than what it summarises, whatever the model does (small models loop until the cap).
+    cap = min(SUMMARY_MAX_TOKENS, max(16, int(await engine.count_tokens(request) * SUMMARY_MAX_SHARE)))
+    sampling = Sampling(max_tokens=cap, temperature=0.0, structured=structured)
     text: list[str] = []
-    usage = Usage()
-    async for event in engine.generate(request):
+    finish = Finish("stop", Usage())
+    async for event in engine.generate(replace(request, sampling=sampling)):
         if isinstance(event, TextDelta):
             text.append(event.text)
         elif isinstance(event, Finish):
-            usage = event.usage
-    return "".join(text).strip(), usage
+            finish = event
+    return _tidy("".join(text), cut=finish.reason == "length"), finish.usage
+
+
+def _tidy(text: str, *, cut: bool) -> str:
+    """The summary without sentences that repeat an earlier one (a small model's loops) and, when the
+    cap `cut` it, without its unfinished last sentence."""
+    sentences = re.split(r"(?<=[.!?\n])\s+", text.strip())
+    if cut and len(sentences) > 1:
+        sentences.pop()
+    seen: set[str] = set()
+    kept = []
+    for sentence in sentences:
+        key = sentence.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sentence.strip())
+    return " ".join(kept)
 
 
 async def compact(
