@@ -14,8 +14,10 @@ import openai
 import pytest
 
 from tests.serving import LiveServer
+from tests.test_compaction import validate_compacted
 from tests.wire import validate_response
 from vllm_responses.config import Config
+from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.store import MemoryStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
@@ -78,3 +80,38 @@ def test_default_model_runs_code_and_answers_from_it(default_server: LiveServer)
     printed = re.findall(r"\d{3,}", logs)
     assert printed and any(n in final.output_text for n in printed), (logs, final.output_text)
     print("code:", first.code, "\nlogs:", logs, "\nanswer:", final.output_text)
+
+
+def test_default_model_compacts_a_conversation(default_server: LiveServer) -> None:
+    """Smoke run of compaction with the default model writing the summary itself (nothing forced): the
+    compacted context is smaller by `input_tokens` and a follow-up runs on it. Whether a 135M model keeps
+    the fact is printed, not asserted."""
+    client = openai.OpenAI(
+        base_url=default_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=600
+    )
+    chatter = "We talked about the weather, which was mild with some clouds and a little sun. "
+    conversation: list[dict[str, Any]] = [
+        {"role": "user", "content": "Hi, I am Ada. My locker code is 4417. " + chatter * 12},
+        {"role": "assistant", "content": "Hello Ada, I will remember your locker code 4417. " + chatter * 12},
+        {"role": "user", "content": "Tell me about the weather. " + chatter * 6},
+        {"role": "assistant", "content": chatter * 6},
+        {"role": "user", "content": "What is my locker code?"},
+    ]
+    raw = client.responses.with_raw_response.compact(model=MODEL, input=conversation)  # type: ignore[arg-type]
+    compacted, body = raw.parse(), raw.http_response.json()
+    validate_compacted(body)
+    out = body["output"]
+    assert [it["type"] for it in out] == ["compaction", "message"]
+    summary = open_summary(out[0]["encrypted_content"])
+    assert summary.strip() and compacted.usage.output_tokens > 0
+
+    def count(items: list[dict[str, Any]]) -> int:
+        return client.responses.input_tokens.count(model=MODEL, input=items).input_tokens  # type: ignore[arg-type]
+
+    before, after = count(conversation), count(out)
+    assert after < before
+    follow = client.responses.create(model=MODEL, input=out, temperature=0, max_output_tokens=64)  # type: ignore[arg-type]
+    validate_response(client.responses.retrieve(follow.id).model_dump(mode="json", exclude_unset=True))
+    assert follow.status in ("completed", "incomplete") and follow.output_text.strip()
+    print(f"tokens {before} -> {after}\nsummary: {summary!r}\nanswer: {follow.output_text!r}")
+    print("fact kept in the summary:", "4417" in summary, "| in the answer:", "4417" in follow.output_text)

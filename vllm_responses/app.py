@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
 from vllm_responses.bodies import json_body
+from vllm_responses.compaction import compacted_response, parse_compact_request
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
 from vllm_responses.conversation_routes import conversation_routes
@@ -119,6 +120,11 @@ async def count_input_tokens(request: Request) -> Response:
         body["input"] = []
     count = await state.service.count_input_tokens(parse_create_request(body))
     return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+
+
+async def compact_conversation(request: Request) -> Response:
+    done = await _state(request).service.compact(parse_compact_request(await json_body(request)))
+    return JSONResponse(compacted_response(done))
 
 
 async def get_response(request: Request) -> Response:
@@ -237,6 +243,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/v1/models", list_models),
         Route("/v1/responses", create_response, methods=["POST"]),
         Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
+        Route("/v1/responses/compact", compact_conversation, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),

@@ -9,6 +9,7 @@ from typing import Any
 
 from interpreter_service import ExecutionResult
 from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult, Turn
+from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import (
     CodeInterpreterCallItem,
@@ -19,10 +20,13 @@ from vllm_responses.protocol.requests import (
 )
 from vllm_responses.stream import new_id
 
-__all__ = ["code_outputs", "code_result_text", "input_to_items", "items_to_turns"]
+__all__ = ["SUMMARY_HEADER", "code_outputs", "code_result_text", "input_to_items", "items_to_turns"]
 
 # How much of a code cell's output the model gets back (the client gets it all, up to the sandbox cap).
 MODEL_OUTPUT_CHARS = 8000
+
+# How a `compaction` item reads to the model: a user turn (see `items_to_turns`) opening with this line.
+SUMMARY_HEADER = "Summary of the earlier part of this conversation:"
 
 
 def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
@@ -36,7 +40,10 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
             kind = "output_text" if item.role == "assistant" else "input_text"
             d["content"] = [{"type": kind, "text": item.text()}]
             d.setdefault("status", "completed")
-        d.setdefault("id", new_id({"message": "msg", "function_call": "fc"}.get(d["type"], "item")))
+        d.setdefault(
+            "id",
+            new_id({"message": "msg", "function_call": "fc", "compaction": "cmp"}.get(d["type"], "item")),
+        )
         items.append(d)
     return items
 
@@ -76,7 +83,11 @@ def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:
 
 
 def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = CODE_TOOL_NAME) -> list[Turn]:
-    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped."""
+    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped.
+
+    A `compaction` item becomes a user turn holding its summary: every chat template accepts a user turn
+    anywhere, while many refuse a system turn after the first (which `instructions` may hold), and the
+    summary is conversation content, not instructions to give system authority to."""
     turns: list[Turn] = []
     names: dict[str, str] = {}
     for raw in items:
@@ -95,4 +106,6 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
             ci = CodeInterpreterCallItem.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
             turns.append(ToolResult(ci.id, code_tool_name, code_result_text(ci.outputs)))
+        elif kind == "compaction":
+            turns.append(Message("user", f"{SUMMARY_HEADER}\n{open_summary(raw['encrypted_content'])}"))
     return turns

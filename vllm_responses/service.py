@@ -21,6 +21,7 @@ from vllm_responses.chat import (
     Turn,
     code_tool_spec,
 )
+from vllm_responses.compaction import Compaction, compact, compact_over_threshold
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
 from vllm_responses.conversations import ConversationService
@@ -92,9 +93,7 @@ class ResponsesService:
                 param="tools",
                 code="unsupported_value",
             )
-        turns = items_to_turns([*history, *input_items])
-        if req.instructions:
-            turns.insert(0, Message("system", req.instructions))
+        turns = _turns(req, [*history, *input_items])
         tools: list[ToolSpec] = [code_tool_spec()] if code_tool is not None else []
         tools += [
             ToolSpec(
@@ -110,19 +109,38 @@ class ResponsesService:
     async def count_input_tokens(self, req: CreateResponseRequest) -> int:
         """Prompt tokens of the response's first model call, rendered as `create` would render it."""
         _history, _items, turns, tools = await self._conversation(req)
+        return await self.engine.count_tokens(self._first_call(req, turns, tools))
+
+    def _first_call(
+        self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
+    ) -> GenerateRequest:
+        """The response's first model call as far as its prompt goes (what `count_tokens` renders)."""
         choice = _tool_choice(req)
         offered = bool(tools) and choice != "none" and self.config.max_turns > 1
-        request = GenerateRequest(
+        return GenerateRequest(
             request_id="input-tokens",
             turns=tuple(turns),
             tools=tuple(tools) if offered else (),
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
         )
-        return await self.engine.count_tokens(request)
+
+    async def compact(self, req: CreateResponseRequest) -> Compaction:
+        """`POST /v1/responses/compact`: the request's context (history and input) compacted (compaction.py)."""
+        history, input_items, _turns, _tools = await self._conversation(req)
+        forced = req.structured_outputs  # vendor extension: forces the summary
+        first = (forced[0] if forced else None) if isinstance(forced, list) else forced
+        return await compact(self.engine, [*history, *input_items], structured=first)
 
     async def create(self, req: CreateResponseRequest) -> Run:
         history, input_items, turns, tools = await self._conversation(req)
+        context = [*history, *input_items]
+        if req.context_management:  # compaction once the context passes the threshold (compaction.py)
+            done = await compact_over_threshold(
+                self.engine, req.context_management[0], context, self._first_call(req, turns, tools)
+            )
+            if done is not None:
+                context, turns = done.items, _turns(req, done.items)
         code_tool = req.code_tool
         fmt = req.text.format if req.text and req.text.format else None
         text_format = None
@@ -149,7 +167,7 @@ class ResponsesService:
         self.runs[run.id] = run
         loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
         run.task = asyncio.create_task(
-            self._drive(run, loop, req, history, input_items), name=f"response {run.id}"
+            self._drive(run, loop, req, context, input_items), name=f"response {run.id}"
         )
         return run
 
@@ -254,10 +272,11 @@ class ResponsesService:
         run: Run,
         loop: AgentLoop,
         req: CreateResponseRequest,
-        history: list[dict[str, Any]],
+        context: list[dict[str, Any]],
         input_items: list[dict[str, Any]],
     ) -> None:
-        """The task behind a run: play the agent loop into the run, then store the result."""
+        """The task behind a run: play the agent loop into the run, then store the result (its history: the
+        items the model saw, `context`, then its output)."""
         builder = run.builder
         try:
             async for event in loop.events():
@@ -277,7 +296,7 @@ class ResponsesService:
                     id=run.id,
                     response=builder.snapshot(include_outputs=True),
                     input_items=input_items,
-                    history=[*history, *input_items, *cast(list[dict[str, Any]], builder.output)],
+                    history=[*context, *cast(list[dict[str, Any]], builder.output)],
                     include_outputs=req.wants_outputs,
                     created_at=time.time(),
                 )
@@ -350,6 +369,14 @@ class ResponsesService:
             t.cancel("server shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+
+
+def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:
+    """The turns the model sees: the instructions, then the items."""
+    turns = items_to_turns(items)
+    if req.instructions:
+        turns.insert(0, Message("system", req.instructions))
+    return turns
 
 
 def _tool_choice(req: CreateResponseRequest) -> ToolChoice:

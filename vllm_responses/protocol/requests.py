@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.compaction import CompactionInputItem, ContextManagement
 
 __all__ = [
     "CodeInterpreterCallItem",
@@ -134,6 +135,7 @@ InputItem = Annotated[
         CodeInterpreterCallItem,
         ReasoningItem,
         ItemReference,
+        CompactionInputItem,
     ],
     Field(discriminator="type"),
 ]
@@ -231,6 +233,7 @@ class CreateResponseRequest(_Model):
     top_logprobs: int | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    context_management: list[ContextManagement] | None = None  # compaction.py
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None

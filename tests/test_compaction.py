@@ -1,0 +1,231 @@
+"""Compaction over the fake engine: `POST /v1/responses/compact` through the SDK, `compaction` items as input,
+`context_management` on create, the split rule, and the 4xx paths (the real model: test_compaction_real.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import openai
+import pydantic
+import pytest
+from openai.types.responses import (
+    CompactedResponse,
+    ResponseCompactionItem,
+    ResponseInputMessageItem,
+    ResponseOutputItem,
+)
+
+from tests.fakes import FakeEngine, say
+from tests.serving import LiveServer
+from tests.test_protocol_types import _check as check_typed_dict
+from tests.wire import validate_as
+from vllm_responses.chat import Message
+from vllm_responses.compaction import split
+from vllm_responses.history import SUMMARY_HEADER
+from vllm_responses.protocol.compaction import CompactedResponse as CompactedResponseShape
+from vllm_responses.protocol.compaction import CompactionItem, open_summary, seal_summary
+
+MODEL = "fake-model"
+SUMMARY = "The user's locker code is 4417 and their name is Ada."
+
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": "Hi! My name is Ada and my locker code is 4417. " + "Some chatter. " * 60},
+    {"role": "assistant", "content": "Noted, Ada. " + "More chatter back. " * 60},
+    {"role": "user", "content": "What did we talk about? " + "Filler. " * 40},
+    {"role": "assistant", "content": "Your name and your locker code. " + "Filler reply. " * 40},
+    {"role": "user", "content": "What is my locker code?"},
+]
+
+_OUT = pydantic.TypeAdapter(ResponseOutputItem)
+
+
+def validate_compacted(body: dict[str, Any]) -> None:
+    """The body as the SDK's `CompactedResponse` at the top; each item as the SDK type for what it is (the
+    SDK's output-item union has no user or developer message, which compaction keeps: see docs/api.md)."""
+    validate_as(CompactedResponse, {**body, "output": []})
+    for item in body["output"]:
+        if item["type"] == "compaction":
+            validate_as(ResponseCompactionItem, item)
+        elif item["type"] == "message" and item["role"] != "assistant":
+            validate_as(ResponseInputMessageItem, item)
+        else:
+            _OUT.validate_python(item)
+
+
+def count(client: openai.OpenAI, **kw: Any) -> int:
+    return client.responses.input_tokens.count(model=MODEL, **kw).input_tokens
+
+
+def test_compact_summarises_the_older_items_and_keeps_the_rest(
+    client: openai.OpenAI, engine: FakeEngine, fake_server: LiveServer
+) -> None:
+    engine.reset(say(SUMMARY))
+    raw = client.responses.with_raw_response.compact(model=MODEL, input=CONVERSATION)  # type: ignore[arg-type]
+    compacted, body = raw.parse(), raw.http_response.json()
+    assert compacted.object == "response.compaction" and compacted.id.startswith("resp_")
+    validate_compacted(body)
+    out = body["output"]
+    # developer message kept, the older turns replaced by one compaction item, the last user message kept
+    assert [(it["type"], it.get("role")) for it in out] == [
+        ("message", "developer"),
+        ("compaction", None),
+        ("message", "user"),
+    ]
+    item = out[1]
+    assert item["id"].startswith("cmp_") and SUMMARY not in item["encrypted_content"]
+    assert open_summary(item["encrypted_content"]) == SUMMARY
+    # one summarising call: the older turns' transcript in, no tools, the fact in what it read
+    (call,) = engine.requests
+    assert call.tools == () and call.sampling.max_tokens
+    assert "locker code is 4417" in call.turns[-1].text  # type: ignore[union-attr]
+    assert "What is my locker code?" not in call.turns[-1].text  # type: ignore[union-attr]
+    # the summarising call's usage (the fake counts one output token per delta)
+    assert compacted.usage.output_tokens == len(say(SUMMARY)) - 1
+    assert compacted.usage.input_tokens == FakeEngine.prompt_tokens(call)
+    # fewer tokens than the original, counted as create would render them
+    assert count(client, input=out) < count(client, input=CONVERSATION) // 2
+    # the next create accepts the output; the model reads the summary as a user turn
+    engine.reset(say("4417."))
+    follow = client.responses.create(model=MODEL, input=out)  # type: ignore[arg-type]
+    assert follow.output_text == "4417."
+    turns = engine.requests[0].turns
+    assert Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}") in turns
+    assert turns[-1] == Message("user", "What is my locker code?")
+
+
+def test_compact_from_a_previous_response(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(say("Noted. " * 50))
+    first = client.responses.create(model=MODEL, input="Remember: the ferry leaves at 06:40. " * 10)
+    engine.reset(say("Ferry at 06:40."))
+    compacted = client.responses.compact(
+        model=MODEL,
+        previous_response_id=first.id,
+        input="When does the ferry leave?",
+        extra_body={"structured_outputs": {"regex": "Ferry at 06:40\\."}},
+    )
+    assert [it.type for it in compacted.output] == ["compaction", "message"]
+    assert engine.requests[0].sampling.structured == {"regex": "Ferry at 06:40\\."}
+    assert "06:40" in engine.requests[0].turns[-1].text  # type: ignore[union-attr]
+
+
+def test_nothing_older_than_the_last_user_message_is_left_as_it_is(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    engine.reset(say("unused"))
+    compacted = client.responses.compact(model=MODEL, input="Just one question?")
+    assert [it.type for it in compacted.output] == ["message"] and engine.requests == []
+    assert compacted.usage.total_tokens == 0
+
+
+def test_split_keeps_system_messages_and_everything_from_the_last_user_message() -> None:
+    items = [
+        {"type": "message", "role": "system", "content": "s"},
+        {"type": "message", "role": "user", "content": "u1"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "message", "role": "user", "content": "u2"},
+        {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c2", "output": "43"},
+    ]
+    kept, older, recent = split(items)
+    assert kept == items[:1] and older == items[1:4] and recent == items[4:]
+    assert split(items[2:4]) == ([], [], items[2:4])  # no user message: nothing to summarise
+
+
+def test_context_management_compacts_once_past_the_threshold(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    total = count(client, input=CONVERSATION)
+    engine.reset(say("4417."))
+    below = client.responses.create(
+        model=MODEL,
+        input=CONVERSATION,  # type: ignore[arg-type]
+        context_management=[{"type": "compaction", "compact_threshold": total}],
+    )
+    assert len(engine.requests) == 1 and below.output_text == "4417."
+
+    engine.reset(say(SUMMARY), say("4417."))
+    above = client.responses.create(
+        model=MODEL,
+        input=CONVERSATION,  # type: ignore[arg-type]
+        context_management=[
+            {"type": "compaction", "compact_threshold": total - 1, "structured_outputs": {"regex": "x"}}
+        ],
+    )
+    summarising, answering = engine.requests
+    assert summarising.sampling.structured == {"regex": "x"} and answering.sampling.structured is None
+    assert Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}") in answering.turns
+    assert FakeEngine.prompt_tokens(answering) < total // 2
+    assert above.output_text == "4417." and [it.type for it in above.output] == ["message"]
+    # the stored history is the compacted one: the next turn starts from it
+    assert (
+        count(client, previous_response_id=above.id, input="Thanks!")
+        < count(client, previous_response_id=below.id, input="Thanks!") // 2
+    )
+
+
+@pytest.mark.parametrize(
+    "body,status,param",
+    [
+        ({"input": "hi"}, 400, "model"),
+        ({"model": MODEL, "input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
+        ({"model": "gpt-9", "input": "hi"}, 404, "model"),
+        ({"model": MODEL, "input": [{"role": "wizard", "content": "hi"}]}, 400, "input[0].role"),
+        (
+            {"model": MODEL, "input": [{"type": "compaction", "encrypted_content": "gAAAA-from-openai"}]},
+            400,
+            "input[0].encrypted_content",
+        ),
+        ([1], 400, "body"),
+    ],
+)
+def test_compact_bad_requests(fake_server: LiveServer, body: object, status: int, param: str) -> None:
+    r = httpx.post(fake_server.base_url + "/v1/responses/compact", json=body, timeout=10)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(
+    "entry,param",
+    [
+        ({"type": "compaction"}, "context_management[0].compact_threshold"),
+        ({"type": "compaction", "compact_threshold": 0}, "context_management[0].compact_threshold"),
+        ({"type": "truncation", "compact_threshold": 10}, "context_management[0].type"),
+    ],
+)
+def test_bad_context_management(fake_server: LiveServer, entry: dict[str, Any], param: str) -> None:
+    body = {"model": MODEL, "input": "hi", "context_management": [entry]}
+    r = httpx.post(fake_server.base_url + "/v1/responses", json=body, timeout=10)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param
+
+
+def test_a_compaction_item_round_trips_through_create(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(say("ok"))
+    item = {"type": "compaction", "encrypted_content": seal_summary("Ünïcode fact: π ≈ 3.14159")}
+    client.responses.create(model=MODEL, input=[item, {"role": "user", "content": "and?"}])  # type: ignore[list-item]
+    assert engine.requests[0].turns[0] == Message("user", f"{SUMMARY_HEADER}\nÜnïcode fact: π ≈ 3.14159")
+
+
+@pytest.mark.parametrize(
+    ("td", "model"),
+    [(CompactionItem, ResponseCompactionItem), (CompactedResponseShape, CompactedResponse)],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_wire_shapes_match_the_sdk(td: Any, model: type[pydantic.BaseModel]) -> None:
+    check_typed_dict(td, model)
+
+
+def test_a_looping_summary_is_capped_and_its_repeats_dropped(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    engine.reset(say("Ada's code is 4417. It is mild.\nIt is mild. " * 400))
+    compacted = client.responses.compact(model=MODEL, input=CONVERSATION)  # type: ignore[arg-type]
+    (call,) = engine.requests
+    assert call.sampling.max_tokens == int(FakeEngine.prompt_tokens(call) / 3)
+    assert compacted.usage.output_tokens == call.sampling.max_tokens  # cut by the cap, as vLLM would
+    item = compacted.output[1]
+    assert item.type == "compaction"
+    assert open_summary(item.encrypted_content) == "Ada's code is 4417. It is mild."

@@ -1,0 +1,203 @@
+"""Compaction: the served model summarises the older part of a conversation into one opaque `compaction` item.
+
+The conversation's items split in three (`split`): system / developer messages, kept verbatim; the older
+items, summarised by one call to the served model (`summarise`); the recent items, from the last user
+message on (the question being answered and the tool calls and outputs of the work on it), kept
+verbatim. The compacted context is `[*kept messages, compaction item, *recent items]`. `POST
+/v1/responses/compact` returns it as its `output`; `context_management` on create (`compact_over_threshold`)
+replaces the model's context with it once the context passes `compact_threshold` tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vllm_responses.chat import (
+    Finish,
+    GenerateRequest,
+    Message,
+    Sampling,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    Turn,
+    Usage,
+)
+from vllm_responses.engine.base import Engine
+from vllm_responses.errors import InvalidRequest
+from vllm_responses.history import items_to_turns
+from vllm_responses.protocol.compaction import (
+    CompactedResponse,
+    CompactionItem,
+    CompactRequest,
+    ContextManagement,
+    seal_summary,
+)
+from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
+from vllm_responses.stream_core import new_id, usage_dict
+
+__all__ = [
+    "SUMMARY_MAX_TOKENS",
+    "Compaction",
+    "compact",
+    "compact_over_threshold",
+    "compacted_response",
+    "parse_compact_request",
+    "split",
+    "transcript",
+]
+
+# The summary's length cap, in tokens, and at most this share of the summarising prompt's tokens.
+SUMMARY_MAX_TOKENS = 512
+SUMMARY_MAX_SHARE = 1 / 3
+
+SUMMARY_SYSTEM = (
+    "You compress conversations. You are given the transcript of a conversation between a user and an "
+    "assistant (with any tool calls and their outputs). Write a concise summary of it that lets the "
+    "assistant continue the conversation without the transcript."
+)
+SUMMARY_ASK = (
+    "Summarise the conversation so far. Keep every fact, number, name, decision and open task exactly as "
+    "stated (numbers digit for digit); drop greetings and repetition. Write only the summary."
+)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """A compacted context: `items` (in wire form) stand for the items given; `item` is the compaction item
+    among them (None: nothing was old enough to summarise, `items` are the items given); `usage` is the
+    summarising call's."""
+
+    items: list[dict[str, Any]]
+    item: CompactionItem | None
+    usage: Usage
+
+
+def _is_message(item: dict[str, Any], *roles: str) -> bool:
+    return item.get("type", "message") == "message" and item.get("role") in roles
+
+
+def split(
+    items: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(system / developer messages before the recent part, the older items to summarise, the recent
+    items from the last user message on). No user message: everything is recent."""
+    last_user = max((i for i, it in enumerate(items) if _is_message(it, "user")), default=0)
+    head = items[:last_user]
+    kept = [it for it in head if _is_message(it, "system", "developer")]
+    older = [it for it in head if not _is_message(it, "system", "developer")]
+    return kept, older, items[last_user:]
+
+
+def transcript(turns: list[Turn]) -> str:
+    """Turns as plain text the summarising call reads (any chat template renders one user turn)."""
+    lines = []
+    for t in turns:
+        if isinstance(t, Message):
+            lines.append(f"{t.role}: {t.text}")
+        elif isinstance(t, ToolCall):
+            lines.append(f"assistant called tool {t.name}: {t.arguments}")
+        elif isinstance(t, ToolResult):
+            lines.append(f"tool {t.name} returned: {t.output}")
+    return "\n\n".join(lines)
+
+
+async def _summarise(
+    engine: Engine, older: list[dict[str, Any]], structured: dict[str, Any] | None
+) -> tuple[str, Usage]:
+    """One call to the served model: the older items' transcript in, their summary out."""
+    request = GenerateRequest(
+        request_id=f"compact-{secrets.token_hex(6)}",
+        turns=(
+            Message("system", SUMMARY_SYSTEM),
+            Message(
+                "user",
+                f"The conversation:\n\n{transcript(items_to_turns(older))}\n\n(end of the conversation)\n\n"
+                + SUMMARY_ASK,
+            ),
+        ),
+        tool_choice="none",
+    )
+    # Shorter than what it summarises, whatever the model does (small models loop until the cap).
+    cap = min(SUMMARY_MAX_TOKENS, max(16, int(await engine.count_tokens(request) * SUMMARY_MAX_SHARE)))
+    sampling = Sampling(max_tokens=cap, temperature=0.0, structured=structured)
+    text: list[str] = []
+    finish = Finish("stop", Usage())
+    async for event in engine.generate(replace(request, sampling=sampling)):
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, Finish):
+            finish = event
+    return _tidy("".join(text), cut=finish.reason == "length"), finish.usage
+
+
+def _tidy(text: str, *, cut: bool) -> str:
+    """The summary without sentences that repeat an earlier one (a small model's loops) and, when the
+    cap `cut` it, without its unfinished last sentence."""
+    sentences = re.split(r"(?<=[.!?\n])\s+", text.strip())
+    if cut and len(sentences) > 1:
+        sentences.pop()
+    seen: set[str] = set()
+    kept = []
+    for sentence in sentences:
+        key = sentence.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sentence.strip())
+    return " ".join(kept)
+
+
+async def compact(
+    engine: Engine, items: list[dict[str, Any]], *, structured: dict[str, Any] | None = None
+) -> Compaction:
+    """The items compacted: their older part summarised by the served model (see the module docstring).
+    `structured` (vendor extension) forces the summary's text as `Sampling.structured` does."""
+    kept, older, recent = split(items)
+    if not older:
+        return Compaction(list(items), None, Usage())
+    summary, usage = await _summarise(engine, older, structured)
+    item: CompactionItem = {
+        "id": new_id("cmp"),
+        "type": "compaction",
+        "encrypted_content": seal_summary(summary),
+    }
+    return Compaction([*kept, dict(item), *recent], item, usage)
+
+
+async def compact_over_threshold(
+    engine: Engine, entry: ContextManagement, items: list[dict[str, Any]], first_call: GenerateRequest
+) -> Compaction | None:
+    """`context_management` on create: the items compacted when `first_call` (the response's first model
+    call over them, as `Engine.count_tokens` renders it) passes `compact_threshold` tokens; None otherwise."""
+    if await engine.count_tokens(first_call) <= entry.compact_threshold:
+        return None
+    done = await compact(engine, items, structured=entry.structured_outputs)
+    return done if done.item is not None else None
+
+
+def compacted_response(done: Compaction) -> CompactedResponse:
+    """The body of `POST /v1/responses/compact` (`CompactedResponse`)."""
+    return {
+        "id": new_id("resp"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": done.items,
+        "usage": usage_dict(done.usage),
+    }
+
+
+def parse_compact_request(body: Any) -> CreateResponseRequest:
+    """The compact body as the create request whose context it compacts: `CompactRequest`'s fields,
+    validated as create validates them (a 400 naming the param); a missing `model` is a 400 naming it."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", param="body")
+    if body.get("model") is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+        )
+    fields = {k: v for k, v in body.items() if k in CompactRequest.model_fields and v is not None}
+    return parse_create_request({**fields, "input": body.get("input") or []})
