@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=20, help="responses per loop (the last one answers in text)")
     ap.add_argument("--rounds", type=int, default=3, help="loops per mode, alternating")
-    ap.add_argument("--max-model-len", type=int, default=2048)
+    ap.add_argument("--max-model-len", type=int, default=4096, help="20 tool turns take ~2100 tokens")
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags (quoted)")
     ap.add_argument("--quick", action="store_true", help="4 turns, 1 round")
     ap.add_argument("--out", default="bench-results", help="folder for websocket.json and the server log")

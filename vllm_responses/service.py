@@ -297,7 +297,7 @@ class ResponsesService:
                 include_outputs=req.wants_outputs,
                 created_at=time.time(),
             )
-            if local is not None:
+            if local is not None:  # before anything awaits: whoever saw the end finds it there
                 await local.save(record)
             if req.store:
                 await asyncio.shield(self._save(record))
