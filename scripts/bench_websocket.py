@@ -7,7 +7,8 @@ response, and the last turn answers in text. Over HTTP each turn is a streamed `
 `response.create` on one socket with `store: false`, continued from the connection's cache. The two modes
 run alternately (`--rounds` times each, on one server), and the report gives each loop's end-to-end time,
 the per-turn times and the ratio WebSocket / HTTP.
-Run: `python scripts/bench_websocket.py [--turns 20] [--rounds 3] [--quick] [--out bench-results]`.
+A whole loop over HTTP runs first, uncounted, so that each turn's output constraint is compiled before
+the rounds. Run: `python scripts/bench_websocket.py [--turns 20] [--rounds 5] [--quick] [--out bench-results]`.
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ def summarize(loops: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def measure(port: int, model: str, turns: int, rounds: int) -> dict[str, Any]:
-    await http_loop(port, model, 2)  # warm-up: the first requests compile the constraints
+    # Warm-up, not counted: a whole loop compiles every turn's output constraint once (the engine caches
+    # them), so that neither mode pays for it in the rounds.
+    await http_loop(port, model, turns)
     await ws_loop(port, model, 2)
     loops: dict[str, list[dict[str, Any]]] = {"http": [], "websocket": []}
     for i in range(rounds):  # alternate, starting with each mode in turn
@@ -153,16 +156,28 @@ async def measure(port: int, model: str, turns: int, rounds: int) -> dict[str, A
     return {
         "http": http,
         "websocket": ws,
+        # Each round's pair, run back to back: steadier than the medians on a shared machine.
+        "round_ratios_ws_over_http": [
+            ratio(w, h) for w, h in zip(ws["loop_ms"], http["loop_ms"], strict=True)
+        ],
         "ratio_ws_over_http_loop": ratio(ws["loop_ms_p50"], http["loop_ms_p50"]),
         "ratio_ws_over_http_turn": ratio(ws["turn_ms_p50"], http["turn_ms_p50"]),
-        "checks": {"same_events": http["events_per_loop"] == ws["events_per_loop"]},
+        # The same work either way: as many events per loop, give or take a few deltas (item ids are random,
+        # so prompts, and with them the tokens the forced text is cut into, differ slightly between loops).
+        "checks": {
+            "same_events_within_5pct": _spread([*http["events_per_loop"], *ws["events_per_loop"]]) <= 0.05
+        },
     }
+
+
+def _spread(values: list[int]) -> float:
+    return (max(values) - min(values)) / min(values)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=20, help="responses per loop (the last one answers in text)")
-    ap.add_argument("--rounds", type=int, default=3, help="loops per mode, alternating")
+    ap.add_argument("--rounds", type=int, default=5, help="loops per mode, alternating")
     ap.add_argument("--max-model-len", type=int, default=4096, help="20 tool turns take ~2100 tokens")
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags (quoted)")
     ap.add_argument("--quick", action="store_true", help="4 turns, 1 round")
