@@ -154,6 +154,25 @@ def test_agent_quick(tmp_path: Path) -> None:
         assert turn["total_ms"] >= turn["engine_ms"] + turn["sandbox_ms"]
 
 
+@pytest.mark.slow
+@pytest.mark.engine
+def test_websocket_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_websocket.py", tmp_path)
+    assert data["config"]["turns"] == 4 and data["config"]["rounds"] == 1
+    http, ws = data["http"], data["websocket"]
+    for mode in (http, ws):
+        assert len(mode["loop_ms"]) == 1 and mode["loop_ms_p50"] == mode["loop_ms"][0] > 0
+        assert 0 < mode["turn_ms_p50"] <= mode["turn_ms_p90"] <= mode["loop_ms_p50"]
+    # The same loop either way (as many events, give or take a few deltas), and the ratios are what the
+    # figures say.
+    counts = [*http["events_per_loop"], *ws["events_per_loop"]]
+    assert data["checks"] == {"same_events_within_5pct": (max(counts) - min(counts)) / min(counts) <= 0.05}
+    assert data["checks"]["same_events_within_5pct"] is True
+    assert data["ratio_ws_over_http_loop"] == round(ws["loop_ms_p50"] / http["loop_ms_p50"], 3)
+    assert data["ratio_ws_over_http_turn"] == round(ws["turn_ms_p50"] / http["turn_ms_p50"], 3)
+    assert data["round_ratios_ws_over_http"] == [round(ws["loop_ms"][0] / http["loop_ms"][0], 3)]
+
+
 def test_report_renders_quick_results(tmp_path: Path) -> None:
     """The report script renders tables from result files (here: a minimal synthetic gateway run)."""
     from bench_report import render

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
@@ -33,6 +33,7 @@ from vllm_responses.protocol.requests import check_includes, parse_create_reques
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store import ResponseStore
+from vllm_responses.websocket import deny_websocket, responses_websocket
 
 __all__ = ["AppState", "build_app", "sse_frame"]
 
@@ -184,19 +185,23 @@ async def health(request: Request) -> Response:
 
 
 class APIKeyMiddleware:
-    """Plain ASGI middleware: `/v1/*` needs `Authorization: Bearer <key>` when a key is configured."""
+    """Plain ASGI middleware: `/v1/*` needs `Authorization: Bearer <key>` when a key is configured (HTTP, and
+    WebSocket upgrades, refused before they are accepted)."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self.app = app
         self.api_key = api_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.api_key and scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        if self.api_key and scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
             headers = dict(scope["headers"])
             given = headers.get(b"authorization", b"").decode("latin-1")
             token = given[7:] if given.lower().startswith("bearer ") else ""
             if not secrets.compare_digest(token.encode(), self.api_key.encode()):
                 err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
+                if scope["type"] == "websocket":
+                    await deny_websocket(scope, receive, send, err)
+                    return
                 await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -242,6 +247,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         Route("/health", health),
         Route("/v1/models", list_models),
         Route("/v1/responses", create_response, methods=["POST"]),
+        WebSocketRoute("/v1/responses", responses_websocket),  # WebSocket mode (websocket.py)
         Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
         Route("/v1/responses/compact", compact_conversation, methods=["POST"]),
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),

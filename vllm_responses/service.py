@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from interpreter_service import ContainerNotFound, Interpreter
@@ -19,6 +19,7 @@ from vllm_responses.chat import (
     ToolChoice,
     ToolSpec,
     Turn,
+    Usage,
     code_tool_spec,
 )
 from vllm_responses.compaction import Compaction, compact, compact_over_threshold
@@ -28,6 +29,7 @@ from vllm_responses.conversations import ConversationService
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import ResponseEcho, ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
@@ -70,9 +72,10 @@ class ResponsesService:
     # --- create ---------------------------------------------------------------------------------------
 
     async def _conversation(
-        self, req: CreateResponseRequest
+        self, req: CreateResponseRequest, local: ResponseStore | None = None
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Turn], list[ToolSpec]]:
-        """The stored history, the input as items, the turns the model sees and the tools it is offered."""
+        """The stored history, the input as items, the turns the model sees and the tools it is offered
+        (`local`: see `create`)."""
         if req.model not in self.model_names:
             raise NotFound(
                 f"The model {req.model!r} does not exist; this server serves {', '.join(self.model_names)}.",
@@ -81,7 +84,7 @@ class ResponsesService:
             )
         history: list[dict[str, Any]] = []
         if req.previous_response_id:
-            prev = await self._previous(req.previous_response_id)
+            prev = await self._previous(req.previous_response_id, local)
             history = prev.history
         elif req.conversation:
             history = await self.conversations.history(req.conversation)
@@ -132,8 +135,14 @@ class ResponsesService:
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
         return await compact(self.engine, [*history, *input_items], structured=first)
 
-    async def create(self, req: CreateResponseRequest) -> Run:
-        history, input_items, turns, tools = await self._conversation(req)
+    async def create(
+        self, req: CreateResponseRequest, *, local: ResponseStore | None = None, generate: bool = True
+    ) -> Run:
+        """Start a response. `local` is a connection-local cache (WebSocket mode): `previous_response_id` is
+        looked up there before the store, and the finished response is kept there whatever `store` says.
+        `generate=False` prepares the conversation without calling the model: the response completes with
+        no output, and its id can be continued from (a WebSocket warm-up)."""
+        history, input_items, turns, tools = await self._conversation(req, local)
         context = [*history, *input_items]
         if req.context_management:  # compaction once the context passes the threshold (compaction.py)
             done = await compact_over_threshold(
@@ -166,21 +175,26 @@ class ResponsesService:
         run = Run(builder, background=req.background)
         self.runs[run.id] = run
         loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
+        events = loop.events() if generate else _no_generation(builder)
         run.task = asyncio.create_task(
-            self._drive(run, loop, req, context, input_items), name=f"response {run.id}"
+            self._drive(run, loop, events, req, context, input_items, local), name=f"response {run.id}"
         )
         return run
 
-    async def _previous(self, response_id: str) -> StoredResponse:
+    async def _previous(self, response_id: str, local: ResponseStore | None = None) -> StoredResponse:
         live = self.runs.get(response_id)
         if live is not None and not live.done.is_set():
             raise InvalidRequest(
                 f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
             )
-        prev = await self.store.get(response_id)
+        prev = await local.get(response_id) if local is not None else None
+        if prev is None:
+            prev = await self.store.get(response_id)
         if prev is None:
             raise NotFound(
-                f"Previous response with id {response_id!r} not found.", param="previous_response_id"
+                f"Previous response with id {response_id!r} not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
             )
         return prev
 
@@ -271,15 +285,17 @@ class ResponsesService:
         self,
         run: Run,
         loop: AgentLoop,
+        events: AsyncIterator[Event],
         req: CreateResponseRequest,
         context: list[dict[str, Any]],
         input_items: list[dict[str, Any]],
+        local: ResponseStore | None,
     ) -> None:
-        """The task behind a run: play the agent loop into the run, then store the result (its history: the
-        items the model saw, `context`, then its output)."""
+        """The task behind a run: play the agent loop's `events` into the run, then store the result (its
+        history: the items the model saw, `context`, then its output), and keep it in `local` when given."""
         builder = run.builder
         try:
-            async for event in loop.events():
+            async for event in events:
                 run.failure = loop.failure  # set before its `response.failed` is seen
                 run.publish(event)
         except asyncio.CancelledError:
@@ -291,15 +307,17 @@ class ResponsesService:
                 run.publish(event)
         finally:
             run.close()
+            record = StoredResponse(
+                id=run.id,
+                response=builder.snapshot(include_outputs=True),
+                input_items=input_items,
+                history=[*context, *cast(list[dict[str, Any]], builder.output)],
+                include_outputs=req.wants_outputs,
+                created_at=time.time(),
+            )
+            if local is not None:  # before anything awaits: whoever saw the end finds it there
+                await local.save(record)
             if req.store:
-                record = StoredResponse(
-                    id=run.id,
-                    response=builder.snapshot(include_outputs=True),
-                    input_items=input_items,
-                    history=[*context, *cast(list[dict[str, Any]], builder.output)],
-                    include_outputs=req.wants_outputs,
-                    created_at=time.time(),
-                )
                 await asyncio.shield(self._save(record))
             if req.conversation and builder.status in APPENDING_STATUSES:
                 items = [*input_items, *cast(list[dict[str, Any]], builder.output)]
@@ -377,6 +395,12 @@ def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn
     if req.instructions:
         turns.insert(0, Message("system", req.instructions))
     return turns
+
+
+async def _no_generation(builder: ResponseBuilder) -> AsyncIterator[Event]:
+    """The events of a response that does not call the model (`generate=False`): created, completed."""
+    for event in [*builder.created(), *builder.completed(Usage())]:
+        yield event
 
 
 def _tool_choice(req: CreateResponseRequest) -> ToolChoice:

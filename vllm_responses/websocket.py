@@ -1,0 +1,292 @@
+"""WebSocket mode on `/v1/responses`: `response.create` events in, the SSE stream's events out, per connection.
+
+One `Connection` per socket: a reader turns client events into commands on their lane (`stream_id`; the
+default lane has none), one worker per lane runs them FIFO (lanes interleave, at most `max_active` responses
+at once), and a connection-local cache (`MemoryStore`) keeps every response finished here, so that
+`previous_response_id` continues from it even with `store: false`. Close codes: see `docs/api.md`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from vllm_responses.errors import DOMAIN_ERRORS, APIError, Busy, InvalidRequest, api_error
+from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.store import MemoryStore
+
+if TYPE_CHECKING:
+    from vllm_responses.service import ResponsesService
+
+__all__ = ["LIMITS", "WebSocketLimits", "deny_websocket", "error_event", "responses_websocket"]
+
+logger = logging.getLogger(__name__)
+
+# Close codes (RFC 6455) this server sends; see docs/api.md.
+CLOSE_GOING_AWAY = 1001  # the connection reached `max_connection_s` (clients may reconnect)
+CLOSE_POLICY = 1008  # bad or missing API key, before the upgrade (an HTTP 403 where no denial response)
+CLOSE_INTERNAL = 1011  # the server failed (a bug): clients may reconnect
+
+STREAM_ID = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+
+
+@dataclass(frozen=True)
+class WebSocketLimits:
+    """Per-connection limits (the ones the `openai` SDK's WebSocket README describes, and our bounds)."""
+
+    max_active: int = 16  # responses generating at once; further creates wait in their lane
+    max_named_lanes: int = 32  # distinct `stream_id`s per connection (the default lane not counted)
+    max_connection_s: float = 3600.0  # then `websocket_connection_limit_reached` and close 1001
+    max_queued: int = 256  # creates received and not yet finished, all lanes together
+    cache_size: int = 256  # responses kept in the connection-local cache (oldest dropped)
+
+
+LIMITS = WebSocketLimits()
+
+
+def error_event(err: APIError, stream_id: str | None = None) -> dict[str, Any]:
+    """The WebSocket error envelope (the SDK's `ResponseWsError`): `status` plus the HTTP error body."""
+    event: dict[str, Any] = {"type": "error", "status": err.status, **err.body()}
+    if stream_id is not None:
+        event["stream_id"] = stream_id
+    return event
+
+
+async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
+    """Refuse an upgrade before accepting it: the HTTP error response where the server supports denial
+    responses (uvicorn does), else close 1008 (which the server answers with a 403)."""
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await websocket.send_denial_response(JSONResponse(err.body(), status_code=err.status))
+    else:
+        await websocket.close(CLOSE_POLICY)
+
+
+async def responses_websocket(websocket: WebSocket) -> None:
+    """The `/v1/responses` WebSocket route."""
+    service: ResponsesService = websocket.app.state.vr.service
+    await websocket.accept()
+    await Connection(websocket, service, LIMITS).serve()
+
+
+@dataclass
+class _Lane:
+    stream_id: str | None
+    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    worker: asyncio.Task[None] | None = None
+
+
+class Connection:
+    """One socket: its lanes, its active-response slots, its cache, and one writer at a time."""
+
+    def __init__(self, websocket: WebSocket, service: ResponsesService, limits: WebSocketLimits) -> None:
+        self.ws = websocket
+        self.service = service
+        self.limits = limits
+        self.cache = MemoryStore(max_rows=limits.cache_size)
+        self.origin: dict[str, str | None] = {}  # cached response id -> the lane that made it
+        self.lanes: dict[str | None, _Lane] = {}
+        self.named: set[str] = set()  # every named lane ever used here (never released)
+        self.slots = asyncio.Semaphore(limits.max_active)
+        self.queued = 0
+        self._send_lock = asyncio.Lock()
+        self._gone = asyncio.Event()  # the client left or a send failed
+
+    async def serve(self) -> None:
+        reader = asyncio.create_task(self._read(), name="websocket reader")
+        gone = asyncio.create_task(self._gone.wait())
+        code: int | None = None
+        try:
+            done, _ = await asyncio.wait(
+                {reader, gone}, timeout=self.limits.max_connection_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if reader in done:
+                reader.result()  # a bug in the reader: raise it
+            elif not done:
+                await self.send(
+                    error_event(
+                        InvalidRequest(
+                            f"This connection reached its limit of {self.limits.max_connection_s:g} s; "
+                            "open a new one (responses still running here were cancelled).",
+                            code="websocket_connection_limit_reached",
+                        )
+                    )
+                )
+                code = CLOSE_GOING_AWAY
+        except Exception:
+            logger.exception("websocket connection failed")
+            code = CLOSE_INTERNAL
+        finally:
+            tasks = [reader, gone, *(lane.worker for lane in self.lanes.values() if lane.worker)]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if code is not None and not self._gone.is_set():
+            try:
+                await self.ws.close(code)
+            except Exception:  # the client left meanwhile
+                pass
+
+    async def send(self, event: Mapping[str, Any]) -> None:
+        """Write one event as one text message; a failed write marks the connection gone."""
+        if self._gone.is_set():
+            raise ConnectionError("the client is gone")
+        try:
+            async with self._send_lock:
+                await self.ws.send_text(json.dumps(event, separators=(",", ":")))
+        except Exception as exc:
+            self._gone.set()
+            raise ConnectionError("the client is gone") from exc
+
+    # --- reading --------------------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                self._gone.set()
+                return
+            raw = message.get("text")
+            if raw is None:
+                try:
+                    raw = (message.get("bytes") or b"").decode()
+                except UnicodeDecodeError:
+                    raw = ""
+            try:
+                self._dispatch(raw)
+            except _Refused as refused:
+                try:
+                    await self.send(error_event(refused.error, refused.stream_id))
+                except ConnectionError:
+                    return
+
+    def _dispatch(self, raw: str) -> None:
+        """Route one client message to its lane, or raise `_Refused` with the error to answer it with."""
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            raise _Refused(InvalidRequest("The message is not valid JSON.", code="invalid_json")) from None
+        if not isinstance(event, dict):
+            raise _Refused(InvalidRequest("A client event must be a JSON object.", code="invalid_value"))
+        kind = event.get("type")
+        if kind != "response.create":
+            raise _Refused(
+                InvalidRequest(
+                    f"Unsupported client event type {kind!r}; supported: 'response.create'.", param="type"
+                )
+            )
+        stream_id = event.get("stream_id")
+        if stream_id is not None and not (isinstance(stream_id, str) and STREAM_ID.fullmatch(stream_id)):
+            raise _Refused(
+                InvalidRequest(
+                    "stream_id must be 1-256 ASCII letters, digits, underscores, hyphens or periods.",
+                    param="stream_id",
+                    code="invalid_stream_id",
+                )
+            )
+        if stream_id is not None and stream_id not in self.named:
+            if len(self.named) >= self.limits.max_named_lanes:
+                raise _Refused(
+                    InvalidRequest(
+                        f"This connection already used {self.limits.max_named_lanes} stream_ids; "
+                        "reuse one or open a new connection.",
+                        param="stream_id",
+                        code="websocket_stream_limit_reached",
+                    ),
+                    stream_id,
+                )
+            self.named.add(stream_id)
+        if self.queued >= self.limits.max_queued:
+            raise _Refused(
+                Busy(f"At most {self.limits.max_queued} response.create events may wait on one connection."),
+                stream_id,
+            )
+        lane = self.lanes.get(stream_id)
+        if lane is None:
+            lane = self.lanes[stream_id] = _Lane(stream_id)
+            lane.worker = asyncio.create_task(self._work(lane), name=f"websocket lane {stream_id}")
+        self.queued += 1
+        lane.queue.put_nowait(event)
+
+    # --- responding -----------------------------------------------------------------------------------
+
+    async def _work(self, lane: _Lane) -> None:
+        """A lane's worker: its creates one after another."""
+        while True:
+            event = await lane.queue.get()
+            try:
+                await self._respond(lane.stream_id, event)
+            except ConnectionError:
+                return
+            finally:
+                self.queued -= 1
+
+    async def _respond(self, stream_id: str | None, event: dict[str, Any]) -> None:
+        """One create: its events, or an error event; a failed same-lane continuation evicts its cached
+        parent (a fork from another lane keeps it)."""
+        try:
+            async with self.slots:
+                failed = await self._run(stream_id, event)
+        except ConnectionError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, DOMAIN_ERRORS):
+                logger.exception("websocket response.create failed")
+            await self._evict(event.get("previous_response_id"), stream_id)
+            await self.send(error_event(api_error(exc), stream_id))
+            return
+        if failed:
+            await self._evict(event.get("previous_response_id"), stream_id)
+
+    async def _evict(self, parent: object, stream_id: str | None) -> None:
+        if isinstance(parent, str) and parent in self.origin and self.origin[parent] == stream_id:
+            del self.origin[parent]
+            await self.cache.delete(parent)
+
+    async def _run(self, stream_id: str | None, event: dict[str, Any]) -> bool:
+        """One response: created, followed to its end (its events echo the lane), kept in the cache.
+        Raises the error to answer with when it never started; returns whether it failed."""
+        body = {k: v for k, v in event.items() if k not in ("type", "stream_id", "generate", "stream")}
+        generate = True if event.get("generate") is None else event["generate"]
+        if not isinstance(generate, bool):
+            raise InvalidRequest("generate must be a boolean.", param="generate")
+        if body.get("background"):
+            raise InvalidRequest(
+                "background is not supported over WebSocket.",
+                param="background",
+                code="unsupported_parameter",
+            )
+        req = parse_create_request(body)
+        run = await self.service.create(req, local=self.cache, generate=generate)
+        self.origin[run.id] = stream_id
+        while len(self.origin) > self.limits.cache_size:  # as bounded as the cache
+            self.origin.pop(next(iter(self.origin)))
+        try:
+            await run.under_way.wait()
+            if run.failure is not None and 400 <= run.failure.status < 500:
+                raise run.failure  # refused before any output: an error, as HTTP answers it with a 4xx
+            async for batch in run.follow_batches():
+                for ev in batch:
+                    await self.send({**ev, "stream_id": stream_id} if stream_id is not None else ev)
+        finally:
+            if not run.done.is_set():
+                run.cancel()
+        return run.builder.status == "failed"
+
+
+class _Refused(Exception):
+    """A client event answered with an error event, never queued on a lane."""
+
+    def __init__(self, error: APIError, stream_id: str | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.stream_id = stream_id
