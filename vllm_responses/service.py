@@ -15,7 +15,6 @@ from vllm_responses.chat import (
     ForcedTool,
     GenerateRequest,
     Message,
-    Sampling,
     ToolChoice,
     ToolSpec,
     Turn,
@@ -29,12 +28,15 @@ from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.protocol.items import ResponseEcho, ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
+    ToolChoiceAllowed,
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
+from vllm_responses.request_sampling import echoed_sampling, request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
+from vllm_responses.truncation import fit_context
 
 __all__ = ["ResponsesService"]
 
@@ -96,21 +98,32 @@ class ResponsesService:
             )
             for t in req.function_tools
         ]
+        if isinstance(req.tool_choice, ToolChoiceAllowed):  # only the allowed tools are offered
+            allowed = req.tool_choice
+            tools = [t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter)]
+        if req.truncation == "auto":  # the oldest turns dropped to fit the context window
+            first = self._first_call(req, turns, tools)
+            turns = list(await fit_context(self.engine, first, req.max_output_tokens))
         return history, input_items, turns, tools
 
-    async def count_input_tokens(self, req: CreateResponseRequest) -> int:
-        """Prompt tokens of the response's first model call, rendered as `create` would render it."""
-        _history, _items, turns, tools = await self._conversation(req)
+    def _first_call(
+        self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
+    ) -> GenerateRequest:
+        """The response's first model call as far as its prompt goes (what `count_tokens` renders)."""
         choice = _tool_choice(req)
         offered = bool(tools) and choice != "none" and self.config.max_turns > 1
-        request = GenerateRequest(
+        return GenerateRequest(
             request_id="input-tokens",
             turns=tuple(turns),
             tools=tuple(tools) if offered else (),
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
         )
-        return await self.engine.count_tokens(request)
+
+    async def count_input_tokens(self, req: CreateResponseRequest) -> int:
+        """Prompt tokens of the response's first model call, rendered as `create` would render it."""
+        _history, _items, turns, tools = await self._conversation(req)
+        return await self.engine.count_tokens(self._first_call(req, turns, tools))
 
     async def create(self, req: CreateResponseRequest) -> Run:
         history, input_items, turns, tools = await self._conversation(req)
@@ -128,7 +141,7 @@ class ResponsesService:
             tools=tuple(tools),
             tool_choice=_tool_choice(req),
             parallel_tool_calls=req.parallel_tool_calls,
-            sampling=Sampling(temperature=req.temperature, top_p=req.top_p, text_format=text_format),
+            sampling=request_sampling(req, text_format),
             max_output_tokens=req.max_output_tokens,
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
@@ -226,8 +239,8 @@ class ResponsesService:
             "tools": tools,
             "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
             "parallel_tool_calls": req.parallel_tool_calls,
-            "temperature": req.temperature,
-            "top_p": req.top_p,
+            **echoed_sampling(req, self.engine.default_sampling),  # temperature, top_p, the two penalties
+            "store": req.store,
             "max_output_tokens": req.max_output_tokens,
             "max_tool_calls": req.max_tool_calls,
             "previous_response_id": req.previous_response_id,
@@ -238,8 +251,7 @@ class ResponsesService:
             else {"format": {"type": "text"}},
             "truncation": req.truncation or "disabled",
             "user": req.user,
-            # As OpenAI's API reports them (Open Responses requires them too). It also requires `store`,
-            # `presence_penalty` and `frequency_penalty`, which the openai types do not declare: left out.
+            # As OpenAI's API reports them (Open Responses requires them too).
             "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"})
             if req.reasoning
             else None,
@@ -349,4 +361,6 @@ def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
         return ForcedTool(choice.name)
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceAllowed):  # the tools offered are restricted in `_conversation`
+        return choice.mode
     return choice
