@@ -11,7 +11,7 @@ import itertools
 import json
 import time
 import traceback
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 from interpreter_service import (
@@ -36,6 +36,7 @@ from vllm_responses.chat import (
     ToolCallStart,
     Usage,
 )
+from vllm_responses.engine.base import EngineRejected
 
 # A 1x1 PNG, what the fake interpreter returns for code containing "# fake-image".
 TINY_PNG = bytes.fromhex(
@@ -83,10 +84,14 @@ class FakeEngine:
     Usage is synthesized (input = prompt characters // 4, output = number of deltas). Like vLLM, a call
     stops after `sampling.max_tokens` deltas with reason "length", whatever the script says next.
     `requests` records what each call was asked; `aborted` the ids of calls closed before their finish.
+    `context` (None: unlimited) is the context window: a longer prompt is refused as vLLM refuses it;
+    `sampling_defaults` stands for the model's generation config (`default_sampling`).
     """
 
     def __init__(self, name: str = "fake-model") -> None:
         self._name = name
+        self.context: int | None = None
+        self.sampling_defaults: dict[str, Any] = {}
         self.script: list[Script] = [say("Hello from the fake engine.")]
         self.delay = 0.0
         self.requests: list[GenerateRequest] = []
@@ -97,9 +102,19 @@ class FakeEngine:
     def model_name(self) -> str:
         return self._name
 
+    @property
+    def max_model_len(self) -> int:
+        return self.context if self.context is not None else 1 << 30
+
+    @property
+    def default_sampling(self) -> Mapping[str, Any]:
+        return dict(self.sampling_defaults)
+
     def reset(self, *script: Script, delay: float = 0.0) -> None:
         self.script = list(script) or [say("Hello from the fake engine.")]
         self.delay = delay
+        self.context = None
+        self.sampling_defaults = {}
         self.requests.clear()
         self.aborted.clear()
 
@@ -109,6 +124,11 @@ class FakeEngine:
         entry = self.script[min(n, len(self.script) - 1)]
         events = entry(request) if callable(entry) else entry
         prompt = self.prompt_tokens(request)
+        if prompt >= self.max_model_len:
+            raise EngineRejected(
+                f"the prompt is {prompt} tokens; this model's context is {self.max_model_len}",
+                code="context_length_exceeded",
+            )
         finished = False
         self.active += 1
         try:

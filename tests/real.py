@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,14 +31,17 @@ def exactly(text: str) -> dict[str, str]:
     return {"regex": re.escape(text)}
 
 
-def tiny_model_server(workers: int = 2) -> LiveServer:
-    """Start (and return) a server on the tiny model and a real pool; the caller stops it."""
+def tiny_model_server(
+    workers: int = 2, *, model: Path | None = None, max_model_len: int = 2048
+) -> LiveServer:
+    """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool; the caller
+    stops it."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
     from vllm_responses.engine.vllm import VLLMEngine
 
-    path = tiny_model_path()
+    path = model or tiny_model_path()
     if not (path / "config.json").is_file():
         pytest.fail(f"the tiny model is missing at {path}: run scripts/setup.sh")
 
@@ -47,7 +51,7 @@ def tiny_model_server(workers: int = 2) -> LiveServer:
             pool = await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
             parser = add_engine_cli_args(argparse.ArgumentParser())
             args = engine_args_from_namespace(
-                parser.parse_args(["--max-model-len", "2048", "--seed", "0"]), str(path)
+                parser.parse_args(["--max-model-len", str(max_model_len), "--seed", "0"]), str(path)
             )
             engine = await VLLMEngine.start(args, model_name=TINY, tool_parser="hermes")
             stack.push_async_callback(engine.aclose)

@@ -35,8 +35,8 @@ ECHO: ResponseEcho = {
     "tools": [],
     "tool_choice": "auto",
     "parallel_tool_calls": True,
-    "temperature": None,
-    "top_p": None,
+    "temperature": 1.0,
+    "top_p": 1.0,
     "max_output_tokens": None,
     "max_tool_calls": None,
     "previous_response_id": None,
@@ -50,6 +50,9 @@ ECHO: ResponseEcho = {
     "service_tier": "default",
     "safety_identifier": None,
     "prompt_cache_key": None,
+    "store": True,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
 }
 WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
 

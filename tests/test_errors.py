@@ -97,8 +97,24 @@ def test_cancel_of_foreground_response_is_409(client: openai.OpenAI, engine: Fak
         client.responses.cancel(r.id)
 
 
-def test_unknown_fields_are_ignored(client: openai.OpenAI, engine: FakeEngine) -> None:
-    r = client.responses.create(model=MODEL, input="hi", extra_body={"some_future_field": {"x": 1}})
+def test_unknown_fields_are_400_naming_them(client: openai.OpenAI, engine: FakeEngine) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model=MODEL, input="hi", extra_body={"some_future_field": {"x": 1}})
+    assert err.value.body["param"] == "some_future_field"  # type: ignore[index]
+    assert err.value.body["code"] == "unknown_parameter"  # type: ignore[index]
+    assert engine.requests == []
+
+
+def test_fields_the_sdk_knows_are_accepted_even_where_unused(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    r = client.responses.create(
+        model=MODEL,
+        input="hi",
+        service_tier="flex",
+        stream_options={"include_obfuscation": False},
+        prompt_cache_retention="24h",
+    )
     assert r.status == "completed"
 
 

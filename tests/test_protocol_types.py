@@ -21,10 +21,11 @@ from openai.types.responses.response_code_interpreter_tool_call import OutputIma
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
 from pydantic import BaseModel
 
+from tests.wire import RESPONSE_EXTRAS
 from vllm_responses.protocol import events, items
 
 # Fields we send beyond the SDK's model, each for a reason documented where the TypedDict is defined.
-EXTRAS: dict[str, set[str]] = {}
+EXTRAS: dict[str, set[str]] = {"ResponseObject": set(RESPONSE_EXTRAS)}
 
 ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.MessageItem, ResponseOutputMessage),

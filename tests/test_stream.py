@@ -19,8 +19,8 @@ BASE: dict[str, Any] = {
     "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
     "tool_choice": "auto",
     "parallel_tool_calls": True,
-    "temperature": None,
-    "top_p": None,
+    "temperature": 1.0,
+    "top_p": 1.0,
     "max_output_tokens": None,
     "max_tool_calls": None,
     "previous_response_id": None,
@@ -34,6 +34,9 @@ BASE: dict[str, Any] = {
     "service_tier": "default",
     "safety_identifier": None,
     "prompt_cache_key": None,
+    "store": True,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
 }
 
 

@@ -12,6 +12,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 __all__ = [
     "CODE_TURN_EVENT_RUNS",
+    "RESPONSE_EXTRAS",
     "check_stream",
     "event_runs",
     "parse_sse",
@@ -48,10 +49,15 @@ def event_runs(types: Iterable[str]) -> list[str]:
     return [t for t, _ in itertools.groupby(types)]
 
 
+# The only fields we send that the SDK types do not declare, on the response object alone: Open Responses
+# requires them and OpenAI's API sends them (protocol/items.py `ResponseEcho`).
+RESPONSE_EXTRAS = frozenset({"store", "presence_penalty", "frequency_penalty"})
+
+
 def _no_extras(model: Any, path: str) -> None:
     """Fail when a field we sent is unknown to the SDK type (it would be silently kept as an extra)."""
     if isinstance(model, pydantic.BaseModel):
-        extra = model.model_extra or {}
+        extra = set(model.model_extra or {}) - (RESPONSE_EXTRAS if isinstance(model, Response) else set())
         assert not extra, f"{path}: fields unknown to the SDK types: {sorted(extra)}"
         for name in type(model).model_fields:
             _no_extras(getattr(model, name), f"{path}.{name}")

@@ -124,6 +124,8 @@ class Sampling:
     ...}` or `{"type": "json_object"}`), or None for plain text. `structured` is the vendor extension
     for forcing output with vLLM structured outputs: `{"regex": str}`, `{"json": schema}`,
     `{"choice": [str, ...]}` or `{"grammar": str}`; it wins over everything else when set.
+    The sampling fields mirror vLLM's `SamplingParams`; None (or empty) leaves the engine's default, which
+    is the model's generation config where it sets one, else vLLM's own.
     """
 
     max_tokens: int | None = None
@@ -132,6 +134,18 @@ class Sampling:
     text_format: dict[str, Any] | None = None
     structured: dict[str, Any] | None = None
     seed: int | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    logit_bias: dict[int, float] | None = None
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
 
 
 @dataclass(frozen=True)

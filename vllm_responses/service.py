@@ -15,7 +15,6 @@ from vllm_responses.chat import (
     ForcedTool,
     GenerateRequest,
     Message,
-    Sampling,
     ToolChoice,
     ToolSpec,
     Turn,
@@ -33,13 +32,16 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import ResponseEcho, ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
+    ToolChoiceAllowed,
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
 from vllm_responses.references import resolve_stored_items
+from vllm_responses.request_sampling import echoed_sampling, request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
+from vllm_responses.truncation import fit_context
 
 __all__ = ["ResponsesService"]
 
@@ -107,6 +109,12 @@ class ResponsesService:
             )
             for t in req.function_tools
         ]
+        if isinstance(req.tool_choice, ToolChoiceAllowed):  # only the allowed tools are offered
+            allowed = req.tool_choice
+            tools = [t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter)]
+        if req.truncation == "auto":  # the oldest turns dropped to fit the context window
+            first = self._first_call(req, turns, tools)
+            turns = list(await fit_context(self.engine, first, req.max_output_tokens))
         return history, input_items, turns, tools
 
     async def count_input_tokens(self, req: CreateResponseRequest) -> int:
@@ -164,7 +172,7 @@ class ResponsesService:
             tools=tuple(tools),
             tool_choice=_tool_choice(req),
             parallel_tool_calls=req.parallel_tool_calls,
-            sampling=Sampling(temperature=req.temperature, top_p=req.top_p, text_format=text_format),
+            sampling=request_sampling(req, text_format),
             max_output_tokens=req.max_output_tokens,
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
@@ -249,14 +257,18 @@ class ResponsesService:
                 tool.setdefault("description", None)
                 tool.setdefault("strict", None)
         choice = req.tool_choice
+        sampling = echoed_sampling(req, self.engine.default_sampling)  # the values in effect
         echo: ResponseEcho = {
             "model": self.model_names[0],
             "instructions": req.instructions,
             "tools": tools,
             "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
             "parallel_tool_calls": req.parallel_tool_calls,
-            "temperature": req.temperature,
-            "top_p": req.top_p,
+            "temperature": sampling["temperature"],
+            "top_p": sampling["top_p"],
+            "presence_penalty": sampling["presence_penalty"],
+            "frequency_penalty": sampling["frequency_penalty"],
+            "store": req.store,
             "max_output_tokens": req.max_output_tokens,
             "max_tool_calls": req.max_tool_calls,
             "previous_response_id": req.previous_response_id,
@@ -267,8 +279,7 @@ class ResponsesService:
             else {"format": {"type": "text"}},
             "truncation": req.truncation or "disabled",
             "user": req.user,
-            # As OpenAI's API reports them (Open Responses requires them too). It also requires `store`,
-            # `presence_penalty` and `frequency_penalty`, which the openai types do not declare: left out.
+            # As OpenAI's API reports them (Open Responses requires them too).
             "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"})
             if req.reasoning
             else None,
@@ -409,4 +420,6 @@ def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
         return ForcedTool(choice.name)
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceAllowed):  # the tools offered are restricted in `_conversation`
+        return choice.mode
     return choice

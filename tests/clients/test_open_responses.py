@@ -25,15 +25,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
 
-# Response fields Open Responses requires that we leave out (the openai types make them optional), or send as
-# null where it wants a number; with the values OpenAI's API itself reports for them.
-RESPONSE_GAPS: dict[str, Any] = {
-    "top_p": 1.0,  # we echo null when the request did not set it (the engine then uses the model's default)
-    "temperature": 1.0,  # likewise
-    "presence_penalty": 0.0,  # these three are not in the openai Response type, so we cannot send them
-    "frequency_penalty": 0.0,
-    "store": True,
-}
 # Fields we send that Open Responses does not declare (the openai types do).
 UNKNOWN_TO_OPEN_RESPONSES = {"user", "usage.input_tokens_details.cache_write_tokens"}
 # Stream events we send that Open Responses has no type for: it has no hosted tools.
@@ -94,10 +85,9 @@ def errors(model: type[pydantic.BaseModel], data: dict[str, Any]) -> set[tuple[s
 
 
 def agreed(response: dict[str, Any]) -> dict[str, Any]:
-    """The part of a response both specs describe: gaps filled, hosted-tool items and tools left out."""
+    """The part of a response both specs describe: hosted-tool items and tools left out."""
     return {
         **response,
-        **RESPONSE_GAPS,
         "output": [it for it in response["output"] if it["type"] != "code_interpreter_call"],
         "tools": [t for t in response["tools"] if t["type"] == "function"],
     }
@@ -115,16 +105,19 @@ def test_event_names_the_two_specs_share_and_do_not() -> None:
     assert CODE_EVENTS <= set(OPENAI_EVENTS) - set(OR_EVENTS)
 
 
-def test_text_response_validates_once_the_listed_gaps_are_filled(real_server: LiveServer) -> None:
+def test_text_response_validates_as_is(real_server: LiveServer) -> None:
     body = post(real_server, {"input": "Hi.", "structured_outputs": exactly("Hello.")}).json()
-    # Exactly the listed gaps stand between our response and Open Responses' ResponseResource.
-    want = {(k, "missing") for k in RESPONSE_GAPS} - {("top_p", "missing"), ("temperature", "missing")}
-    assert errors(ort.ResponseResource, body) == want | {
-        ("top_p", "float_type"),
-        ("temperature", "float_type"),
-    }
-    parsed = ort.ResponseResource.model_validate(agreed(body))
-    assert unknown_fields(parsed, agreed(body)) == UNKNOWN_TO_OPEN_RESPONSES
+    # Nothing stands between our response and Open Responses' ResponseResource: every field it requires is
+    # sent (temperature and top_p with the values in effect, store and the penalties beyond the openai types).
+    assert errors(ort.ResponseResource, body) == set()
+    assert (body["temperature"], body["top_p"], body["presence_penalty"], body["store"]) == (
+        1.0,
+        1.0,
+        0.0,
+        True,
+    )
+    parsed = ort.ResponseResource.model_validate(body)
+    assert unknown_fields(parsed, body) == UNKNOWN_TO_OPEN_RESPONSES
     message = ort.Message.model_validate(body["output"][0])
     assert message.content[0].text == "Hello." and unknown_fields(message, body["output"][0]) == set()  # type: ignore[union-attr]
 
@@ -142,13 +135,18 @@ def test_function_call_items_and_tool_echo_agree(real_server: LiveServer) -> Non
     item = ort.FunctionCall.model_validate(bare["output"][0])
     assert item.name == "lookup" and unknown_fields(item, bare["output"][0]) == set()
     # A tool sent without description and strict is echoed with both null, as OpenAI does and Open Responses wants.
-    assert errors(ort.ResponseResource, agreed(bare)) == set()
+    assert errors(ort.ResponseResource, bare) == set()
     assert bare["tools"][0]["description"] is None and bare["tools"][0]["strict"] is None
     full = {**tool, "description": "Look a key up.", "strict": False}
     sent = post(
         real_server, {"input": "Look a up.", "tools": [full], "structured_outputs": exactly(call)}
     ).json()
-    assert errors(ort.ResponseResource, agreed(sent)) == set()
+    assert errors(ort.ResponseResource, sent) == set()
+    # `allowed_tools` is echoed as sent, which both specs describe alike.
+    choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "lookup"}]}
+    allowed = post(real_server, {"input": "Look a up.", "tools": [full], "tool_choice": choice}).json()
+    assert allowed["tool_choice"] == choice and allowed["output"][0]["name"] == "lookup"
+    assert errors(ort.ResponseResource, allowed) == set()
 
 
 def test_stream_events_validate_except_the_code_interpreter_ones(real_server: LiveServer) -> None:

@@ -36,7 +36,7 @@ class StubTokenizer:
 class StubLLM:
     """What `VLLMEngine` uses of vLLM's AsyncLLM, answering every call with `OUTPUT` in one piece."""
 
-    model_config = SimpleNamespace(max_model_len=4096)
+    model_config = SimpleNamespace(max_model_len=4096, get_diff_sampling_param=dict)
 
     def get_tokenizer(self) -> StubTokenizer:
         return StubTokenizer()

@@ -109,6 +109,31 @@ def test_to_sampling_params_fields():
     assert plain.structured_outputs is None and plain.stop == [] and plain.temperature == 1.0
 
 
+def test_to_sampling_params_vllm_extensions_and_generation_defaults():
+    sampling = Sampling(
+        top_p=0.5,
+        top_k=3,
+        min_p=0.1,
+        presence_penalty=0.5,
+        frequency_penalty=-0.5,
+        repetition_penalty=1.3,
+        stop=("END",),
+        stop_token_ids=(9,),
+        ignore_eos=True,
+        min_tokens=2,
+        logit_bias={5: 1.5},
+        include_stop_str_in_output=True,
+        skip_special_tokens=False,
+    )
+    p = to_sampling_params(sampling, max_tokens=8, stop=["```"], defaults={"temperature": 0.6, "top_p": 0.9})
+    assert (p.temperature, p.top_p, p.top_k, p.min_p) == (0.6, 0.5, 3, 0.1)  # a sent value wins
+    assert (p.presence_penalty, p.frequency_penalty, p.repetition_penalty) == (0.5, -0.5, 1.3)
+    assert (p.stop, p.stop_token_ids, p.ignore_eos, p.min_tokens) == (["END", "```"], [9], True, 2)
+    assert (p.logit_bias, p.include_stop_str_in_output, p.skip_special_tokens) == ({5: 1.5}, True, False)
+    plain = to_sampling_params(Sampling(), max_tokens=3, defaults={"top_k": 20, "max_tokens": 99})
+    assert (plain.top_k, plain.max_tokens, plain.min_tokens, plain.ignore_eos) == (20, 3, 0, False)
+
+
 def test_to_sampling_params_bad_values_are_400():
     with pytest.raises(EngineError) as ei:
         to_sampling_params(Sampling(temperature=-1.0), max_tokens=3)

@@ -79,3 +79,14 @@ def test_an_unsupported_item_type_lists_the_supported_ones() -> None:
         parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]})
     assert tool.value.param == "tools[0].type"
     assert all(repr(kind) in tool.value.message for kind in TOOL_TYPES)
+
+
+def test_every_field_the_sdk_sends_is_known() -> None:
+    """`SDK_CREATE_FIELDS` is the installed SDK's `ResponseCreateParams` (a newer SDK adds fields: add them)."""
+    import typing
+
+    from openai.types.responses import response_create_params as sdk
+
+    from vllm_responses.protocol.fields import SDK_CREATE_FIELDS
+
+    assert SDK_CREATE_FIELDS == set(typing.get_type_hints(sdk.ResponseCreateParamsStreaming))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Protocol
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, Protocol
 
 from vllm_responses.chat import EngineEvent, GenerateRequest
 
@@ -38,6 +38,17 @@ class Engine(Protocol):
 
     @property
     def model_name(self) -> str: ...
+
+    @property
+    def max_model_len(self) -> int:
+        """The context window in tokens: prompt and output together."""
+        ...
+
+    @property
+    def default_sampling(self) -> Mapping[str, Any]:
+        """Sampling values applied when a request leaves them unset (the model's generation config, e.g.
+        `{"temperature": 0.6, "top_p": 0.95}`); a field absent here takes vLLM's default."""
+        ...
 
     def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]: ...
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HERMES_FORMATS",
     "MARKDOWN_FORMATS",
+    "GENERATION_DEFAULTS",
     "STRUCTURED_KEYS",
     "forced_tools",
     "hermes_call_constraint",
@@ -127,27 +128,56 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     return None
 
 
+# `Sampling` fields passed to `SamplingParams` under the same name when set (None: the engine's default).
+_OPTIONAL = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "seed",
+    "logit_bias",
+)
+# The model's generation-config values vLLM applies when a request leaves them unset (as its own server does).
+GENERATION_DEFAULTS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+)
+
+
 def to_sampling_params(
     sampling: Sampling,
     *,
     max_tokens: int,
     structured: dict[str, Any] | None = None,
     stop: Sequence[str] = (),
+    defaults: Mapping[str, Any] | None = None,
 ) -> SamplingParams:
-    """vLLM `SamplingParams` streaming DELTA outputs; unset fields keep vLLM's defaults."""
+    """vLLM `SamplingParams` streaming DELTA outputs. A field the request leaves unset takes `defaults` (the
+    model's generation config, `Engine.default_sampling`), else vLLM's own default. `stop` (the engine's own
+    stop strings) is added to the request's."""
     from vllm import SamplingParams
     from vllm.exceptions import VLLMClientError
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
     kwargs: dict[str, Any] = {"output_kind": RequestOutputKind.DELTA, "max_tokens": max_tokens}
-    if sampling.temperature is not None:
-        kwargs["temperature"] = sampling.temperature
-    if sampling.top_p is not None:
-        kwargs["top_p"] = sampling.top_p
-    if sampling.seed is not None:
-        kwargs["seed"] = sampling.seed
-    if stop:
-        kwargs["stop"] = list(stop)
+    kwargs.update({k: v for k, v in (defaults or {}).items() if k in GENERATION_DEFAULTS})
+    kwargs.update({k: getattr(sampling, k) for k in _OPTIONAL if getattr(sampling, k) is not None})
+    if sampling.stop or stop:
+        kwargs["stop"] = [*sampling.stop, *(s for s in stop if s not in sampling.stop)]
+    if sampling.stop_token_ids:
+        kwargs["stop_token_ids"] = list(sampling.stop_token_ids)
+    kwargs["ignore_eos"] = sampling.ignore_eos
+    kwargs["min_tokens"] = sampling.min_tokens
+    kwargs["include_stop_str_in_output"] = sampling.include_stop_str_in_output
+    kwargs["skip_special_tokens"] = sampling.skip_special_tokens
     try:
         if structured:
             kwargs["structured_outputs"] = StructuredOutputsParams(**structured)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -35,7 +35,12 @@ from vllm_responses.engine.prompt import (
     render_prompt,
     should_prefill_code,
 )
-from vllm_responses.engine.sampling import MARKDOWN_FORMATS, structured_constraint, to_sampling_params
+from vllm_responses.engine.sampling import (
+    GENERATION_DEFAULTS,
+    MARKDOWN_FORMATS,
+    structured_constraint,
+    to_sampling_params,
+)
 from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
 
@@ -110,6 +115,10 @@ class VLLMEngine:
         self._model_name = model_name
         self._tokenizer = llm.get_tokenizer()
         self._max_model_len = int(llm.model_config.max_model_len)
+        # The model's generation config (`--generation-config`, `--override-generation-config` applied), as
+        # vLLM's own server applies it to requests that leave a sampling field unset.
+        diff = llm.model_config.get_diff_sampling_param()
+        self._default_sampling = {k: v for k, v in diff.items() if k in GENERATION_DEFAULTS}
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
@@ -177,6 +186,10 @@ class VLLMEngine:
     def max_model_len(self) -> int:
         return self._max_model_len
 
+    @property
+    def default_sampling(self) -> Mapping[str, Any]:
+        return dict(self._default_sampling)
+
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
@@ -231,6 +244,7 @@ class VLLMEngine:
             max_tokens=min(wanted, room) if wanted else room,
             structured=structured_constraint(request, self.parser_name),
             stop=stop,
+            defaults=self._default_sampling,
         )
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = _Tally()

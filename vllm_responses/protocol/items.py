@@ -171,8 +171,8 @@ class ResponseEcho(TypedDict):
     tools: list[dict[str, Any]]
     tool_choice: str | dict[str, Any]
     parallel_tool_calls: bool
-    temperature: float | None
-    top_p: float | None
+    temperature: float
+    top_p: float
     max_output_tokens: int | None
     max_tool_calls: int | None
     previous_response_id: str | None
@@ -187,6 +187,11 @@ class ResponseEcho(TypedDict):
     safety_identifier: str | None
     prompt_cache_key: str | None
     conversation: NotRequired[ConversationRef]  # only when the request named one
+    # Beyond the openai types (which do not declare them; its `Response` keeps them as extras), as Open
+    # Responses requires and OpenAI's API sends them; tests/wire.py allows exactly these three.
+    store: bool
+    presence_penalty: float
+    frequency_penalty: float
 
 
 class ResponseObject(ResponseEcho):

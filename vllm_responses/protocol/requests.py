@@ -10,6 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vllm_responses.errors import InvalidRequest
 from vllm_responses.protocol.compaction import CompactionInputItem, ContextManagement
+from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
+from vllm_responses.protocol.tool_choice import (
+    ToolChoiceAllowed,
+    ToolChoiceBuiltin,
+    ToolChoiceFunction,
+    check_allowed_tools,
+)
 
 __all__ = [
     "CodeInterpreterCallItem",
@@ -25,8 +32,12 @@ __all__ = [
     "ItemReference",
     "MessageItem",
     "ReasoningItem",
+    "SDK_CREATE_FIELDS",
     "SUPPORTED_INCLUDES",
     "TOOL_TYPES",
+    "ToolChoiceAllowed",
+    "ToolChoiceBuiltin",
+    "ToolChoiceFunction",
     "check_includes",
     "parse_create_request",
 ]
@@ -181,15 +192,6 @@ INPUT_ITEM_TYPES = _type_tags(InputItem)
 TOOL_TYPES = _type_tags(Tool)
 
 
-class ToolChoiceFunction(_Model):
-    type: Literal["function"]
-    name: str
-
-
-class ToolChoiceBuiltin(_Model):
-    type: Literal["code_interpreter"]
-
-
 class TextFormat(_Model):
     type: Literal["text", "json_schema", "json_object"]
     name: str | None = None
@@ -213,12 +215,16 @@ class CreateResponseRequest(_Model):
     input: Union[str, list[InputItem]]
     instructions: str | None = None
     tools: list[Tool] = Field(default_factory=list)
-    tool_choice: Union[Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin] = "auto"
+    tool_choice: Union[
+        Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin, ToolChoiceAllowed
+    ] = "auto"
     parallel_tool_calls: bool = True
     max_tool_calls: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     stream: bool = False
     store: bool = True
     background: bool = False
@@ -237,6 +243,19 @@ class CreateResponseRequest(_Model):
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
+    # vLLM's own sampling extensions, as its `/v1/responses` accepts them (its `ResponsesRequest`), plus
+    # `min_tokens` (as its chat completions accept it); passed to `SamplingParams` for every model call.
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    stop: Union[str, list[str], None] = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    min_tokens: int = Field(default=0, ge=0)
+    logit_bias: dict[int, float] | None = None
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
 
     @field_validator("input", mode="before")
     @classmethod
@@ -291,7 +310,6 @@ _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
 }
 
-
 # union-branch labels pydantic puts in error locations after a list index (`input.0.message.role`)
 _TAGS = frozenset(INPUT_ITEM_TYPES + TOOL_TYPES)
 
@@ -324,6 +342,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     for key, why in _UNSUPPORTED.items():
         if body.get(key) is not None:
             raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
+    check_known_fields(body, CreateResponseRequest.model_fields)
     for i, tool in enumerate(body.get("tools") or []):
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind not in TOOL_TYPES:
@@ -401,12 +420,11 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         raise InvalidRequest(
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
+    if isinstance(req.tool_choice, ToolChoiceAllowed):
+        check_allowed_tools(req.tool_choice, {t.name for t in req.function_tools}, req.code_tool is not None)
     if req.tool_choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
     fmt = req.text.format if req.text else None
     if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
         raise InvalidRequest("text.format json_schema needs 'name' and 'schema'.", param="text.format")
-    extra = sorted(set(body) - set(CreateResponseRequest.model_fields))
-    if extra:
-        logger.info("ignoring request fields this server does not use: %s", ", ".join(extra))
     return req

@@ -1,0 +1,56 @@
+"""The object forms of `tool_choice` in a create body, and the rule that `allowed_tools` names offered tools."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from vllm_responses.errors import InvalidRequest
+
+__all__ = ["ToolChoiceAllowed", "ToolChoiceBuiltin", "ToolChoiceFunction", "check_allowed_tools"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ToolChoiceFunction(_Model):
+    type: Literal["function"]
+    name: str
+
+
+class ToolChoiceBuiltin(_Model):
+    type: Literal["code_interpreter"]
+
+
+class ToolChoiceAllowed(_Model):
+    """`allowed_tools`: only the listed tools may be called (`mode: required`: one of them must be)."""
+
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]]
+
+    def allows(self, name: str, *, code_interpreter: bool) -> bool:
+        """Whether the tool offered to the model as `name` is among the allowed ones."""
+        if code_interpreter:
+            return any(t.get("type") == "code_interpreter" for t in self.tools)
+        return any(t.get("type") == "function" and t.get("name") == name for t in self.tools)
+
+
+def check_allowed_tools(choice: ToolChoiceAllowed, functions: Collection[str], has_code_tool: bool) -> None:
+    """Each `tool_choice.tools[i]` must name a function of `tools` or the code interpreter given there:
+    an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when it is empty)."""
+    if not choice.tools:
+        raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
+    for i, entry in enumerate(choice.tools):
+        kind = entry.get("type")
+        if kind == "function" and entry.get("name") in functions:
+            continue
+        if kind == "code_interpreter" and has_code_tool:
+            continue
+        what = f"function {entry.get('name')!r}" if kind == "function" else f"a {kind!r} tool"
+        raise InvalidRequest(
+            f"tool_choice.tools[{i}] names {what}, which is not in tools.", param=f"tool_choice.tools[{i}]"
+        )

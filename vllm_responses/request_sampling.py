@@ -1,0 +1,64 @@
+"""A create request's sampling fields: as `chat.Sampling` for the engine, and as the response echoes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from vllm_responses.chat import Sampling
+from vllm_responses.protocol.requests import CreateResponseRequest
+
+__all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "request_sampling"]
+
+# vLLM's own defaults for the sampling fields a response echoes (`SamplingParams`, and its `/v1/responses`).
+VLLM_DEFAULTS: dict[str, float] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+class EchoedSampling(TypedDict):
+    temperature: float
+    top_p: float
+    presence_penalty: float
+    frequency_penalty: float
+
+
+def request_sampling(req: CreateResponseRequest, text_format: dict[str, Any] | None) -> Sampling:
+    """The sampling every model call of the response starts from (the loop sets budget and constraints)."""
+    stop = [req.stop] if isinstance(req.stop, str) else req.stop or []
+    return Sampling(
+        temperature=req.temperature,
+        top_p=req.top_p,
+        text_format=text_format,
+        seed=req.seed,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        repetition_penalty=req.repetition_penalty,
+        stop=tuple(stop),
+        stop_token_ids=tuple(req.stop_token_ids or ()),
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        logit_bias=req.logit_bias,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+        skip_special_tokens=req.skip_special_tokens,
+    )
+
+
+def echoed_sampling(req: CreateResponseRequest, defaults: Mapping[str, Any]) -> EchoedSampling:
+    """The values in effect: the request's, else the engine's defaults (the model's generation config, as
+    `Engine.default_sampling` reports it), else vLLM's."""
+
+    def value(name: str, sent: float | None) -> float:
+        return float(sent if sent is not None else defaults.get(name, VLLM_DEFAULTS[name]))
+
+    return {
+        "temperature": value("temperature", req.temperature),
+        "top_p": value("top_p", req.top_p),
+        "presence_penalty": value("presence_penalty", req.presence_penalty),
+        "frequency_penalty": value("frequency_penalty", req.frequency_penalty),
+    }
