@@ -25,11 +25,12 @@ from vllm_responses.compaction import Compaction, compact, compact_over_threshol
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
 from vllm_responses.conversations import ConversationService
+from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.items import ResponseEcho, ResponseObject, wire_items
+from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
@@ -37,7 +38,7 @@ from vllm_responses.protocol.requests import (
     ToolChoiceFunction,
 )
 from vllm_responses.references import resolve_stored_items
-from vllm_responses.request_sampling import echoed_sampling, request_sampling
+from vllm_responses.request_sampling import request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
@@ -165,7 +166,9 @@ class ResponsesService:
             text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
         structured = req.structured_outputs
         builder = ResponseBuilder(
-            self._echo(req), include_outputs=req.wants_outputs, include_reasoning=req.wants_reasoning
+            response_echo(req, self.model_names[0], self.engine.default_sampling),
+            include_outputs=req.wants_outputs,
+            include_reasoning=req.wants_reasoning,
         )
         plan = AgentPlan(
             turns=tuple(turns),
@@ -245,52 +248,6 @@ class ResponsesService:
             return info.id
 
         return resolve
-
-    def _echo(self, req: CreateResponseRequest) -> ResponseEcho:
-        # Only the fields we model: unknown fields a client sent (accepted and ignored) are not echoed.
-        tools = [
-            t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
-            for t in req.tools
-        ]
-        for tool in tools:  # as OpenAI echoes them: a function tool's description and strict always present
-            if tool["type"] == "function":
-                tool.setdefault("description", None)
-                tool.setdefault("strict", None)
-        choice = req.tool_choice
-        sampling = echoed_sampling(req, self.engine.default_sampling)  # the values in effect
-        echo: ResponseEcho = {
-            "model": self.model_names[0],
-            "instructions": req.instructions,
-            "tools": tools,
-            "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
-            "parallel_tool_calls": req.parallel_tool_calls,
-            "temperature": sampling["temperature"],
-            "top_p": sampling["top_p"],
-            "presence_penalty": sampling["presence_penalty"],
-            "frequency_penalty": sampling["frequency_penalty"],
-            "store": req.store,
-            "max_output_tokens": req.max_output_tokens,
-            "max_tool_calls": req.max_tool_calls,
-            "previous_response_id": req.previous_response_id,
-            "metadata": req.metadata or {},
-            "background": req.background,
-            "text": req.text.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if req.text
-            else {"format": {"type": "text"}},
-            "truncation": req.truncation or "disabled",
-            "user": req.user,
-            # As OpenAI's API reports them (Open Responses requires them too).
-            "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"})
-            if req.reasoning
-            else None,
-            "top_logprobs": req.top_logprobs or 0,
-            "service_tier": "default",
-            "safety_identifier": req.safety_identifier,
-            "prompt_cache_key": req.prompt_cache_key,
-        }
-        if req.conversation:
-            echo["conversation"] = {"id": req.conversation}
-        return echo
 
     async def _drive(
         self,

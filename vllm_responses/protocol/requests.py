@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from vllm_responses.errors import InvalidRequest
-from vllm_responses.protocol.compaction import CompactionInputItem, ContextManagement
+from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
+from vllm_responses.protocol.inputs import (
+    INPUT_ITEM_TYPES,
+    TOOL_TYPES,
+    CodeInterpreterCallItem,
+    CodeInterpreterTool,
+    ContainerAuto,
+    ContentPart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    InputItem,
+    ItemReference,
+    LenientModel,
+    MessageItem,
+    ReasoningItem,
+    Tool,
+)
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
@@ -70,129 +87,7 @@ def check_includes(values: Sequence[str]) -> None:
             )
 
 
-class _Model(BaseModel):
-    """Accepts fields newer than ours (clients send them all the time); they are ignored."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class ContentPart(_Model):
-    type: Literal["input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"]
-    text: str = ""
-    refusal: str | None = None
-
-
-class MessageItem(_Model):
-    type: Literal["message"] = "message"
-    role: Literal["system", "developer", "user", "assistant"]
-    content: Union[str, list[ContentPart]]
-    id: str | None = None
-    status: str | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text or (p.refusal or "") for p in self.content)
-
-
-class FunctionCallItem(_Model):
-    type: Literal["function_call"]
-    call_id: str
-    name: str
-    arguments: str
-    id: str | None = None
-    status: str | None = None
-
-
-class FunctionCallOutputItem(_Model):
-    type: Literal["function_call_output"]
-    call_id: str
-    output: Union[str, list[ContentPart]]
-    id: str | None = None
-    status: str | None = None
-
-    def text(self) -> str:
-        if isinstance(self.output, str):
-            return self.output
-        return "".join(p.text for p in self.output)
-
-
-class CodeInterpreterCallItem(_Model):
-    type: Literal["code_interpreter_call"]
-    id: str
-    code: str | None = None
-    container_id: str | None = None
-    outputs: list[dict[str, Any]] | None = None
-    status: str | None = None
-
-
-class ReasoningItem(_Model):
-    type: Literal["reasoning"]
-    id: str | None = None
-    summary: list[ContentPart] = Field(default_factory=list)
-    content: list[ContentPart] | None = None
-
-
-class ItemReference(_Model):
-    type: Literal["item_reference"]
-    id: str
-
-
-InputItem = Annotated[
-    Union[
-        MessageItem,
-        FunctionCallItem,
-        FunctionCallOutputItem,
-        CodeInterpreterCallItem,
-        ReasoningItem,
-        ItemReference,
-        CompactionInputItem,
-    ],
-    Field(discriminator="type"),
-]
-
-
-class ContainerAuto(_Model):
-    type: Literal["auto"]
-    file_ids: list[str] | None = None
-    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
-
-
-class CodeInterpreterTool(_Model):
-    type: Literal["code_interpreter"]
-    container: Union[str, ContainerAuto] = Field(default_factory=lambda: ContainerAuto(type="auto"))
-
-    @field_validator("container")
-    @classmethod
-    def _container_id(cls, v: Union[str, ContainerAuto]) -> Union[str, ContainerAuto]:
-        if isinstance(v, str) and v != "auto" and not v.startswith("cntr_"):
-            raise ValueError("container must be 'auto', {'type': 'auto'} or a container id ('cntr_...')")
-        return v
-
-
-class FunctionTool(_Model):
-    type: Literal["function"]
-    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,128}$")
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-Tool = Annotated[Union[CodeInterpreterTool, FunctionTool], Field(discriminator="type")]
-
-
-def _type_tags(union: Any) -> tuple[str, ...]:
-    """The `type` values of a discriminated union's models (`Annotated[Union[...], Field(...)]`)."""
-    (members, _field) = get_args(union)
-    models = get_args(members)
-    return tuple(tag for model in models for tag in get_args(model.model_fields["type"].annotation))
-
-
-INPUT_ITEM_TYPES = _type_tags(InputItem)
-TOOL_TYPES = _type_tags(Tool)
-
-
-class TextFormat(_Model):
+class TextFormat(LenientModel):
     type: Literal["text", "json_schema", "json_object"]
     name: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
@@ -200,17 +95,17 @@ class TextFormat(_Model):
     description: str | None = None
 
 
-class TextConfig(_Model):
+class TextConfig(LenientModel):
     format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class Reasoning(_Model):
+class Reasoning(LenientModel):
     effort: str | None = None
     summary: str | None = None
 
 
-class CreateResponseRequest(_Model):
+class CreateResponseRequest(LenientModel):
     model: str
     input: Union[str, list[InputItem]]
     instructions: str | None = None

@@ -1,0 +1,62 @@
+"""The response's echo of its request: the settings in effect, as the response object reports them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vllm_responses.protocol.items import ResponseEcho
+from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.request_sampling import echoed_sampling
+
+__all__ = ["response_echo"]
+
+
+def response_echo(
+    req: CreateResponseRequest, model_name: str, default_sampling: Mapping[str, Any]
+) -> ResponseEcho:
+    """The echoed fields of a response to `req`: only those we model (unknown fields inside a tool are
+    accepted and ignored, never echoed), with the sampling values in effect (`default_sampling`: the engine's)."""
+    tools = [
+        t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
+        for t in req.tools
+    ]
+    for tool in tools:  # as OpenAI echoes them: a function tool's description and strict always present
+        if tool["type"] == "function":
+            tool.setdefault("description", None)
+            tool.setdefault("strict", None)
+    choice = req.tool_choice
+    sampling = echoed_sampling(req, default_sampling)  # the values in effect
+    echo: ResponseEcho = {
+        "model": model_name,
+        "instructions": req.instructions,
+        "tools": tools,
+        "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
+        "parallel_tool_calls": req.parallel_tool_calls,
+        "temperature": sampling["temperature"],
+        "top_p": sampling["top_p"],
+        "presence_penalty": sampling["presence_penalty"],
+        "frequency_penalty": sampling["frequency_penalty"],
+        "store": req.store,
+        "max_output_tokens": req.max_output_tokens,
+        "max_tool_calls": req.max_tool_calls,
+        "previous_response_id": req.previous_response_id,
+        "metadata": req.metadata or {},
+        "background": req.background,
+        "text": req.text.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if req.text
+        else {"format": {"type": "text"}},
+        "truncation": req.truncation or "disabled",
+        "user": req.user,
+        # As OpenAI's API reports them (Open Responses requires them too).
+        "reasoning": req.reasoning.model_dump(mode="json", include={"effort", "summary"})
+        if req.reasoning
+        else None,
+        "top_logprobs": req.top_logprobs or 0,
+        "service_tier": "default",
+        "safety_identifier": req.safety_identifier,
+        "prompt_cache_key": req.prompt_cache_key,
+    }
+    if req.conversation:
+        echo["conversation"] = {"id": req.conversation}
+    return echo
