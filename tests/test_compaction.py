@@ -19,7 +19,7 @@ from openai.types.responses import (
 from tests.fakes import FakeEngine, say
 from tests.serving import LiveServer
 from tests.test_protocol_types import _check as check_typed_dict
-from tests.wire import validate_as
+from tests.wire import check_stream, parse_sse, validate_as
 from vllm_responses.chat import Message
 from vllm_responses.compaction import split
 from vllm_responses.history import SUMMARY_HEADER
@@ -158,7 +158,12 @@ def test_context_management_compacts_once_past_the_threshold(
     assert summarising.sampling.structured == {"regex": "x"} and answering.sampling.structured is None
     assert Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}") in answering.turns
     assert FakeEngine.prompt_tokens(answering) < total // 2
-    assert above.output_text == "4417." and [it.type for it in above.output] == ["message"]
+    # the compaction item opens the output (a stateless client sends it back); the summary's tokens count
+    assert above.output_text == "4417." and [it.type for it in above.output] == ["compaction", "message"]
+    assert open_summary(above.output[0].encrypted_content) == SUMMARY  # type: ignore[union-attr]
+    assert above.usage is not None and above.usage.input_tokens == sum(
+        FakeEngine.prompt_tokens(r) for r in (summarising, answering)
+    )
     # the stored history is the compacted one: the next turn starts from it
     assert (
         count(client, previous_response_id=above.id, input="Thanks!")
@@ -229,3 +234,26 @@ def test_a_looping_summary_is_capped_and_its_repeats_dropped(
     item = compacted.output[1]
     assert item.type == "compaction"
     assert open_summary(item.encrypted_content) == "Ada's code is 4417. It is mild."
+
+
+def test_a_compacting_stream_adds_the_item_first_and_validates(
+    fake_server: LiveServer, engine: FakeEngine
+) -> None:
+    engine.reset(say(SUMMARY), say("4417."))
+    body = {
+        "model": MODEL,
+        "input": CONVERSATION,
+        "stream": True,
+        "context_management": [{"type": "compaction", "compact_threshold": 1}],
+    }
+    r = httpx.post(fake_server.base_url + "/v1/responses", json=body, timeout=30)
+    events = parse_sse(r.text)
+    check_stream(events)
+    added = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
+    assert added == ["compaction", "message"]
+    # sent back by a client that keeps no state, the item stands for the earlier turns
+    engine.reset(say("Yes."))
+    final = events[-1]["response"]
+    follow = [final["output"][0], {"role": "user", "content": "Still 4417?"}]
+    httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": follow}, timeout=30)
+    assert engine.requests[0].turns[0] == Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}")

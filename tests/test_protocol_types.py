@@ -9,6 +9,7 @@ import pytest
 from openai.types.responses import (
     Response,
     ResponseCodeInterpreterToolCall,
+    ResponseCompactionItem,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -36,6 +37,7 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.CodeInterpreterCallItem, ResponseCodeInterpreterToolCall),
     (items.LogsOutput, OutputLogs),
     (items.ImageOutput, OutputImage),
+    (items.CompactionItem, ResponseCompactionItem),
     (items.ResponseUsage, ResponseUsage),
     (items.ResponseObject, Response),
     (items.ConversationRef, ResponseConversation),

@@ -32,6 +32,7 @@ from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.errors import DOMAIN_ERRORS, APIError, api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.stream import ResponseBuilder
 from vllm_responses.tool_calls import CallTracker, OpenCall
 
@@ -57,6 +58,10 @@ class AgentPlan:
     container: Callable[[], Awaitable[str]] | None = None
     # One structured-output constraint per model call (the last one repeats); empty: none.
     structured: tuple[dict[str, Any], ...] = ()
+    # The compaction item of a context compacted before the loop (`context_management`), and what the
+    # summarising call cost: the item opens the output, the cost counts in the response's usage.
+    compaction: CompactionItem | None = None
+    compaction_usage: Usage = Usage()
 
 
 class AgentLoop:
@@ -89,6 +94,10 @@ class AgentLoop:
         builder = self.builder
         for ev in builder.created():
             yield ev
+        if self.plan.compaction is not None:
+            self.usage = self.usage + self.plan.compaction_usage
+            for ev in builder.compaction(self.plan.compaction):
+                yield ev
         try:
             for turn_no in range(self.plan.max_turns):
                 request = self._request(turn_no)

@@ -153,12 +153,13 @@ class ResponsesService:
         no output, and its id can be continued from (a WebSocket warm-up)."""
         history, input_items, turns, tools = await self._conversation(req, local)
         context = [*history, *input_items]
+        compacted: Compaction | None = None
         if req.context_management:  # compaction once the context passes the threshold (compaction.py)
-            done = await compact_over_threshold(
+            compacted = await compact_over_threshold(
                 self.engine, req.context_management[0], context, self._first_call(req, turns, tools)
             )
-            if done is not None:
-                context, turns = done.items, _turns(req, done.items)
+            if compacted is not None:
+                context, turns = compacted.items, _turns(req, compacted.items)
         code_tool = req.code_tool
         fmt = req.text.format if req.text and req.text.format else None
         text_format = None
@@ -182,6 +183,8 @@ class ResponsesService:
             code_timeout_s=self.config.code_interpreter_timeout,
             container=await self._container_resolver(req, [*history, *input_items]) if code_tool else None,
             structured=(structured,) if isinstance(structured, dict) else tuple(structured or ()),
+            compaction=compacted.item if compacted is not None else None,
+            compaction_usage=compacted.usage if compacted is not None else Usage(),
         )
         run = Run(builder, background=req.background)
         self.runs[run.id] = run
@@ -279,7 +282,7 @@ class ResponsesService:
                 id=run.id,
                 response=builder.snapshot(include_outputs=True),
                 input_items=input_items,
-                history=[*context, *cast(list[dict[str, Any]], builder.output)],
+                history=[*context, *_generated(builder)],
                 include_outputs=req.wants_outputs,
                 created_at=time.time(),
             )
@@ -288,7 +291,7 @@ class ResponsesService:
             if req.store:
                 await asyncio.shield(self._save(record))
             if req.conversation and builder.status in APPENDING_STATUSES:
-                items = [*input_items, *cast(list[dict[str, Any]], builder.output)]
+                items = [*input_items, *_generated(builder)]
                 await asyncio.shield(self._append_to_conversation(req.conversation, items))
             asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
 
@@ -355,6 +358,11 @@ class ResponsesService:
             t.cancel("server shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+
+
+def _generated(builder: ResponseBuilder) -> list[dict[str, Any]]:
+    """The response's output as history items: its compaction item is already in the context it stands for."""
+    return [cast(dict[str, Any], item) for item in builder.output if item["type"] != "compaction"]
 
 
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:

@@ -37,6 +37,7 @@ from vllm_responses.protocol.events import (
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
+    CompactionItem,
     FunctionCallItem,
     ItemStatus,
     MessageItem,
@@ -84,10 +85,13 @@ class ResponseBuilder(BuilderCore):
     def failed(self, message: str, usage: Usage, code: str = "server_error") -> list[Event]:
         events = self.close_open("incomplete")
         for index, item in enumerate(self.output):
-            if item["type"] == "code_interpreter_call" and item["status"] in ("in_progress", "interpreting"):
-                item["status"] = "failed"
-                events.append(self._item_done(index))
-            elif item["type"] != "code_interpreter_call" and item["status"] == "in_progress":
+            if item["type"] == "compaction":
+                continue  # finished when added
+            if item["type"] == "code_interpreter_call":
+                if item["status"] in ("in_progress", "interpreting"):
+                    item["status"] = "failed"
+                    events.append(self._item_done(index))
+            elif item["status"] == "in_progress":
                 item["status"] = "incomplete"
                 events.append(self._item_done(index))
         self.error = {"code": code, "message": message}
@@ -105,6 +109,14 @@ class ResponseBuilder(BuilderCore):
         self.status = status
         self.completed_at = int(time.time())
         return [*events, self._lifecycle(type_)]
+
+    # --- compaction -----------------------------------------------------------------------------------
+
+    def compaction(self, item: CompactionItem) -> list[Event]:
+        """The compaction item of a context compacted before the first model call (`context_management`):
+        added and done at once, ahead of the rest of the output, so a stateless client can send it back."""
+        index, added = self._add_item(item)
+        return [added, self._item_done(index)]
 
     # --- message text ---------------------------------------------------------------------------------
 

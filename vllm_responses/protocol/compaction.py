@@ -9,7 +9,7 @@ from typing import Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vllm_responses.protocol.items import ResponseUsage
+from vllm_responses.protocol.items import CompactionItem, ResponseUsage
 
 __all__ = [
     "COMPACTION_SEAL",
@@ -82,14 +82,6 @@ class CompactRequest(_Model):
     instructions: str | None = None
     previous_response_id: str | None = None
     structured_outputs: dict[str, Any] | None = None
-
-
-class CompactionItem(TypedDict):
-    """`ResponseCompactionItem`: what the summarising call wrote, sealed."""
-
-    id: str
-    type: Literal["compaction"]
-    encrypted_content: str
 
 
 class CompactedResponse(TypedDict):

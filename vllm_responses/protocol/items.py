@@ -14,6 +14,7 @@ from typing_extensions import NotRequired
 __all__ = [
     "CodeInterpreterCallItem",
     "CodeOutput",
+    "CompactionItem",
     "ContainerFileCitation",
     "ConversationRef",
     "FunctionCallItem",
@@ -128,7 +129,15 @@ class CodeInterpreterCallItem(TypedDict):
     outputs: list[CodeOutput] | None
 
 
-OutputItem = Union[MessageItem, ReasoningItem, FunctionCallItem, CodeInterpreterCallItem]
+class CompactionItem(TypedDict):
+    """`ResponseCompactionItem`: a summary of earlier items the served model wrote, sealed (compaction.py)."""
+
+    id: str
+    type: Literal["compaction"]
+    encrypted_content: str
+
+
+OutputItem = Union[MessageItem, ReasoningItem, FunctionCallItem, CodeInterpreterCallItem, CompactionItem]
 
 
 class InputTokensDetails(TypedDict):
