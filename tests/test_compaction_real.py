@@ -75,7 +75,16 @@ def test_context_management_on_create(real_client: openai.OpenAI) -> None:
         validate_response(real_client.responses.retrieve(r.id).model_dump(mode="json", exclude_unset=True))
         assert r.output_text == "It is 4417."
     assert plain.usage is not None and plain.usage.input_tokens == original
-    assert compacted.usage is not None and compacted.usage.input_tokens < original // 3
+    # The compacted response's usage is the summarising call's plus its own call's; the summarising call
+    # is the one /compact makes over the same items (same prompt), so the rest is the answering call's.
+    summarising = real_client.responses.compact(
+        model=TINY,
+        input=CONVERSATION,  # type: ignore[arg-type]
+        extra_body={"structured_outputs": exactly(SUMMARY)},
+    ).usage
+    assert compacted.usage is not None and compacted.usage.input_tokens > summarising.input_tokens
+    assert compacted.usage.input_tokens - summarising.input_tokens < original // 3
+    assert compacted.output[0].type == "compaction"
     # the next turn continues from the compacted history
     after_plain = count(real_client, input="Thanks!", previous_response_id=plain.id)
     after_compacted = count(real_client, input="Thanks!", previous_response_id=compacted.id)
