@@ -12,7 +12,7 @@ import json
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from interpreter_service import (
     ContainerInfo,
@@ -37,6 +37,7 @@ from vllm_responses.chat import (
     Usage,
 )
 from vllm_responses.engine.base import EngineRejected
+from vllm_responses.protocol.items import ResponseEcho
 
 # A 1x1 PNG, what the fake interpreter returns for code containing "# fake-image".
 TINY_PNG = bytes.fromhex(
@@ -303,3 +304,33 @@ class FakeInterpreter(Interpreter):
 
     async def list_files(self, container_id: str) -> list[FileInfo]:
         return [self._info(container_id, p) for p in sorted(self._files(container_id))]
+
+
+def echo_fields(**overrides: Any) -> ResponseEcho:
+    """The response fields a service echoes from a request with every setting left at its default."""
+    fields: ResponseEcho = {
+        "model": "fake-model",
+        "instructions": None,
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "max_output_tokens": None,
+        "max_tool_calls": None,
+        "previous_response_id": None,
+        "metadata": {},
+        "background": False,
+        "text": {"format": {"type": "text"}},
+        "truncation": "disabled",
+        "user": None,
+        "reasoning": None,
+        "top_logprobs": 0,
+        "service_tier": "default",
+        "safety_identifier": None,
+        "prompt_cache_key": None,
+        "store": True,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+    return cast(ResponseEcho, {**fields, **overrides})

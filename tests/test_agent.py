@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from interpreter_service import PoolExhausted
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, function_call, say
+from tests.fakes import FakeEngine, FakeInterpreter, code_call, echo_fields, function_call, say
 from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.chat import (
@@ -26,34 +26,9 @@ from vllm_responses.chat import (
 )
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.errors import Busy, InvalidRequest
-from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.stream import ResponseBuilder
 
-ECHO: ResponseEcho = {
-    "model": "fake-model",
-    "instructions": None,
-    "tools": [],
-    "tool_choice": "auto",
-    "parallel_tool_calls": True,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "max_output_tokens": None,
-    "max_tool_calls": None,
-    "previous_response_id": None,
-    "metadata": {},
-    "background": False,
-    "text": {"format": {"type": "text"}},
-    "truncation": "disabled",
-    "user": None,
-    "reasoning": None,
-    "top_logprobs": 0,
-    "service_tier": "default",
-    "safety_identifier": None,
-    "prompt_cache_key": None,
-    "store": True,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-}
+ECHO = echo_fields()
 WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
 
 

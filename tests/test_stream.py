@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.wire import check_stream, event_runs, validate_event, validate_response
+from tests.fakes import echo_fields
+from tests.wire import (
+    CODE_TURN_EVENT_RUNS,
+    MESSAGE_EVENT_RUNS,
+    check_stream,
+    event_runs,
+    validate_event,
+    validate_response,
+)
 from vllm_responses.chat import Usage
 from vllm_responses.citations import WrittenFile
 from vllm_responses.stream import ResponseBuilder
@@ -13,35 +21,11 @@ CONTAINER = "cntr_test"
 LOGS = [{"type": "logs", "logs": "42\n"}]
 USAGE = Usage(input_tokens=10, output_tokens=7)
 # The response fields echoed from a request, as the service fills them in.
-BASE: dict[str, Any] = {
-    "model": "m",
-    "instructions": None,
-    "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
-    "tool_choice": "auto",
-    "parallel_tool_calls": True,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "max_output_tokens": None,
-    "max_tool_calls": None,
-    "previous_response_id": None,
-    "metadata": {},
-    "background": False,
-    "text": {"format": {"type": "text"}},
-    "truncation": "disabled",
-    "user": None,
-    "reasoning": None,
-    "top_logprobs": 0,
-    "service_tier": "default",
-    "safety_identifier": None,
-    "prompt_cache_key": None,
-    "store": True,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-}
+BASE = echo_fields(model="m", tools=[{"type": "code_interpreter", "container": {"type": "auto"}}])
 
 
 def builder(**kwargs: Any) -> ResponseBuilder:
-    return ResponseBuilder(dict(BASE), include_outputs=kwargs.pop("include_outputs", True), **kwargs)
+    return ResponseBuilder(BASE.copy(), include_outputs=kwargs.pop("include_outputs", True), **kwargs)
 
 
 def code_turn(b: ResponseBuilder, outputs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -62,29 +46,11 @@ def test_text_code_text_numbers_every_event_and_closes_items_in_order() -> None:
     b = builder()
     events = code_turn(b)
     check_stream(events)  # sequence 0, 1, ...; every event valid; items added, used, then done; one end
+    # created, in_progress, a message, then the code turn's own runs (a code call, then a message)
     assert event_runs(e["type"] for e in events) == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.code_interpreter_call.in_progress",
-        "response.code_interpreter_call_code.delta",
-        "response.code_interpreter_call_code.done",
-        "response.code_interpreter_call.interpreting",
-        "response.code_interpreter_call.completed",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.completed",
+        *CODE_TURN_EVENT_RUNS[:2],
+        *MESSAGE_EVENT_RUNS,
+        *CODE_TURN_EVENT_RUNS[2:],
     ]
     added = [e["item"] for e in of_type(events, "response.output_item.added")]
     assert [(it["type"], it["id"][:3]) for it in added] == [

@@ -12,6 +12,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 __all__ = [
     "CODE_TURN_EVENT_RUNS",
+    "MESSAGE_EVENT_RUNS",
     "RESPONSE_EXTRAS",
     "check_stream",
     "event_runs",
@@ -22,6 +23,16 @@ __all__ = [
 ]
 
 _EVENT = pydantic.TypeAdapter(ResponseStreamEvent)
+
+# The event types of one assistant message, each run of deltas counted once.
+MESSAGE_EVENT_RUNS = [
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+]
 
 # The event types of a turn that runs code once and then answers, each run of deltas counted once.
 CODE_TURN_EVENT_RUNS = [
@@ -34,12 +45,7 @@ CODE_TURN_EVENT_RUNS = [
     "response.code_interpreter_call.interpreting",
     "response.code_interpreter_call.completed",
     "response.output_item.done",
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.output_text.delta",
-    "response.output_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
+    *MESSAGE_EVENT_RUNS,
     "response.completed",
 ]
 
