@@ -41,6 +41,7 @@ from benchlib import (
     free_port,
     machine_info,
     model_path,
+    our_server_argv,
     percentile,
     post_sse,
     ratio,
@@ -247,21 +248,7 @@ def start_server(
     common = {"model": model, "stream": True, "temperature": 0.0, "store": False}
     regex = {"structured_outputs": {"regex": length_regex(n)}} if length == "regex" else {}
     if which == "ours":
-        argv = [
-            sys.executable,
-            *(["-P"] if tree else []),
-            "-m",
-            "vllm_responses",
-            "serve",
-            *flags,
-            "--port",
-            str(port),
-            "--no-code-interpreter",
-            "--db",
-            ":memory:",
-            "--log-level",
-            "warning",
-        ]
+        argv = our_server_argv(flags, port, isolated=tree is not None)
         body = {**common, "input": PROMPT, "max_output_tokens": n, **regex}
         if tree:
             which = f"ours@{tree[0]}"

@@ -31,6 +31,7 @@ from benchlib import (
     free_port,
     machine_info,
     model_path,
+    our_server_argv,
     percentile,
     post_sse,
     ratio,
@@ -191,22 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     flags, env = engine_flags(model, max_model_len=ns.max_model_len, extra=ns.engine_args)
     port = free_port()
     out = Path(ns.out)
-    argv_ = [
-        sys.executable,
-        "-m",
-        "vllm_responses",
-        "serve",
-        *flags,
-        "--tool-call-parser",
-        "hermes",
-        "--port",
-        str(port),
-        "--no-code-interpreter",
-        "--db",
-        ":memory:",
-        "--log-level",
-        "warning",
-    ]
+    argv_ = our_server_argv(flags, port, "--tool-call-parser", "hermes")
     result: dict[str, Any] = {
         "benchmark": "websocket",
         "machine": machine_info(),

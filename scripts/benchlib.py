@@ -183,6 +183,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def our_server_argv(flags: Sequence[str], port: int, *extra: str, isolated: bool = False) -> list[str]:
+    """`vllm-responses serve` as the benchmarks run it: `flags` (the engine's), no sandbox pool, an in-memory
+    store, quiet logs; `extra` flags of ours; `isolated` (`python -P`): a PYTHONPATH tree wins over this one."""
+    return [
+        sys.executable,
+        *(["-P"] if isolated else []),
+        "-m",
+        "vllm_responses",
+        "serve",
+        *flags,
+        *extra,
+        "--port",
+        str(port),
+        "--no-code-interpreter",
+        "--db",
+        ":memory:",
+        "--log-level",
+        "warning",
+    ]
+
+
 @dataclass
 class ServerProcess:
     """A server started as a child process (own process group); `with` waits for `ready_path`, then stops it."""
