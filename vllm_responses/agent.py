@@ -89,6 +89,7 @@ class AgentLoop:
         self.turns: list[Turn] = list(plan.turns)
         self.tool_calls = 0
         self.failure: APIError | None = None  # set when the response failed
+        self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
 
     async def events(self) -> AsyncIterator[Event]:
         builder = self.builder
@@ -131,10 +132,6 @@ class AgentLoop:
             logger.warning("response %s failed: %s", builder.id, self.failure.message)
             for ev in builder.failed(self.failure.message, self.usage, code=failure_code(self.failure)):
                 yield ev
-
-    @property
-    def _code_names(self) -> frozenset[str]:
-        return frozenset(t.name for t in self.plan.tools if t.code_interpreter)
 
     def _request(self, turn_no: int) -> GenerateRequest | None:
         """The model call number `turn_no`, or None when the output token budget is spent."""

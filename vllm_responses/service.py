@@ -278,18 +278,19 @@ class ResponsesService:
                 run.publish(event)
         finally:
             run.close()
-            record = StoredResponse(
-                id=run.id,
-                response=builder.snapshot(include_outputs=True),
-                input_items=input_items,
-                history=[*context, *_generated(builder)],
-                include_outputs=req.wants_outputs,
-                created_at=time.time(),
-            )
-            if local is not None:  # before anything awaits: whoever saw the end finds it there
-                await local.save(record)
-            if req.store:
-                await asyncio.shield(self._save(record))
+            if local is not None or req.store:  # the record is only built where it is kept
+                record = StoredResponse(
+                    id=run.id,
+                    response=builder.snapshot(include_outputs=True),
+                    input_items=input_items,
+                    history=[*context, *_generated(builder)],
+                    include_outputs=req.wants_outputs,
+                    created_at=time.time(),
+                )
+                if local is not None:  # before anything awaits: whoever saw the end finds it there
+                    await local.save(record)
+                if req.store:
+                    await asyncio.shield(self._save(record))
             if req.conversation and builder.status in APPENDING_STATUSES:
                 items = [*input_items, *_generated(builder)]
                 await asyncio.shield(self._append_to_conversation(req.conversation, items))
