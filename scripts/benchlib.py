@@ -28,6 +28,7 @@ from typing import Any, Self
 __all__ = [
     "REPO",
     "BenchError",
+    "HTTPStatusError",
     "ServerProcess",
     "engine_flags",
     "free_port",
@@ -46,6 +47,14 @@ if str(REPO) not in sys.path:
 
 class BenchError(RuntimeError):
     """A benchmark step failed (a server did not start, a request was refused)."""
+
+
+class HTTPStatusError(BenchError):
+    """A request answered with another status than 200: the status, the headers (lower-case names), the body."""
+
+    def __init__(self, path: str, status: int, headers: dict[str, str], body: str) -> None:
+        super().__init__(f"HTTP {status} from {path}: {body}")
+        self.status, self.headers, self.body = status, headers, body
 
 
 # -- machine and run facts ------------------------------------------------------------------------------
@@ -277,7 +286,7 @@ async def post_sse(
     """POST `body` as JSON over HTTP/1.1 and yield each SSE event block (bytes, without the blank line).
 
     Plain asyncio streams and a hand-parsed chunked body: a few microseconds per event, so the load
-    client is not what limits the server on a 2-core host. A non-200 answer raises `BenchError`.
+    client is not what limits the server on a 2-core host. A non-200 answer raises `HTTPStatusError`.
     """
     payload = json.dumps(body).encode()
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
@@ -289,15 +298,14 @@ async def post_sse(
         writer.write(head.encode() + payload)
         await writer.drain()
         status = int((await reader.readline()).split()[1])
-        chunked = False
+        headers: dict[str, str] = {}
         while (line := await reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
-                chunked = True
+            headers[name.strip().lower()] = value.strip()
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         if status != 200:
-            raise BenchError(
-                f"HTTP {status} from {path}: {(await reader.read(2000)).decode(errors='replace')}"
-            )
+            body_text = (await reader.read(2000)).decode(errors="replace")
+            raise HTTPStatusError(path, status, headers, body_text)
         buf = b""
         while True:
             if chunked:

@@ -173,6 +173,49 @@ def test_websocket_quick(tmp_path: Path) -> None:
     assert data["round_ratios_ws_over_http"] == [round(ws["loop_ms"][0] / http["loop_ms"][0], 3)]
 
 
+def test_load_summary_on_set_samples() -> None:
+    """The per-level summary and the checks say what the samples say."""
+    from bench_load import Sample, compare, summarize
+
+    samples = [
+        Sample(code=False, status=200, first_event_s=0.01, first_token_s=0.2, total_s=1, ending="completed"),
+        Sample(code=True, status=200, first_event_s=0.03, first_token_s=0.4, total_s=2, ending="failed"),
+        Sample(
+            code=True, status=200, first_event_s=0.02, first_token_s=0.3, code_ran=True, ending="completed"
+        ),
+        Sample(code=False, status=429, retry_after="1", total_s=0.01, error="busy"),
+    ]
+    level = summarize(samples, 2.0)
+    counts = ("admitted", "refused_429", "code_turns", "code_turns_ran", "code_turns_completed")
+    assert [level[k] for k in counts] == [3, 1, 2, 1, 1]
+    assert level["endings"] == {"completed": 2, "failed": 1} and level["retry_after_on_every_429"] is True
+    assert level["first_event_ms"]["p50"] == 20.0 and level["first_event_ms_max"] == 30.0
+    single = summarize(samples[:1], 1.0)
+    derived = compare({"1": single, "3": level})
+    assert derived["ratios_to_single_stream"]["3"] == {"first_event_p50": 2.0, "first_token_p50": 1.5}
+    assert derived["checks"] == {
+        "first_event_p90_le_50ms_every_level": True,
+        "no_admitted_stream_failed": False,
+        "every_code_turn_ran": False,
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.sandbox
+def test_load_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_load.py", tmp_path)
+    assert set(data["levels"]) == {"1", "4"}
+    for n, level in data["levels"].items():
+        assert level["streams"] == int(n) and level["other_errors"] == [], level
+        assert level["admitted"] + level["refused_429"] == level["streams"]
+        assert 0 < level["first_event_ms"]["p50"] <= level["first_token_ms"]["p50"], level
+    assert data["levels"]["4"]["code_turns"] == 1
+    assert data["checks"]["no_admitted_stream_failed"] is True, data["levels"]
+    assert data["checks"]["every_code_turn_ran"] is True, data["levels"]
+    assert data["levels"]["4"]["code_turns_completed"] == 1, data["levels"]
+
+
 def test_report_renders_quick_results(tmp_path: Path) -> None:
     """The report script renders tables from result files (here: a minimal synthetic gateway run)."""
     from bench_report import render
