@@ -290,6 +290,22 @@ class VLLMEngine:
         except Exception:  # a dead engine has nothing left to abort
             _log.debug("abort of %s failed", vllm_id, exc_info=True)
 
+    @property
+    def dead(self) -> str | None:
+        # `errored`: the engine-core process died (vLLM's monitor thread saw it) or the output handler ended.
+        if self._closed or not self._llm.errored:
+            return None
+        return "the vLLM engine core stopped" + ("" if self._llm.is_running else " (output handler ended)")
+
+    async def ping(self) -> None:
+        reason = self.dead
+        if reason is not None:
+            raise EngineUnavailable(reason, code="engine_dead")
+        try:
+            await self._llm.is_sleeping()  # a utility call answered by the engine core
+        except EngineDeadError as exc:
+            raise EngineUnavailable("the vLLM engine died", code="engine_dead") from exc
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
