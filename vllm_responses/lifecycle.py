@@ -96,10 +96,12 @@ class Lifecycle:
         self.monitor: EngineMonitor | None = None
         self._runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def attach(self, runs: dict[str, Run], engine: Engine) -> None:
         """Start serving: `runs` are the service's running responses; the engine is watched."""
         self._runs = runs
+        self._loop = asyncio.get_running_loop()
         self.state = "serving"
         self.monitor = EngineMonitor(engine)
         self._spawn(self._watch(self.monitor), "engine watchdog")
@@ -118,28 +120,35 @@ class Lifecycle:
                 "The server is shutting down and takes no new responses; retry on another instance.",
                 code="shutting_down",
             )
-        if self.state == "failed":
+        dead = self.monitor.engine.dead if self.monitor is not None else None
+        if self.state == "failed" or dead is not None:  # the watchdog may not have seen it yet
             return Unavailable(
-                f"The server cannot serve: {self.reason}; it is restarting.", code="engine_dead"
+                f"The server cannot serve: {self.reason or f'the engine died ({dead})'}; it is restarting.",
+                code="engine_dead",
             )
         if self.state == "starting":
             return Unavailable("The server is starting.", code="starting")
         return None
 
     def request_shutdown(self) -> None:
-        """SIGTERM: drain (idempotent). Must be called on the event loop's thread."""
-        if self.state != "serving":
-            if self.state == "starting" and self.stop_server is not None:
+        """SIGTERM: drain, then stop the server (idempotent; safe from a signal handler or another thread).
+        Before start-up finished there is nothing to drain: the server is told to stop at once."""
+        if self._loop is None:
+            if self.stop_server is not None:
                 self.stop_server()
+            return
+        self._loop.call_soon_threadsafe(self._begin_drain)
+
+    def _begin_drain(self) -> None:
+        if self.state != "serving":
             return
         self.state, self.reason = "draining", "shutting down"
         logger.info(
-            "shutdown requested: draining %d running response(s), grace %g s", self._running(), self.grace_s
+            "shutdown requested: draining %d running response(s), grace %g s",
+            len(self._running_runs()),
+            self.grace_s,
         )
         self._spawn(self._drain(), "drain")
-
-    def _running(self) -> int:
-        return sum(not r.done.is_set() for r in list(self._runs.values()))
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -159,30 +168,33 @@ class Lifecycle:
 
     async def _watch(self, monitor: EngineMonitor) -> None:
         reason = await monitor.watch()
-        if self.state == "failed":
-            return
+        error = Unavailable(
+            f"The engine died while this response was running ({reason}).", code="engine_dead"
+        )
+        if self.state == "draining":  # e.g. a Ctrl+C that reached the engine-core process too
+            logger.warning("the engine stopped during the drain (%s): ending running responses", reason)
+            for run in self._running_runs():
+                run.end(error)
+            return  # the drain goes on and stops the server with status 0
         self.state, self.reason = "failed", f"the engine died ({reason})"
         logger.critical(
             "the engine died (%s): failing running responses and exiting with status %d",
             reason,
             ENGINE_DEAD_EXIT,
         )
-        await self._settle(
-            ENGINE_DEAD_SETTLE_S,
-            Unavailable(f"The engine died while this response was running ({reason}).", code="engine_dead"),
-        )
+        await self._settle(ENGINE_DEAD_SETTLE_S, error)
         self._stop(ENGINE_DEAD_EXIT)
+
+    def _running_runs(self) -> list[Run]:
+        return [r for r in list(self._runs.values()) if r.task is not None and not r.task.done()]
 
     async def _settle(self, wait_s: float, error: APIError) -> int:
         """Wait up to `wait_s` for running responses to end, end the rest with `error`; how many were ended."""
         deadline = time.monotonic() + wait_s
-        while (left := deadline - time.monotonic()) > 0:
-            tasks = {r.task for r in list(self._runs.values()) if r.task is not None and not r.task.done()}
-            if not tasks:
-                break
+        while (left := deadline - time.monotonic()) > 0 and (running := self._running_runs()):
             # re-read every second: a response may start meanwhile (on an open WebSocket)
-            await asyncio.wait(tasks, timeout=min(left, 1.0))
-        runs = [r for r in list(self._runs.values()) if r.task is not None and not r.task.done()]
+            await asyncio.wait({r.task for r in running if r.task is not None}, timeout=min(left, 1.0))
+        runs = self._running_runs()
         for run in runs:
             run.end(error)
         if runs:

@@ -3,8 +3,9 @@
 `RequestIdMiddleware` takes the id from the request's `x-request-id` header (1-128 characters of
 `A-Z a-z 0-9 . _ : / + = @ -`) or makes one (`req_<32 hex>`), echoes it in the response's `x-request-id`
 header (errors and SSE streams too) and keeps it, with the time the request arrived, in context variables
-for the request's handling and every task it starts (a response's task included): `JSONFormatter` writes
-it into each line, `TextFormatter` appends it as `[request_id=...]`.
+for the request's handling and every task it starts (a response's task included). `RequestIdFilter` stamps
+it on each record where it is made; `JSONFormatter` writes it into each line, `TextFormatter` appends it as
+`[request_id=...]`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = [
     "RESPONSE_LOGGER",
     "JSONFormatter",
+    "RequestIdFilter",
     "RequestIdMiddleware",
     "TextFormatter",
     "configure_logging",
@@ -41,8 +43,13 @@ _request_started: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 # The logger of the one line per finished response (`meter.py`); its records carry a `response` dict.
 RESPONSE_LOGGER = "vllm_responses.responses"
-# LogRecord attributes that are not `extra` fields.
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+# LogRecord attributes that are not `extra` fields (and uvicorn's `color_message`, the message with ANSI colours).
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
 
 
 def current_request_id() -> str | None:
@@ -93,6 +100,15 @@ class RequestIdMiddleware:
             _request_id.reset(id_token)
 
 
+class RequestIdFilter(logging.Filter):
+    """Stamps `record.request_id` (the request being handled where the record is made, else None)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = current_request_id()
+        return True
+
+
 class JSONFormatter(logging.Formatter):
     """One JSON object per record: `ts` (ISO 8601, UTC), `level`, `logger`, `message`, `request_id` (when
     there is one), `exc_info` (the traceback text, when there is one), and any `extra` fields."""
@@ -105,11 +121,8 @@ class JSONFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        rid = current_request_id()
-        if rid is not None:
-            line["request_id"] = rid
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _STANDARD and not key.startswith("_") and value is not None:
                 line[key] = value
         if record.exc_info:
             line["exc_info"] = self.formatException(record.exc_info)
@@ -124,17 +137,23 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        rid = current_request_id()
+        rid = getattr(record, "request_id", None)
         return f"{text} [request_id={rid}]" if rid is not None else text
 
 
 def _dict_config(fmt: str, level: str) -> dict[str, Any]:
     """The `logging.config.dictConfig` of our process (and, in JSON mode, of vLLM's engine-core process)."""
     formatter = JSONFormatter if fmt == "json" else TextFormatter
-    handler = {"class": "logging.StreamHandler", "formatter": "main", "stream": "ext://sys.stderr"}
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "main",
+        "filters": ["request_id"],
+        "stream": "ext://sys.stderr",
+    }
     config: dict[str, Any] = {
         "version": 1,
         "disable_existing_loggers": False,
+        "filters": {"request_id": {"()": f"{__name__}.RequestIdFilter"}},
         "formatters": {"main": {"()": f"{formatter.__module__}.{formatter.__qualname__}"}},
         "handlers": {"main": handler},
         "root": {"handlers": ["main"], "level": level.upper()},

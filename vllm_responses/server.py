@@ -94,7 +94,7 @@ class _Server(uvicorn.Server):
             return
         self._signalled = True
         logger.info("received %s", signal.Signals(sig).name)
-        asyncio.get_running_loop().call_soon_threadsafe(self.lifecycle.request_shutdown)
+        self.lifecycle.request_shutdown()
 
 
 def run(config: Config) -> int:

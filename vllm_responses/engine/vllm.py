@@ -295,7 +295,10 @@ class VLLMEngine:
         # `errored`: the engine-core process died (vLLM's monitor thread saw it) or the output handler ended.
         if self._closed or not self._llm.errored:
             return None
-        return "the vLLM engine core stopped" + ("" if self._llm.is_running else " (output handler ended)")
+        resources = getattr(getattr(self._llm, "engine_core", None), "resources", None)
+        if getattr(resources, "engine_dead", False):
+            return "the vLLM engine-core process exited"
+        return "vLLM's output handler stopped"
 
     async def ping(self) -> None:
         reason = self.dead
