@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
@@ -140,3 +142,20 @@ def test_drain_with_nothing_running_stops_at_once(
     lifecycle.request_shutdown()  # a second request changes nothing
     assert stopped.wait(1.0), "an idle server should not wait out its grace"
     assert lifecycle.exit_code == 0
+
+
+def test_drain_refuses_websocket_responses_on_open_and_new_sockets(
+    served: tuple[LiveServer, Lifecycle, threading.Event],
+) -> None:
+    server, lifecycle, stopped = served
+    url = server.base_url.replace("http://", "ws://") + "/v1/responses"
+    with connect(url, open_timeout=10) as ws:
+        lifecycle.request_shutdown()
+        assert stopped.wait(5)
+        ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "hi"}))
+        event = json.loads(ws.recv(timeout=10))
+    assert event["type"] == "error" and event["status"] == 503 and event["error"]["code"] == "shutting_down"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, open_timeout=10)
+    assert refused.value.response.status_code == 503
+    assert json.loads(refused.value.response.body or b"{}")["error"]["code"] == "shutting_down"

@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 import openai
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes import FakeEngine, code_call, function_call, say
+from tests.metrics_text import Samples, parse, value
 from tests.serving import LiveServer
 from tests.test_api import wait_until
 from vllm_responses.engine.base import EngineUnavailable
@@ -20,28 +20,11 @@ MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
 WEATHER = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def parse(text: str) -> tuple[Samples, dict[str, str]]:
-    """Every sample by (name, sorted labels), and every family's type, as Prometheus would read them."""
-    samples: Samples = {}
-    types: dict[str, str] = {}
-    for family in text_string_to_metric_families(text):
-        types[family.name] = family.type
-        for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return samples, types
-
 
 def scrape(server: LiveServer) -> tuple[Samples, dict[str, str]]:
     r = httpx.get(server.base_url + "/metrics", timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     return parse(r.text)
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def _idle(server: LiveServer) -> Callable[[], bool]:
