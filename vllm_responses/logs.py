@@ -168,9 +168,12 @@ def _dict_config(fmt: str, level: str) -> dict[str, Any]:
 def configure_logging(fmt: str, level: str) -> None:
     """Log through one handler on stderr in `fmt` ("text" or "json") at `level`. In JSON mode vLLM's engine
     core (a child process that configures its own logging when it imports vLLM) is pointed at the same
-    configuration through `VLLM_LOGGING_CONFIG_PATH`, unless the user set that variable."""
+    configuration through `VLLM_LOGGING_CONFIG_PATH`, unless the user set that variable, and Python
+    warnings become log records. What is written to stderr outside `logging` (torch's C++ warnings,
+    progress bars while the model loads) stays as it is."""
     config = _dict_config(fmt, level)
     logging.config.dictConfig(config)
+    logging.captureWarnings(fmt == "json")  # Python warnings as log records (logger `py.warnings`)
     if fmt == "json" and "VLLM_LOGGING_CONFIG_PATH" not in os.environ:
         child = {**config, "root": {**config["root"], "level": os.environ.get("VLLM_LOGGING_LEVEL", "INFO")}}
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="vr-logging-", delete=False) as f:

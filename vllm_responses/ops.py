@@ -72,6 +72,7 @@ async def _store_check(store: ResponseStore) -> Check:
 def _sandbox_check(interpreter: Interpreter | None, enabled: bool) -> Check:
     if interpreter is None:
         return {"ok": True, "detail": "disabled" if not enabled else "none"}
+    # `closed`, else the in-process pool's private flag (it has no public one yet)
     if getattr(interpreter, "closed", False) or getattr(interpreter, "_closed", False):
         return {"ok": False, "detail": "closed"}
     stats = pool_stats(interpreter)

@@ -276,7 +276,8 @@ class ResponsesService:
             if run.ending is None:
                 builder.cancelled(loop.usage)
                 raise
-            _uncancel()  # ended by the server (shutdown, engine death): a failed response, streamed and stored
+            # ended by the server (shutdown, engine death): a failed response, streamed and stored
+            cast(asyncio.Task[None], asyncio.current_task()).uncancel()
             run.failure = run.ending
             for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
                 run.publish(event)
@@ -368,12 +369,6 @@ class ResponsesService:
             t.cancel("server shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=10)
-
-
-def _uncancel() -> None:
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
 
 
 def _generated(builder: ResponseBuilder) -> list[dict[str, Any]]:
