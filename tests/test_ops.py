@@ -60,7 +60,9 @@ def test_ready_fails_when_the_engine_refuses_pings(own_server: LiveServer) -> No
         raise TimeoutError("no answer")
 
     engine.ping = refuse  # type: ignore[method-assign]
-    wait_until(lambda: httpx.get(own_server.base_url + "/ready").status_code == 503)
+    wait_until(
+        lambda: httpx.get(own_server.base_url + "/ready").status_code == 503, timeout_s=20
+    )  # next ping: <= 5 s
     assert httpx.get(own_server.base_url + "/ready").json()["checks"]["engine"] == {
         "ok": False,
         "detail": "no answer",

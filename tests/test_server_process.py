@@ -171,7 +171,10 @@ def test_sigterm_drains_running_responses_then_exits_0(server: ServerProcess) ->
     long = Stream(server.base_url, LONG, "long")
     assert short.first_delta.wait(120) and long.first_delta.wait(120)
     server.proc.send_signal(signal.SIGTERM)
-    ready = httpx.get(server.base_url + "/ready", timeout=10)
+    deadline = time.monotonic() + 5  # the signal is handled on the server's loop, soon but not before we ask
+    while (ready := httpx.get(server.base_url + "/ready", timeout=10)).status_code == 200:
+        assert time.monotonic() < deadline, "still ready after SIGTERM"
+        time.sleep(0.05)
     assert ready.status_code == 503 and ready.json()["checks"]["server"]["detail"] == "shutting down"
     refused = httpx.post(server.base_url + "/v1/responses", json={"model": TINY, "input": "new"}, timeout=10)
     assert refused.status_code == 503 and refused.json()["error"]["code"] == "shutting_down"
