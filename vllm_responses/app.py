@@ -245,10 +245,9 @@ class _App(Starlette):
         return RequestIdMiddleware(super().build_middleware_stack())
 
 
-def _live_sources(app: Starlette, lifecycle: Lifecycle) -> LiveSources:
+def _live_sources(state: AppState) -> LiveSources:
     """What /metrics reads at each scrape (admission: `AppState.admission` or `service.admission`)."""
-    state: AppState = app.state.vr
-    service = state.service
+    service, lifecycle = state.service, state.lifecycle
     return LiveSources(
         running=lambda: sum(not r.done.is_set() for r in list(service.runs.values())),
         engine_alive=lambda: service.engine.dead is None,
@@ -267,8 +266,9 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
-            app.state.vr = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
-            app.state.vr.live = LiveCollector(_live_sources(app, life))
+            state = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
+            state.live = LiveCollector(_live_sources(state))
+            app.state.vr = state
             life.attach(service.runs, engine)
             try:
                 yield

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,7 +18,7 @@ from vllm_responses.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.lifecycle import Lifecycle
-from vllm_responses.logs import JSONFormatter, configure_logging
+from vllm_responses.logs import configure_logging
 from vllm_responses.store import MemoryStore, ResponseStore, SQLiteStore
 
 __all__ = ["open_components", "run"]
@@ -28,10 +27,7 @@ logger = logging.getLogger("vllm_responses")
 
 
 def _say(message: str) -> None:
-    if logging.getLogger().handlers and isinstance(logging.getLogger().handlers[0].formatter, JSONFormatter):
-        logger.info(message)
-    else:
-        print(f"[vllm-responses] {message}", file=sys.stderr, flush=True)
+    logger.info(message)  # through `logs.configure_logging`'s handler: a JSON line with `--log-format json`
 
 
 @asynccontextmanager
