@@ -145,6 +145,10 @@ class VLLMEngine:
 
         The build (model load, engine-core process start: seconds) runs in a worker thread, so the
         event loop keeps serving other start-up work (e.g. warming sandbox workers) meanwhile.
+
+        vLLM's engine metrics come with it: unless `--disable-log-stats`, `AsyncLLM` (its
+        `StatLoggerManager`) registers a `PrometheusStatLogger` on prometheus_client's default registry, as
+        under `vllm serve` with one API server; `/metrics` renders that registry (`metrics.py`).
         """
         try:
             llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
