@@ -36,7 +36,7 @@ from vllm_responses.chat import (
     ToolCallStart,
     Usage,
 )
-from vllm_responses.engine.base import EngineRejected
+from vllm_responses.engine.base import EngineRejected, EngineUnavailable
 from vllm_responses.protocol.items import ResponseEcho
 
 # A 1x1 PNG, what the fake interpreter returns for code containing "# fake-image".
@@ -98,6 +98,7 @@ class FakeEngine:
         self.requests: list[GenerateRequest] = []
         self.aborted: list[str] = []
         self.active = 0
+        self._dead: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -118,6 +119,7 @@ class FakeEngine:
         self.sampling_defaults = {}
         self.requests.clear()
         self.aborted.clear()
+        self._dead = None
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         n = len(self.requests)
@@ -171,6 +173,18 @@ class FakeEngine:
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         return self.prompt_tokens(request)
+
+    @property
+    def dead(self) -> str | None:
+        return self._dead
+
+    @dead.setter
+    def dead(self, reason: str | None) -> None:  # set it to play a dead engine
+        self._dead = reason
+
+    async def ping(self) -> None:
+        if self.dead is not None:
+            raise EngineUnavailable(self.dead, code="engine_dead")
 
     async def aclose(self) -> None:
         return None

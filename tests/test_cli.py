@@ -94,6 +94,9 @@ ENV_VALUES = {
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),
     "--no-code-interpreter": ("1", True),
+    "--log-format": ("json", "json"),
+    "--sse-keepalive": ("0.5", 0.5),
+    "--shutdown-grace": ("5", 5.0),
 }
 
 

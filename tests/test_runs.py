@@ -36,3 +36,19 @@ async def test_a_late_follower_starts_after_the_sequence_number_it_names() -> No
     run.close()
     assert [[e["n"] for e in b] async for b in run.follow_batches(starting_after=1)] == [[2, 3]]
     assert [len(b) async for b in run.follow_batches()] == [4]
+
+
+async def test_an_idle_follower_gets_an_empty_batch_per_silent_stretch_and_loses_nothing() -> None:
+    run = _run()
+    batches = run.follow_batches(idle_s=0.05)
+    assert await anext(batches) == []  # nothing for 0.05 s: a keep-alive
+    assert await anext(batches) == []
+    run.publish({"type": "e", "n": 0})
+    assert [e["n"] for e in await anext(batches)] == [0]
+    for i in range(1, 4):  # published while the reader waits with a timeout: none is lost
+        waiting = asyncio.ensure_future(anext(batches))
+        await asyncio.sleep(0.01 * i)
+        run.publish({"type": "e", "n": i})
+        assert [e["n"] for e in await waiting] == [i]
+    run.close()
+    assert [b async for b in batches] == []

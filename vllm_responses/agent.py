@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
+from vllm_responses import metrics
 from vllm_responses.chat import (
     Finish,
     GenerateRequest,
@@ -88,6 +90,7 @@ class AgentLoop:
         self.usage = Usage()
         self.turns: list[Turn] = list(plan.turns)
         self.tool_calls = 0
+        self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
 
@@ -164,6 +167,7 @@ class AgentLoop:
         """Stream one model call into events; how it finished and the calls it made are left on `tracker`."""
         builder = self.builder
         finish: Finish | None = None
+        self.model_calls += 1
         async with aclosing(self.engine.generate(request)) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
@@ -196,16 +200,19 @@ class AgentLoop:
         item = self.builder.code_item(call.index)
         code, container_id = item["code"], item["container_id"]
         interpreter = self.interpreter
+        started = time.monotonic()
         try:
             if interpreter is None:
                 raise InterpreterError("the code interpreter is not enabled on this server")
             result = await interpreter.execute(container_id, code, timeout_s=self.plan.code_timeout_s)
         except asyncio.CancelledError:
+            metrics.code_run("cancelled", time.monotonic() - started)
             raise
         except (
             InterpreterError
         ) as exc:  # a failing tool is an error output the model sees, not a failed response
             result = ExecutionResult(logs="", error=f"Sandbox error: {exc}", error_kind="crashed")
+        metrics.code_run(result.error_kind or "ok", time.monotonic() - started)
         if result.files_changed and interpreter is not None:
             self.builder.note_files(await _written_files(interpreter, container_id, result.files_changed))
         outputs = code_outputs(result)

@@ -26,6 +26,10 @@ from vllm_responses.container_routes import container_routes
 from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
+from vllm_responses.lifecycle import Lifecycle, ShutdownGate
+from vllm_responses.logs import RequestIdMiddleware
+from vllm_responses.metrics import LiveCollector, LiveSources
+from vllm_responses.ops import ops_routes, pool_stats
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.events import Event
@@ -46,6 +50,10 @@ class AppState:
 
     service: ResponsesService
     started_at: float
+    # --- observe (issue 16): shutdown and engine watch, live gauges for /metrics, SSE keep-alive ---
+    lifecycle: Lifecycle
+    live: LiveCollector | None = None
+    keepalive_s: float = 0.0
 
 
 def sse_frame(event: Event) -> bytes:
@@ -57,13 +65,18 @@ def _state(request: Request) -> AppState:
     return request.app.state.vr  # type: ignore[no-any-return]
 
 
+# An SSE comment: clients skip it; proxies with idle timeouts see bytes flowing (`--sse-keepalive`).
+SSE_KEEPALIVE = b": keep-alive\n\n"
+
+
 async def _stream(
-    run: Run, starting_after: int | None, *, cancel_on_disconnect: bool
+    run: Run, starting_after: int | None, *, cancel_on_disconnect: bool, keepalive_s: float = 0.0
 ) -> AsyncIterator[bytes]:
     completed = False
     try:
-        async for batch in run.follow_batches(starting_after):  # one write for all frames ready at once
-            yield b"".join(sse_frame(event) for event in batch)
+        # one write for all frames ready at once; a keep-alive after `keepalive_s` s with nothing written
+        async for batch in run.follow_batches(starting_after, idle_s=keepalive_s):
+            yield b"".join(sse_frame(event) for event in batch) if batch else SSE_KEEPALIVE
         completed = True
     finally:
         if not completed and cancel_on_disconnect and not run.done.is_set():
@@ -90,7 +103,7 @@ async def create_response(request: Request) -> Response:
             raise run.failure
     if req.stream:
         return StreamingResponse(
-            _stream(run, None, cancel_on_disconnect=not req.background),
+            _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s),
             media_type="text/event-stream",
             headers=_SSE_HEADERS,
         )
@@ -144,7 +157,7 @@ async def get_response(request: Request) -> Response:
         except ValueError:
             raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
         return StreamingResponse(
-            _stream(run, starting_after, cancel_on_disconnect=False),
+            _stream(run, starting_after, cancel_on_disconnect=False, keepalive_s=state.keepalive_s),
             media_type="text/event-stream",
             headers=_SSE_HEADERS,
         )
@@ -178,10 +191,6 @@ async def list_models(request: Request) -> Response:
             ],
         }
     )
-
-
-async def health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
 
 
 class APIKeyMiddleware:
@@ -230,21 +239,45 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
 
 
-def build_app(config: Config, open_components: Opener) -> Starlette:
-    """The app; `open_components` opens engine, sandbox pool and store for the lifespan and closes them."""
+class _App(Starlette):
+    def build_middleware_stack(self) -> ASGIApp:
+        # The request id outermost, so that even a 500 from Starlette's error middleware carries it.
+        return RequestIdMiddleware(super().build_middleware_stack())
+
+
+def _live_sources(state: AppState) -> LiveSources:
+    """What /metrics reads at each scrape (admission: `AppState.admission` or `service.admission`)."""
+    service, lifecycle = state.service, state.lifecycle
+    return LiveSources(
+        running=lambda: sum(not r.done.is_set() for r in list(service.runs.values())),
+        engine_alive=lambda: service.engine.dead is None,
+        draining=lambda: lifecycle.state in ("draining", "failed"),
+        pool_stats=lambda: pool_stats(service.interpreter),
+        admission=lambda: getattr(state, "admission", None) or getattr(service, "admission", None),
+    )
+
+
+def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle | None = None) -> Starlette:
+    """The app; `open_components` opens engine, sandbox pool and store for the lifespan and closes them.
+    `lifecycle` (default: a new one, with no runner to stop) is how the runner drains and stops it."""
+    life = lifecycle or Lifecycle(config.shutdown_grace)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
-            app.state.vr = AppState(service, time.time())
+            state = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
+            state.live = LiveCollector(_live_sources(state))
+            app.state.vr = state
+            life.attach(service.runs, engine)
             try:
                 yield
             finally:
+                await life.detach()
                 await service.aclose()
 
     routes = [
-        Route("/health", health),
+        *ops_routes(),
         Route("/v1/models", list_models),
         Route("/v1/responses", create_response, methods=["POST"]),
         WebSocketRoute("/v1/responses", responses_websocket),  # WebSocket mode (websocket.py)
@@ -258,7 +291,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
         *conversation_routes(),
         *playground_routes(),
     ]
-    app = Starlette(
+    app = _App(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
@@ -267,5 +300,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
             Exception: _server_error,
         },
     )
+    app.add_middleware(ShutdownGate, lifecycle=life)
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    app.state.lifecycle = life
     return app

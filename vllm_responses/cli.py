@@ -61,6 +61,22 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "log_level",
         {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."},
     ),
+    # --- observe (issue 16) ---
+    (
+        "--log-format",
+        "log_format",
+        {"choices": ["text", "json"], "help": "Log lines as text or as one JSON object each."},
+    ),
+    (
+        "--sse-keepalive",
+        "sse_keepalive",
+        {"type": float, "help": "Seconds of silence after which a stream gets an SSE comment (0: never)."},
+    ),
+    (
+        "--shutdown-grace",
+        "shutdown_grace",
+        {"type": float, "help": "Seconds running responses may go on after SIGTERM before they are ended."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -170,6 +186,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         tool_parser=ns.tool_call_parser,
         log_level=ns.log_level,
         engine_args={"args": args},
+        log_format=ns.log_format,
+        sse_keepalive=float(ns.sse_keepalive),
+        shutdown_grace=float(ns.shutdown_grace),
     )
 
 

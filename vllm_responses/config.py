@@ -28,6 +28,9 @@ class Config:
     tool_parser: tool-call format of the model; None chooses one from the chat template.
     log_level: the server's log level.
     engine_args: the vLLM engine arguments, as parsed by vLLM's own argument definitions.
+    log_format: "text" or "json" (one JSON object per line, and one line per finished response).
+    sse_keepalive: seconds of silence after which a stream gets an SSE comment line (0: never).
+    shutdown_grace: seconds running responses may go on after SIGTERM before they are ended.
 
     The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
@@ -47,3 +50,7 @@ class Config:
     tool_parser: str | None = None
     log_level: str = "info"
     engine_args: dict[str, Any] = field(default_factory=dict)
+    # --- observe (issue 16) ---
+    log_format: str = "text"
+    sse_keepalive: float = 15.0
+    shutdown_grace: float = 30.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from vllm_responses.stream import ResponseBuilder
 __all__ = ["Run"]
 
 _END = object()
+_IDLE = object()
 
 
 class Run:
@@ -30,6 +32,8 @@ class Run:
         # Why the response failed, when it did (a request the engine refused is answered 4xx if nothing
         # was streamed yet).
         self.failure: APIError | None = None
+        # Set by `end`: the error the response is ended with when its task is cancelled.
+        self.ending: APIError | None = None
         self._followers: set[asyncio.Queue[Any]] = set()
 
     @property
@@ -49,10 +53,13 @@ class Run:
         for q in self._followers:
             q.put_nowait(_END)
 
-    async def follow_batches(self, starting_after: int | None = None) -> AsyncIterator[list[Event]]:
+    async def follow_batches(
+        self, starting_after: int | None = None, *, idle_s: float = 0.0
+    ) -> AsyncIterator[list[Event]]:
         """Every event after sequence number `starting_after` (all when None), live until the end, in
         batches: each is every event that was ready when the reader came back (the backlog, then all that
-        queued up meanwhile), so a reader that falls behind catches up in one write instead of one per event."""
+        queued up meanwhile), so a reader that falls behind catches up in one write instead of one per event.
+        With `idle_s` > 0, an empty batch comes whenever nothing did for `idle_s` seconds (a keep-alive)."""
         q: asyncio.Queue[Any] = asyncio.Queue()
         start = 0 if starting_after is None else starting_after + 1
         backlog = self.events[start:]
@@ -65,7 +72,17 @@ class Run:
             if finished:
                 return
             while True:
-                batch = [await q.get()]
+                if idle_s > 0 and q.empty():
+                    first: Any = _IDLE
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(idle_s):  # a cancelled `get` leaves the queue as it was
+                            first = await q.get()
+                    if first is _IDLE:
+                        yield []
+                        continue
+                else:
+                    first = await q.get()
+                batch = [first]
                 while not q.empty():
                     batch.append(q.get_nowait())
                 end = batch[-1] is _END
@@ -81,3 +98,10 @@ class Run:
     def cancel(self) -> None:
         if self.task is not None and not self.task.done():
             self.task.cancel("response cancelled")
+
+    def end(self, error: APIError) -> None:
+        """Stop the response now and end it `failed` with `error`, streamed and stored (server shutdown,
+        engine death), where `cancel` ends it `cancelled` with no event."""
+        if self.task is not None and not self.task.done():
+            self.ending = error
+            self.task.cancel(error.message)

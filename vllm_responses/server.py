@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
+import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -16,6 +17,8 @@ from interpreter_service import Interpreter
 from vllm_responses.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
+from vllm_responses.lifecycle import Lifecycle
+from vllm_responses.logs import configure_logging
 from vllm_responses.store import MemoryStore, ResponseStore, SQLiteStore
 
 __all__ = ["open_components", "run"]
@@ -24,7 +27,7 @@ logger = logging.getLogger("vllm_responses")
 
 
 def _say(message: str) -> None:
-    print(f"[vllm-responses] {message}", file=sys.stderr, flush=True)
+    logger.info(message)  # through `logs.configure_logging`'s handler: a JSON line with `--log-format json`
 
 
 @asynccontextmanager
@@ -71,21 +74,52 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
         _say("shutting down: engine, sandbox workers, store")
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, with SIGINT/SIGTERM handed to the lifecycle: the first drains (`--shutdown-grace`)
+    and then stops the server; a second forces the exit at once, as uvicorn's second Ctrl+C does."""
+
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle) -> None:
+        super().__init__(config)
+        self.lifecycle = lifecycle
+        self._signalled = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Not uvicorn's: it re-raises the signal after serving, so the process would end killed by it.
+        if self._signalled or self.should_exit:
+            self.should_exit = self.force_exit = True
+            return
+        self._signalled = True
+        logger.info("received %s", signal.Signals(sig).name)
+        self.lifecycle.request_shutdown()
+
+
 def run(config: Config) -> int:
-    """Serve until SIGINT/SIGTERM (uvicorn handles both and runs the lifespan shutdown). Returns an exit code."""
-    logging.basicConfig(
-        level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    """Serve until SIGINT/SIGTERM (drained, then uvicorn runs the lifespan shutdown) or the engine dies.
+    Returns the exit status: 0 after a shutdown, 3 when start-up failed, 4 (`ENGINE_DEAD_EXIT`) when the
+    engine died."""
+    configure_logging(config.log_format, config.log_level)
+    lifecycle = Lifecycle(config.shutdown_grace)
+    app = build_app(config, open_components, lifecycle=lifecycle)
+    server = _Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            lifespan="on",
+            # JSON: uvicorn's loggers write through our handler; text: uvicorn's own format, as before.
+            log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
+            # responses are drained before uvicorn is told to stop: what is left (idle streams, sockets) goes
+            timeout_graceful_shutdown=5,
+        ),
+        lifecycle,
     )
-    app = build_app(config, open_components)
 
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level, lifespan="on")
-    )
+    def stop() -> None:
+        server.should_exit = True
 
-    async def main() -> None:
-        await server.serve()
-
-    asyncio.run(main())
+    lifecycle.stop_server = stop
+    asyncio.run(server.serve())
     if not server.started:
         return 3  # start-up failed (as uvicorn's STARTUP_FAILURE)
-    return 0
+    return lifecycle.exit_code

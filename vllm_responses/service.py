@@ -27,8 +27,9 @@ from vllm_responses.containers import ContainerService
 from vllm_responses.conversations import ConversationService
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import Conflict, InvalidRequest, NotFound
+from vllm_responses.errors import Conflict, InvalidRequest, NotFound, failure_code
 from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.meter import ResponseMeter
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
@@ -265,19 +266,28 @@ class ResponsesService:
         """The task behind a run: play the agent loop's `events` into the run, then store the result (its
         history: the items the model saw, `context`, then its output), and keep it in `local` when given."""
         builder = run.builder
+        meter = ResponseMeter()
         try:
             async for event in events:
                 run.failure = loop.failure  # set before its `response.failed` is seen
                 run.publish(event)
+                meter.see(event)
         except asyncio.CancelledError:
-            builder.cancelled(loop.usage)
-            raise
+            if run.ending is None:
+                builder.cancelled(loop.usage)
+                raise
+            # ended by the server (shutdown, engine death): a failed response, streamed and stored
+            cast(asyncio.Task[None], asyncio.current_task()).uncancel()
+            run.failure = run.ending
+            for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
+                run.publish(event)
         except Exception:
             logger.exception("response %s failed", run.id)
             for event in builder.failed("The server failed while generating this response.", loop.usage):
                 run.publish(event)
         finally:
             run.close()
+            meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
             if local is not None or req.store:  # the record is only built where it is kept
                 record = StoredResponse(
                     id=run.id,

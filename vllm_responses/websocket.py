@@ -184,6 +184,9 @@ class Connection:
                     f"Unsupported client event type {kind!r}; supported: 'response.create'.", param="type"
                 )
             )
+        refusal = self.ws.app.state.lifecycle.refusal()  # shutting down, or the engine died (lifecycle.py)
+        if refusal is not None:
+            raise _Refused(refusal)
         stream_id = event.get("stream_id")
         if stream_id is not None and not (isinstance(stream_id, str) and STREAM_ID.fullmatch(stream_id)):
             raise _Refused(

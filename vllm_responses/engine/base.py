@@ -56,4 +56,13 @@ class Engine(Protocol):
         """Prompt tokens `generate(request)` would feed the model (for `/v1/responses/input_tokens`)."""
         ...
 
+    @property
+    def dead(self) -> str | None:
+        """None while the engine can serve; once it died (never after `aclose`), why. It does not come back."""
+        ...
+
+    async def ping(self) -> None:
+        """A round trip to the engine (its scheduler answers between steps); raises `EngineUnavailable`."""
+        ...
+
     async def aclose(self) -> None: ...

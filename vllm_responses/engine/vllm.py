@@ -145,6 +145,10 @@ class VLLMEngine:
 
         The build (model load, engine-core process start: seconds) runs in a worker thread, so the
         event loop keeps serving other start-up work (e.g. warming sandbox workers) meanwhile.
+
+        vLLM's engine metrics come with it: unless `--disable-log-stats`, `AsyncLLM` (its
+        `StatLoggerManager`) registers a `PrometheusStatLogger` on prometheus_client's default registry, as
+        under `vllm serve` with one API server; `/metrics` renders that registry (`metrics.py`).
         """
         try:
             llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
@@ -289,6 +293,25 @@ class VLLMEngine:
             await self._llm.abort(vllm_id)
         except Exception:  # a dead engine has nothing left to abort
             _log.debug("abort of %s failed", vllm_id, exc_info=True)
+
+    @property
+    def dead(self) -> str | None:
+        # `errored`: the engine-core process died (vLLM's monitor thread saw it) or the output handler ended.
+        if self._closed or not self._llm.errored:
+            return None
+        resources = getattr(getattr(self._llm, "engine_core", None), "resources", None)
+        if getattr(resources, "engine_dead", False):
+            return "the vLLM engine-core process exited"
+        return "vLLM's output handler stopped"
+
+    async def ping(self) -> None:
+        reason = self.dead
+        if reason is not None:
+            raise EngineUnavailable(reason, code="engine_dead")
+        try:
+            await self._llm.is_sleeping()  # a utility call answered by the engine core
+        except EngineDeadError as exc:
+            raise EngineUnavailable("the vLLM engine died", code="engine_dead") from exc
 
     async def aclose(self) -> None:
         if not self._closed:

@@ -1,0 +1,121 @@
+"""The operational endpoints: liveness (`/health`), readiness (`/ready`, per-check detail) and `/metrics`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from interpreter_service import Interpreter
+from vllm_responses.lifecycle import Lifecycle
+from vllm_responses.metrics import CONTENT_TYPE, render
+from vllm_responses.store import ResponseStore
+
+__all__ = ["ops_routes", "pool_stats"]
+
+# A ping the engine has not answered for this long makes the server not ready (a busy CPU engine answers
+# between scheduler steps, which can take seconds under load).
+ENGINE_SILENT_S = 30.0
+STORE_TIMEOUT_S = 5.0
+_PROBE_ID = "resp_readiness_probe"
+
+Check = dict[str, Any]
+
+
+def pool_stats(interpreter: Interpreter | None) -> dict[str, Any] | None:
+    """The sandbox pool's `stats()` when it has one (the in-process `WorkerPool` does)."""
+    stats = getattr(interpreter, "stats", None)
+    if not callable(stats):
+        return None
+    value = stats()
+    return value if isinstance(value, dict) else None
+
+
+def _server_check(lifecycle: Lifecycle) -> Check:
+    return {"ok": lifecycle.state == "serving", "detail": lifecycle.reason or lifecycle.state}
+
+
+def _engine_check(lifecycle: Lifecycle) -> Check:
+    monitor = lifecycle.monitor
+    if monitor is None:
+        return {"ok": False, "detail": "not started"}
+    dead = monitor.engine.dead
+    if dead is not None:
+        return {"ok": False, "detail": f"dead: {dead}"}
+    if monitor.pending_since is not None and time.monotonic() - monitor.pending_since > ENGINE_SILENT_S:
+        return {"ok": False, "detail": f"no answer for {time.monotonic() - monitor.pending_since:.0f} s"}
+    if monitor.last_error is not None:
+        return {"ok": False, "detail": monitor.last_error}
+    if monitor.last_answer is None:
+        return {"ok": True, "detail": "alive (first ping pending)"}
+    return {
+        "ok": True,
+        "detail": f"answered {time.monotonic() - monitor.last_answer:.1f} s ago in "
+        f"{(monitor.last_rtt_s or 0) * 1000:.0f} ms",
+    }
+
+
+async def _store_check(store: ResponseStore) -> Check:
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(STORE_TIMEOUT_S):
+            await store.get(_PROBE_ID)
+    except Exception as exc:
+        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "detail": f"answered in {(time.monotonic() - started) * 1000:.0f} ms"}
+
+
+def _sandbox_check(interpreter: Interpreter | None, enabled: bool) -> Check:
+    if interpreter is None:
+        return {"ok": True, "detail": "disabled" if not enabled else "none"}
+    # `closed`, else the in-process pool's private flag (it has no public one yet)
+    if getattr(interpreter, "closed", False) or getattr(interpreter, "_closed", False):
+        return {"ok": False, "detail": "closed"}
+    stats = pool_stats(interpreter)
+    if stats is None:
+        return {"ok": True, "detail": "no stats (remote pool)"}
+    # a worker per container, idle ones and those starting (the pool's newer stats names, then the older)
+    names = (
+        ("containers_live", "containers"),
+        ("workers_idle", "idle_workers"),
+        ("workers_starting", "starting_workers"),
+    )
+    workers = sum(next((int(stats[k]) for k in pair if isinstance(stats.get(k), int)), 0) for pair in names)
+    if workers == 0:
+        errors = getattr(interpreter, "start_errors", None) or ["none"]
+        return {"ok": False, "detail": f"no worker alive or starting (last start error: {errors[-1]})"}
+    return {"ok": True, "detail": f"{workers} worker(s) alive or starting"}
+
+
+async def health(request: Request) -> Response:
+    """Liveness: the process is up and its event loop answers."""
+    return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: serving (not draining), engine alive and answering, store reachable, sandbox able to
+    hand out a container. 200 when all hold, else 503; the body has every check's detail."""
+    state = request.app.state.vr
+    service = state.service
+    checks = {
+        "server": _server_check(state.lifecycle),
+        "engine": _engine_check(state.lifecycle),
+        "store": await _store_check(service.store),
+        "sandbox": _sandbox_check(service.interpreter, service.config.code_interpreter),
+    }
+    ok = all(c["ok"] for c in checks.values())
+    body = {"status": "ready" if ok else "unavailable", "checks": checks}
+    return JSONResponse(body, status_code=200 if ok else 503)
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text format: vLLM's engine metrics and ours."""
+    return Response(render(request.app.state.vr.live), media_type=CONTENT_TYPE)
+
+
+def ops_routes() -> list[Route]:
+    return [Route("/health", health), Route("/ready", ready), Route("/metrics", metrics)]
