@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
 from vllm_responses.bodies import json_body
+from vllm_responses.body_limit import BodyLimitMiddleware
 from vllm_responses.compaction import compacted_response, parse_compact_request
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
@@ -266,6 +267,11 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
             HTTPException: _http_error,
             Exception: _server_error,
         },
+    )
+    app.add_middleware(  # bodies bounded while read (inside the key check: no body is read before it)
+        BodyLimitMiddleware,
+        max_request_bytes=config.max_request_bytes,
+        max_upload_bytes=config.max_upload_bytes,
     )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
     return app

@@ -61,6 +61,17 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "log_level",
         {"choices": ["critical", "error", "warning", "info", "debug"], "help": "Log level."},
     ),
+    # --- limits (issue 16) ---
+    (
+        "--max-request-bytes",
+        "max_request_bytes",
+        {"type": int, "help": "Largest request body in bytes; past it a 413, before the rest is read."},
+    ),
+    (
+        "--max-upload-bytes",
+        "max_upload_bytes",
+        {"type": int, "help": "Largest container file upload (multipart) in bytes; past it a 413."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -170,6 +181,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         tool_parser=ns.tool_call_parser,
         log_level=ns.log_level,
         engine_args={"args": args},
+        # --- limits (issue 16) ---
+        max_request_bytes=int(ns.max_request_bytes),
+        max_upload_bytes=int(ns.max_upload_bytes),
     )
 
 

@@ -28,6 +28,8 @@ class Config:
     tool_parser: tool-call format of the model; None chooses one from the chat template.
     log_level: the server's log level.
     engine_args: the vLLM engine arguments, as parsed by vLLM's own argument definitions.
+    max_request_bytes: the largest request body (a 413 past it, before the rest is read).
+    max_upload_bytes: the largest container file upload (multipart), bounded the same way.
 
     The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
@@ -47,3 +49,6 @@ class Config:
     tool_parser: str | None = None
     log_level: str = "info"
     engine_args: dict[str, Any] = field(default_factory=dict)
+    # --- limits (issue 16) ---
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_upload_bytes: int = 64 * 1024 * 1024
