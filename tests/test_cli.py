@@ -94,6 +94,9 @@ ENV_VALUES = {
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),
     "--no-code-interpreter": ("1", True),
+    # --- limits (issue 16) ---
+    "--max-request-bytes": ("1048576", 1048576),
+    "--max-upload-bytes": ("2097152", 2097152),
 }
 
 

@@ -159,7 +159,9 @@ def test_deep_nesting_is_a_400_not_a_500(fake_server: LiveServer, opener: str) -
         r = _post(fake_server, (opener * depth + "1" + ("]" if opener == "[" else "}") * depth).encode())
         assert r.status_code == 400, (depth, r.text)
         err = r.json()["error"]
-        assert err["code"] == "invalid_json" and err["param"] == "body" and str(MAX_JSON_DEPTH) in err["message"]
+        assert (
+            err["code"] == "invalid_json" and err["param"] == "body" and str(MAX_JSON_DEPTH) in err["message"]
+        )
     unclosed = _post(fake_server, (opener * 100_000).encode())
     assert unclosed.status_code == 400 and unclosed.json()["error"]["code"] == "invalid_json"
 
@@ -170,19 +172,29 @@ def test_nesting_a_real_request_needs_is_accepted(fake_server: LiveServer, engin
         schema = {"type": "object", "properties": {"x": schema}}
     tool = {"type": "function", "name": "deep", "parameters": schema}
     r = httpx.post(
-        fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]}, timeout=30
+        fake_server.base_url + "/v1/responses",
+        json={"model": MODEL, "input": "hi", "tools": [tool]},
+        timeout=30,
     )
     assert r.status_code == 200, r.text
     too_deep = {"model": MODEL, "input": "hi", "metadata": {"k": "v"}, "tools": [tool]}
     for _ in range(30):
-        too_deep["tools"][0]["parameters"] = {"type": "object", "properties": {"x": too_deep["tools"][0]["parameters"]}}
+        too_deep["tools"][0]["parameters"] = {
+            "type": "object",
+            "properties": {"x": too_deep["tools"][0]["parameters"]},
+        }
     r = httpx.post(fake_server.base_url + "/v1/responses", json=too_deep, timeout=30)
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
 
 
 def test_nesting_is_bounded_on_every_json_route(fake_server: LiveServer) -> None:
     deep = b"[" * 100_000
-    for path in ("/v1/conversations", "/v1/responses/input_tokens", "/v1/responses/compact", "/v1/containers"):
+    for path in (
+        "/v1/conversations",
+        "/v1/responses/input_tokens",
+        "/v1/responses/compact",
+        "/v1/containers",
+    ):
         r = _post(fake_server, deep, path)
         assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json", (path, r.text)
 

@@ -30,35 +30,37 @@ async def json_body(request: Request) -> Any:
     return parse_json(await request.body())
 
 
-def parse_json(raw: bytes | str) -> Any:
-    """`raw` parsed as JSON, or `InvalidRequest` (code `invalid_json`, or `invalid_value` naming the place of
-    a string that is not valid Unicode)."""
+def parse_json(raw: bytes | str, param: str | None = "body") -> Any:
+    """`raw` parsed as JSON, or `InvalidRequest`: code `invalid_json` naming `param` (the body; None for a
+    WebSocket message), or `invalid_value` naming the place of a string that is not valid Unicode."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidRequest(
-                f"The request body is not valid UTF-8 (byte {exc.start}).", param="body", code="invalid_json"
+                f"{_noun(param)} is not valid UTF-8 (byte {exc.start}).", param=param, code="invalid_json"
             ) from None
     try:
         value = json.loads(raw)
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(param) from None
     except ValueError:
-        raise InvalidRequest(
-            "The request body is not valid JSON.", param="body", code="invalid_json"
-        ) from None
+        raise InvalidRequest(f"{_noun(param)} is not valid JSON.", param=param, code="invalid_json") from None
     if raw.count("[") + raw.count("{") > MAX_JSON_DEPTH and _depth_exceeds(value, MAX_JSON_DEPTH):
-        raise _too_deep()
+        raise _too_deep(param)
     if _SURROGATE_ESCAPE.search(raw):
         _check_unicode(value)
     return value
 
 
-def _too_deep() -> InvalidRequest:
+def _noun(param: str | None) -> str:
+    return "The request body" if param == "body" else "The message"
+
+
+def _too_deep(param: str | None) -> InvalidRequest:
     return InvalidRequest(
-        f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep.",
-        param="body",
+        f"{_noun(param)} nests arrays and objects more than {MAX_JSON_DEPTH} levels deep.",
+        param=param,
         code="invalid_json",
     )
 

@@ -37,7 +37,7 @@ from vllm_responses.protocol.requests import (
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
-from vllm_responses.references import resolve_stored_items
+from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.request_sampling import request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
@@ -92,6 +92,7 @@ class ResponsesService:
         elif req.conversation:
             history = await self.conversations.history(req.conversation)
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
+        check_call_outputs(history, input_items)
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(

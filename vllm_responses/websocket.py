@@ -173,7 +173,7 @@ class Connection:
     def _dispatch(self, raw: str) -> None:
         """Route one client message to its lane, or raise `_Refused` with the error to answer it with."""
         try:
-            event = parse_json(raw)  # nesting and Unicode checked as for an HTTP body
+            event = parse_json(raw, param=None)  # nesting and Unicode checked as for an HTTP body
         except InvalidRequest as exc:
             raise _Refused(exc) from None
         if not isinstance(event, dict):
