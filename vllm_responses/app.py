@@ -238,6 +238,7 @@ def build_app(config: Config, open_components: Opener) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
+            await service.recover()  # background responses a crash left running: failed, not 404
             app.state.vr = AppState(service, time.time())
             try:
                 yield

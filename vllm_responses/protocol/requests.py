@@ -229,7 +229,8 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         if body.get(key) is not None:
             raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
     check_known_fields(body, CreateResponseRequest.model_fields)
-    for i, tool in enumerate(body.get("tools") or []):
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):  # (not a list: validation says so)
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind not in TOOL_TYPES:
             raise InvalidRequest(
