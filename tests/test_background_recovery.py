@@ -129,7 +129,7 @@ def _serve(db: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
         pytest.fail(f"the tiny model is missing at {model}: run scripts/setup.sh")
     argv = [
         sys.executable, "-m", "vllm_responses", "serve", "--model", str(model), "--served-model-name", TINY,
-        "--tool-call-parser", "hermes", "--max-model-len", "8192", "--db", str(db), "--port", str(port),
+        "--tool-call-parser", "hermes", "--max-model-len", "4096", "--db", str(db), "--port", str(port),
         "--no-code-interpreter", "--log-level", "warning",
     ]  # fmt: skip
     # its own session: the kill reaches vLLM's engine-core child too, as a crash of the whole server would
@@ -171,7 +171,7 @@ def test_a_background_response_survives_a_kill_9_as_failed(
     _wait_up(servers[0], base, log)
     client = openai.OpenAI(base_url=base + "/v1", api_key="-", max_retries=0, timeout=60)
     r = client.responses.create(
-        model=TINY, input="Count to a million.", background=True, max_output_tokens=8000,
+        model=TINY, input="Count to a million.", background=True, max_output_tokens=4000,
         extra_body={"ignore_eos": True},
     )  # fmt: skip
     assert r.status in ("queued", "in_progress")
