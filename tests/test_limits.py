@@ -228,3 +228,19 @@ def test_surrogate_pairs_and_raw_utf8_are_text(fake_server: LiveServer, engine: 
     assert not_utf8.status_code == 400 and not_utf8.json()["error"]["code"] == "invalid_json"
     latin1 = _post(fake_server, b'{"model": "fake-model", "input": "caf\xe9"}')
     assert latin1.status_code == 400 and "UTF-8" in latin1.json()["error"]["message"]
+
+
+def test_websocket_messages_get_the_same_checks(fake_server: LiveServer, engine: FakeEngine) -> None:
+    from websockets.sync.client import connect
+
+    from tests.test_websocket import create, one_response, recv, ws_url
+
+    with connect(ws_url(fake_server), max_size=None) as ws:
+        ws.send("[" * 100_000)
+        err = recv(ws)
+        assert err["type"] == "error" and err["status"] == 400 and err["error"]["code"] == "invalid_json"
+        ws.send('{"type": "response.create", "model": "fake-model", "input": "\\ud800"}')
+        err = recv(ws)
+        assert err["error"]["param"] == "input" and "surrogate" in err["error"]["message"]
+        create(ws, model=MODEL, input="still here")  # the connection stays usable
+        assert one_response(ws)[-1]["type"] == "response.completed"
