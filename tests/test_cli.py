@@ -97,6 +97,9 @@ ENV_VALUES = {
     "--log-format": ("json", "json"),
     "--sse-keepalive": ("0.5", 0.5),
     "--shutdown-grace": ("5", 5.0),
+    # --- limits (issue 16) ---
+    "--max-request-bytes": ("1048576", 1048576),
+    "--max-upload-bytes": ("2097152", 2097152),
 }
 
 

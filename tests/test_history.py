@@ -43,7 +43,7 @@ def test_easy_messages_become_one_text_part_of_the_role_s_kind() -> None:
             {"role": "system", "content": "Be brief."},
             {
                 "role": "user",
-                "content": [{"type": "input_text", "text": "Hi, "}, {"type": "text", "text": "you"}],
+                "content": [{"type": "input_text", "text": "Hi, "}, {"type": "input_text", "text": "you"}],
             },
             {"role": "assistant", "content": "Hi.", "status": "incomplete"},
         ]

@@ -92,3 +92,35 @@ async def test_items_are_found_by_id_until_their_response_goes(tmp_path: Path) -
         assert await store.find_item("ci_1") is None and await store.find_item("ci_2") is not None
         assert await store.delete("resp_2") and await store.find_item("ci_2") is None
         await store.aclose()
+
+
+async def test_unfinished_and_fail_interrupted_on_both_stores(tmp_path: Path) -> None:
+    from vllm_responses.records import INTERRUPTED_MESSAGE, fail_interrupted
+
+    for store in (SQLiteStore(tmp_path / "u.db"), MemoryStore()):
+        await store.open()
+        for i, status in enumerate(
+            ["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
+        ):
+            r = record(i)
+            output = (
+                [{"type": "code_interpreter_call", "id": "ci", "status": "interpreting"}] if i == 1 else []
+            )
+            await store.save(
+                StoredResponse(
+                    **{**r.__dict__, "response": {**r.response, "status": status, "output": output}}
+                )
+            )
+        assert sorted(r.id for r in await store.unfinished()) == ["resp_0", "resp_1"]
+        assert await fail_interrupted(store) == 2
+        assert await store.unfinished() == [] and await fail_interrupted(store) == 0
+        for rid in ("resp_0", "resp_1"):
+            got = await store.get(rid)
+            assert got is not None and got.response["status"] == "failed"
+            assert got.response["error"] == {"code": "server_error", "message": INTERRUPTED_MESSAGE}
+            assert got.input_items == record(0 if rid == "resp_0" else 1).input_items
+        got = await store.get("resp_1")
+        assert got is not None and got.response["output"][0]["status"] == "incomplete"
+        got = await store.get("resp_2")
+        assert got is not None and got.response["status"] == "completed"
+        await store.aclose()

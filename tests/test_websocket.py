@@ -266,7 +266,7 @@ def test_stream_id_rules_and_the_named_lane_limit(engine: FakeEngine, ws: Client
         ("[1, 2]", None, "invalid_value"),
         (json.dumps({"type": "response.cancel"}), "type", "invalid_value"),
         (json.dumps({"model": MODEL, "input": "x"}), "type", "invalid_value"),
-        (json.dumps({"type": "response.create", "input": "x"}), "model", "invalid_value"),
+        (json.dumps({"type": "response.create", "input": "x"}), "model", "missing_required_parameter"),
         (
             json.dumps({"type": "response.create", "model": MODEL, "input": "x", "temperature": 9}),
             "temperature",

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
 from vllm_responses.bodies import json_body
+from vllm_responses.body_limit import BodyLimitMiddleware
 from vllm_responses.compaction import compacted_response, parse_compact_request
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
@@ -266,6 +267,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with open_components(config) as (engine, interpreter, store):
             service = ResponsesService(config, engine, interpreter, store)
+            await service.recover()  # background responses a crash left running: failed, not 404
             state = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
             state.live = LiveCollector(_live_sources(state))
             app.state.vr = state
@@ -301,6 +303,11 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         },
     )
     app.add_middleware(ShutdownGate, lifecycle=life)
+    app.add_middleware(  # bodies bounded while read (inside the key check: no body is read before it)
+        BodyLimitMiddleware,
+        max_request_bytes=config.max_request_bytes,
+        max_upload_bytes=config.max_upload_bytes,
+    )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
     app.state.lifecycle = life
     return app

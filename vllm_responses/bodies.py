@@ -1,23 +1,104 @@
-"""Request bodies: read and parsed as JSON, or refused with a 400 naming `body`."""
+"""Request bodies as JSON: valid UTF-8, nested at most `MAX_JSON_DEPTH` deep, every string valid Unicode;
+a 400 naming `body` (or the string's place) otherwise, never a 500."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from starlette.requests import Request
 
 from vllm_responses.errors import InvalidRequest
 
-__all__ = ["json_body"]
+__all__ = ["MAX_JSON_DEPTH", "json_body", "parse_json"]
+
+# Arrays and objects nested deeper than this are refused. A real create body is a dozen levels deep; the
+# deepest legitimate part, a function tool's JSON schema, stays far below it (OpenAI's structured outputs
+# allow 10 levels of schema nesting, about 20 of JSON). Python's parser would itself fail near 1000 levels
+# with a RecursionError, and the validation and storage behind it recurse too.
+MAX_JSON_DEPTH = 128
+
+# A `\uD800`-`\uDFFF` escape: JSON may spell a surrogate half, which is only text as part of a pair.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def json_body(request: Request) -> Any:
-    """The request's body as parsed JSON (any JSON value: the caller checks its shape)."""
-    raw = await request.body()
+    """The request's body as parsed JSON (any JSON value: the caller checks its shape). The body's size is
+    bounded while it is read (`body_limit.BodyLimitMiddleware`)."""
+    return parse_json(await request.body())
+
+
+def parse_json(raw: bytes | str, param: str | None = "body") -> Any:
+    """`raw` parsed as JSON, or `InvalidRequest`: code `invalid_json` naming `param` (the body; None for a
+    WebSocket message), or `invalid_value` naming the place of a string that is not valid Unicode."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequest(
+                f"{_noun(param)} is not valid UTF-8 (byte {exc.start}).", param=param, code="invalid_json"
+            ) from None
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
+    except RecursionError:
+        raise _too_deep(param) from None
     except ValueError:
+        raise InvalidRequest(f"{_noun(param)} is not valid JSON.", param=param, code="invalid_json") from None
+    if raw.count("[") + raw.count("{") > MAX_JSON_DEPTH and _depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(param)
+    if _SURROGATE_ESCAPE.search(raw):
+        _check_unicode(value)
+    return value
+
+
+def _noun(param: str | None) -> str:
+    return "The request body" if param == "body" else "The message"
+
+
+def _too_deep(param: str | None) -> InvalidRequest:
+    return InvalidRequest(
+        f"{_noun(param)} nests arrays and objects more than {MAX_JSON_DEPTH} levels deep.",
+        param=param,
+        code="invalid_json",
+    )
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep in `value` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _check_unicode(value: Any) -> None:
+    """Refuse a string (or object key) holding a lone surrogate, naming its place (`input[0].content`)."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            _refuse_surrogate(node, path, "a string")
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                _refuse_surrogate(key, path, "an object key")
+                stack.append((child, f"{path}.{key}" if path else key))
+
+
+def _refuse_surrogate(text: str, path: str, what: str) -> None:
+    bad = _SURROGATE.search(text)
+    if bad:
+        place = path or "body"
         raise InvalidRequest(
-            "The request body is not valid JSON.", param="body", code="invalid_json"
-        ) from None
+            f"Invalid value for '{place}': {what} holds a lone surrogate (\\u{ord(bad.group()):04x}), "
+            "which is not valid Unicode.",
+            param=place,
+            code="invalid_value",
+        )

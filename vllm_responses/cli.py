@@ -77,6 +77,17 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "shutdown_grace",
         {"type": float, "help": "Seconds running responses may go on after SIGTERM before they are ended."},
     ),
+    # --- limits (issue 16) ---
+    (
+        "--max-request-bytes",
+        "max_request_bytes",
+        {"type": int, "help": "Largest request body in bytes; past it a 413, before the rest is read."},
+    ),
+    (
+        "--max-upload-bytes",
+        "max_upload_bytes",
+        {"type": int, "help": "Largest container file upload (multipart) in bytes; past it a 413."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -189,6 +200,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         log_format=ns.log_format,
         sse_keepalive=float(ns.sse_keepalive),
         shutdown_grace=float(ns.shutdown_grace),
+        # --- limits (issue 16) ---
+        max_request_bytes=int(ns.max_request_bytes),
+        max_upload_bytes=int(ns.max_upload_bytes),
     )
 
 

@@ -31,6 +31,8 @@ class Config:
     log_format: "text" or "json" (one JSON object per line, and one line per finished response).
     sse_keepalive: seconds of silence after which a stream gets an SSE comment line (0: never).
     shutdown_grace: seconds running responses may go on after SIGTERM before they are ended.
+    max_request_bytes: the largest request body (a 413 past it, before the rest is read).
+    max_upload_bytes: the largest container file upload (multipart), bounded the same way.
 
     The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
@@ -54,3 +56,6 @@ class Config:
     log_format: str = "text"
     sse_keepalive: float = 15.0
     shutdown_grace: float = 30.0
+    # --- limits (issue 16) ---
+    max_request_bytes: int = 8 * 1024 * 1024
+    max_upload_bytes: int = 64 * 1024 * 1024

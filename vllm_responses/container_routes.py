@@ -14,13 +14,11 @@ from starlette.routing import Route
 from interpreter_service import FileInfo
 from vllm_responses.bodies import json_body
 from vllm_responses.containers import ContainerService
-from vllm_responses.errors import InvalidRequest, NotFound
+from vllm_responses.errors import InvalidRequest, NotFound, PayloadTooLarge
 from vllm_responses.pagination import cursor_page
 from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
 
-__all__ = ["MAX_UPLOAD_BYTES", "container_routes"]
-
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+__all__ = ["container_routes"]
 
 
 def _service(request: Request) -> ContainerService:
@@ -94,15 +92,17 @@ async def create_file(request: Request) -> Response:
     if not ctype.startswith("multipart/form-data"):
         raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
     await svc.get(cid)  # 404 before reading a large body
+    # The body is bounded while it streams in (body_limit.py); the file itself is held to the exact limit.
+    limit: int = request.app.state.vr.service.config.max_upload_bytes
     async with request.form(max_files=1, max_fields=16) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise InvalidRequest("The multipart body needs a 'file' field holding the file.", param="file")
         name = _filename(upload.filename)
-        data = await upload.read(MAX_UPLOAD_BYTES + 1)
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise InvalidRequest(
-            f"The file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB.",
+        data = await upload.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"The file is larger than {limit} bytes, this server's limit (--max-upload-bytes).",
             param="file",
             code="file_too_large",
         )

@@ -5,6 +5,7 @@
     │   └── NotFound (404)                            unknown response / container / file id
     ├── Unauthorized (401 authentication_error)
     ├── Conflict (409 invalid_request_error)          e.g. cancelling a response that is not background
+    ├── PayloadTooLarge (413 invalid_request_error)   a body past --max-request-bytes / --max-upload-bytes
     ├── Busy (429 rate_limit_error)                   every sandbox is running code: retry later
     └── Unavailable (503 server_error)                engine or sandbox not ready / could not start
 
@@ -28,6 +29,7 @@ __all__ = [
     "DOMAIN_ERRORS",
     "InvalidRequest",
     "NotFound",
+    "PayloadTooLarge",
     "Unauthorized",
     "Unavailable",
     "api_error",
@@ -72,6 +74,12 @@ class Conflict(APIError):
     status = 409
     type = "invalid_request_error"
     default_code = "conflict"
+
+
+class PayloadTooLarge(APIError):
+    status = 413
+    type = "invalid_request_error"
+    default_code = "request_too_large"
 
 
 class Busy(APIError):

@@ -105,7 +105,7 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
         elif kind == "code_interpreter_call":
             ci = CodeInterpreterCallItem.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
-            turns.append(ToolResult(ci.id, code_tool_name, code_result_text(ci.outputs)))
+            turns.append(ToolResult(ci.id, code_tool_name, code_result_text(raw.get("outputs"))))
         elif kind == "compaction":
             turns.append(Message("user", f"{SUMMARY_HEADER}\n{open_summary(raw['encrypted_content'])}"))
     return turns

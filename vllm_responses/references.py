@@ -1,13 +1,14 @@
-"""Input items that lean on stored ones: `item_reference`s resolved, code calls sent without outputs completed."""
+"""Input items that lean on stored ones: `item_reference`s resolved, code calls sent without outputs completed,
+and each function call output checked against the calls it may answer."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm_responses.errors import NotFound
+from vllm_responses.errors import InvalidRequest, NotFound
 from vllm_responses.store import ResponseStore
 
-__all__ = ["resolve_stored_items"]
+__all__ = ["check_call_outputs", "resolve_stored_items"]
 
 
 async def resolve_stored_items(
@@ -31,3 +32,16 @@ async def resolve_stored_items(
                 item = {**item, "outputs": found.get("outputs")}
         resolved.append(item)
     return resolved
+
+
+def check_call_outputs(history: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    """Each `function_call_output` among the input `items` must answer a `function_call` of the history
+    (previous response or conversation) or of the input: a 400 otherwise, worded and placed as OpenAI's."""
+    calls = {it.get("call_id") for it in [*history, *items] if it.get("type") == "function_call"}
+    for i, item in enumerate(items):
+        if item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+            raise InvalidRequest(
+                f"No tool call found for function call output with call_id {item.get('call_id')} "
+                f"(input[{i}]).",
+                param="input",
+            )

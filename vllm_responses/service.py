@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
@@ -38,7 +37,8 @@ from vllm_responses.protocol.requests import (
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
-from vllm_responses.references import resolve_stored_items
+from vllm_responses.records import fail_interrupted, generated, response_record
+from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.request_sampling import request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
@@ -93,6 +93,7 @@ class ResponsesService:
         elif req.conversation:
             history = await self.conversations.history(req.conversation)
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
+        check_call_outputs(history, input_items)
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
@@ -191,9 +192,17 @@ class ResponsesService:
         self.runs[run.id] = run
         loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
         events = loop.events() if generate else _no_generation(builder)
+        acknowledged = None
+        if req.background and req.store:  # kept as acknowledged: after a crash it is found (failed), not 404
+            acknowledged = asyncio.ensure_future(
+                self._save(response_record(run, req.wants_outputs, context, input_items))
+            )
         run.task = asyncio.create_task(
-            self._drive(run, loop, events, req, context, input_items, local), name=f"response {run.id}"
+            self._drive(run, loop, events, req, context, input_items, local, acknowledged),
+            name=f"response {run.id}",
         )
+        if acknowledged is not None:
+            await asyncio.shield(acknowledged)
         return run
 
     async def _previous(self, response_id: str, local: ResponseStore | None = None) -> StoredResponse:
@@ -262,16 +271,29 @@ class ResponsesService:
         context: list[dict[str, Any]],
         input_items: list[dict[str, Any]],
         local: ResponseStore | None,
+        acknowledged: asyncio.Future[None] | None = None,
     ) -> None:
         """The task behind a run: play the agent loop's `events` into the run, then store the result (its
-        history: the items the model saw, `context`, then its output), and keep it in `local` when given."""
+        history: the items the model saw, `context`, then its output), and keep it in `local` when given.
+        The last event (`response.completed` / `incomplete` / `failed`) is published only once the response
+        is kept, so a client that saw it finds the response in the store, `local` and its conversation."""
         builder = run.builder
         meter = ResponseMeter()
+        ending: list[Event] = []
+
+        def emit(event: Event) -> None:
+            meter.see(event)
+            if event["type"] in _ENDINGS:  # held back until the response is kept (below)
+                ending.append(event)
+            else:
+                run.publish(event)
+
         try:
+            if acknowledged is not None:  # its first record is written before anything else
+                await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
             async for event in events:
                 run.failure = loop.failure  # set before its `response.failed` is seen
-                run.publish(event)
-                meter.see(event)
+                emit(event)
         except asyncio.CancelledError:
             if run.ending is None:
                 builder.cancelled(loop.usage)
@@ -280,31 +302,42 @@ class ResponsesService:
             cast(asyncio.Task[None], asyncio.current_task()).uncancel()
             run.failure = run.ending
             for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
-                run.publish(event)
+                emit(event)
         except Exception:
             logger.exception("response %s failed", run.id)
             for event in builder.failed("The server failed while generating this response.", loop.usage):
-                run.publish(event)
+                emit(event)
         finally:
-            run.close()
             meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
-            if local is not None or req.store:  # the record is only built where it is kept
-                record = StoredResponse(
-                    id=run.id,
-                    response=builder.snapshot(include_outputs=True),
-                    input_items=input_items,
-                    history=[*context, *_generated(builder)],
-                    include_outputs=req.wants_outputs,
-                    created_at=time.time(),
-                )
-                if local is not None:  # before anything awaits: whoever saw the end finds it there
-                    await local.save(record)
-                if req.store:
-                    await asyncio.shield(self._save(record))
-            if req.conversation and builder.status in APPENDING_STATUSES:
-                items = [*input_items, *_generated(builder)]
-                await asyncio.shield(self._append_to_conversation(req.conversation, items))
-            asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+            try:
+                await self._keep(run, req, context, input_items, local, acknowledged)
+            finally:
+                for event in ending:
+                    run.publish(event)
+                run.close()
+                asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+
+    async def _keep(
+        self,
+        run: Run,
+        req: CreateResponseRequest,
+        context: list[dict[str, Any]],
+        input_items: list[dict[str, Any]],
+        local: ResponseStore | None,
+        acknowledged: asyncio.Future[None] | None,
+    ) -> None:
+        """Store the ended response where it is kept, and append it to its conversation."""
+        if local is not None or req.store:  # the record is only built where it is kept
+            record = response_record(run, req.wants_outputs, context, input_items)
+            if local is not None:  # before anything awaits: whoever saw the end finds it there
+                await local.save(record)
+            if req.store and self.runs.get(run.id) is run:  # (not when the response was deleted meanwhile)
+                if acknowledged is not None:  # the first record's write ends before this one's starts
+                    await asyncio.wait({acknowledged})
+                await asyncio.shield(self._save(record))
+        if req.conversation and run.builder.status in APPENDING_STATUSES:
+            items = [*input_items, *generated(run)]
+            await asyncio.shield(self._append_to_conversation(req.conversation, items))
 
     async def _save(self, record: StoredResponse) -> None:
         try:
@@ -362,6 +395,13 @@ class ResponsesService:
                 await asyncio.wait({run.task}, timeout=10)
         return run.builder.snapshot()
 
+    async def recover(self) -> None:
+        """At start-up, before any response runs: those an earlier process left running are marked failed."""
+        try:
+            await fail_interrupted(self.store)
+        except Exception:
+            logger.exception("could not mark the responses of the previous run failed")
+
     async def aclose(self) -> None:
         """Cancel every running response (server shutdown)."""
         tasks = [r.task for r in self.runs.values() if r.task is not None and not r.task.done()]
@@ -371,9 +411,8 @@ class ResponsesService:
             await asyncio.wait(tasks, timeout=10)
 
 
-def _generated(builder: ResponseBuilder) -> list[dict[str, Any]]:
-    """The response's output as history items: its compaction item is already in the context it stands for."""
-    return [cast(dict[str, Any], item) for item in builder.output if item["type"] != "compaction"]
+# The events that end a response's stream: held back until the response is kept (`_drive`).
+_ENDINGS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:

@@ -44,6 +44,10 @@ class ResponseStore(ConversationStore, Protocol):
     async def save(self, record: StoredResponse) -> None: ...
     async def get(self, response_id: str) -> StoredResponse | None: ...
     async def delete(self, response_id: str) -> bool: ...
+    async def unfinished(self) -> list[StoredResponse]:
+        """The responses kept while still `queued` or `in_progress` (background ones, as acknowledged)."""
+        ...
+
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         """An input or output item of a stored response, by its id (what an `item_reference` names)."""
         ...
@@ -152,6 +156,12 @@ class SQLiteStore(SQLiteConversations):
             history=json.loads(row[5]),
         )
 
+    async def unfinished(self) -> list[StoredResponse]:
+        query = "SELECT id FROM responses WHERE status IN ('queued', 'in_progress')"
+        async with self.db.execute(query) as cur:
+            ids = [row[0] for row in await cur.fetchall()]
+        return [r for r in [await self.get(i) for i in ids] if r is not None]
+
     async def delete(self, response_id: str) -> bool:
         cur = await self.db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
         await self.db.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
@@ -202,6 +212,9 @@ class MemoryStore(MemoryConversations):
 
     async def delete(self, response_id: str) -> bool:
         return self._rows.pop(response_id, None) is not None
+
+    async def unfinished(self) -> list[StoredResponse]:
+        return [r for r in self._rows.values() if r.response.get("status") in ("queued", "in_progress")]
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         for record in reversed(self._rows.values()):

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from vllm_responses.bodies import parse_json
 from vllm_responses.errors import DOMAIN_ERRORS, APIError, Busy, InvalidRequest, api_error
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.store import MemoryStore
@@ -172,9 +173,9 @@ class Connection:
     def _dispatch(self, raw: str) -> None:
         """Route one client message to its lane, or raise `_Refused` with the error to answer it with."""
         try:
-            event = json.loads(raw)
-        except ValueError:
-            raise _Refused(InvalidRequest("The message is not valid JSON.", code="invalid_json")) from None
+            event = parse_json(raw, param=None)  # nesting and Unicode checked as for an HTTP body
+        except InvalidRequest as exc:
+            raise _Refused(exc) from None
         if not isinstance(event, dict):
             raise _Refused(InvalidRequest("A client event must be a JSON object.", code="invalid_value"))
         kind = event.get("type")

@@ -47,7 +47,7 @@ def open_summary(sealed: str) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)  # JSON types as OpenAI checks them
 
 
 class CompactionInputItem(_Model):

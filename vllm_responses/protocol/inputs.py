@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vllm_responses.protocol.compaction import CompactionInputItem
 
 __all__ = [
+    "ASSISTANT_PART_TYPES",
     "INPUT_ITEM_TYPES",
     "TOOL_TYPES",
     "CodeInterpreterCallItem",
@@ -23,20 +24,46 @@ __all__ = [
     "LenientModel",
     "MessageItem",
     "ReasoningItem",
+    "Refusal",
     "Tool",
+    "USER_PART_TYPES",
 ]
 
 
 class LenientModel(BaseModel):
-    """Accepts fields newer than ours (clients send them all the time); they are ignored."""
+    """Accepts fields newer than ours (clients send them all the time); they are ignored. Strict about the
+    JSON type of the fields it knows, as OpenAI is: `"stream": "yes"` or `"max_output_tokens": "5"` is a 400,
+    not read as `true` or `5` (an integer where a number is asked for is fine)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
-class ContentPart(LenientModel):
-    type: Literal["input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"]
-    text: str = ""
-    refusal: str | None = None
+# The enums of input items, as the SDK's `ResponseInputItemParam` spells them.
+ItemStatus = Literal["in_progress", "completed", "incomplete"]
+CodeCallStatus = Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
+# The content part types a message of each role may hold (input_image / input_file / input_audio are
+# refused up front as unsupported: the served model reads text only).
+USER_PART_TYPES = ("input_text",)
+ASSISTANT_PART_TYPES = ("output_text", "refusal")
+
+
+class InputText(LenientModel):
+    type: Literal["input_text"]
+    text: str
+
+
+class OutputText(LenientModel):
+    type: Literal["output_text"]
+    text: str
+
+
+class Refusal(LenientModel):
+    type: Literal["refusal"]
+    refusal: str
+
+
+# A message's content part; which types a role may use is checked by `parse_create_request`.
+ContentPart = Annotated[Union[InputText, OutputText, Refusal], Field(discriminator="type")]
 
 
 class MessageItem(LenientModel):
@@ -44,12 +71,13 @@ class MessageItem(LenientModel):
     role: Literal["system", "developer", "user", "assistant"]
     content: Union[str, list[ContentPart]]
     id: str | None = None
-    status: str | None = None
+    status: ItemStatus | None = None
+    phase: Literal["commentary", "final_answer"] | None = None
 
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.text or (p.refusal or "") for p in self.content)
+        return "".join(p.refusal if isinstance(p, Refusal) else p.text for p in self.content)
 
 
 class FunctionCallItem(LenientModel):
@@ -58,15 +86,15 @@ class FunctionCallItem(LenientModel):
     name: str
     arguments: str
     id: str | None = None
-    status: str | None = None
+    status: ItemStatus | None = None
 
 
 class FunctionCallOutputItem(LenientModel):
     type: Literal["function_call_output"]
     call_id: str
-    output: Union[str, list[ContentPart]]
+    output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
     id: str | None = None
-    status: str | None = None
+    status: ItemStatus | None = None
 
     def text(self) -> str:
         if isinstance(self.output, str):
@@ -74,20 +102,45 @@ class FunctionCallOutputItem(LenientModel):
         return "".join(p.text for p in self.output)
 
 
+class LogsOutput(LenientModel):
+    type: Literal["logs"]
+    logs: str
+
+
+class ImageOutput(LenientModel):
+    type: Literal["image"]
+    url: str
+
+
+CodeOutput = Annotated[Union[LogsOutput, ImageOutput], Field(discriminator="type")]
+
+
 class CodeInterpreterCallItem(LenientModel):
     type: Literal["code_interpreter_call"]
     id: str
     code: str | None = None
     container_id: str | None = None
-    outputs: list[dict[str, Any]] | None = None
-    status: str | None = None
+    outputs: list[CodeOutput] | None = None
+    status: CodeCallStatus | None = None
+
+
+class SummaryText(LenientModel):
+    type: Literal["summary_text"]
+    text: str
+
+
+class ReasoningText(LenientModel):
+    type: Literal["reasoning_text"]
+    text: str
 
 
 class ReasoningItem(LenientModel):
     type: Literal["reasoning"]
     id: str | None = None
-    summary: list[ContentPart] = Field(default_factory=list)
-    content: list[ContentPart] | None = None
+    summary: list[SummaryText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+    status: ItemStatus | None = None
 
 
 class ItemReference(LenientModel):

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, Strict, ValidationError, field_validator
 
 from vllm_responses.errors import InvalidRequest
 from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
 from vllm_responses.protocol.inputs import (
+    ASSISTANT_PART_TYPES,
     INPUT_ITEM_TYPES,
     TOOL_TYPES,
+    USER_PART_TYPES,
     CodeInterpreterCallItem,
     CodeInterpreterTool,
     ContainerAuto,
@@ -28,10 +30,12 @@ from vllm_responses.protocol.inputs import (
     ReasoningItem,
     Tool,
 )
+from vllm_responses.protocol.invalid import invalid_request
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
     ToolChoiceFunction,
+    ToolChoiceObject,
     check_allowed_tools,
 )
 
@@ -101,8 +105,17 @@ class TextConfig(LenientModel):
 
 
 class Reasoning(LenientModel):
-    effort: str | None = None
-    summary: str | None = None
+    """`reasoning` (the SDK's `Reasoning`): its enums are checked, its values otherwise unused."""
+
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+    context: Literal["auto", "current_turn", "all_turns"] | None = None
+    mode: str | None = None
+
+
+class StreamOptions(LenientModel):
+    include_obfuscation: bool | None = None
 
 
 class CreateResponseRequest(LenientModel):
@@ -110,9 +123,7 @@ class CreateResponseRequest(LenientModel):
     input: Union[str, list[InputItem]]
     instructions: str | None = None
     tools: list[Tool] = Field(default_factory=list)
-    tool_choice: Union[
-        Literal["none", "auto", "required"], ToolChoiceFunction, ToolChoiceBuiltin, ToolChoiceAllowed
-    ] = "auto"
+    tool_choice: Union[Literal["none", "auto", "required"], ToolChoiceObject] = "auto"
     parallel_tool_calls: bool = True
     max_tool_calls: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -135,6 +146,10 @@ class CreateResponseRequest(LenientModel):
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
     context_management: list[ContextManagement] | None = None  # compaction.py
+    # SDK fields this server does not act on, checked as OpenAI checks them
+    service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    stream_options: StreamOptions | None = None
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
@@ -148,7 +163,7 @@ class CreateResponseRequest(LenientModel):
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     min_tokens: int = Field(default=0, ge=0)
-    logit_bias: dict[int, float] | None = None
+    logit_bias: dict[Annotated[int, Strict(False)], float] | None = None  # JSON keys are strings
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
 
@@ -205,30 +220,6 @@ _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
 }
 
-# union-branch labels pydantic puts in error locations after a list index (`input.0.message.role`)
-_TAGS = frozenset(INPUT_ITEM_TYPES + TOOL_TYPES)
-
-
-def _param(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as an OpenAI `param` (`input[0].role`), without union-branch labels."""
-    out = ""
-    after_index = False
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            after_index = True
-            continue
-        skip = (after_index and part in _TAGS) or "[" in part or part in ("str", "list", "dict")
-        after_index = False
-        if not skip:
-            out += f".{part}" if out else part
-    return out or "body"
-
-
-def _best(errors: list[Any]) -> Any:
-    """The most specific error: the deepest location wins over a union's other branches."""
-    return max(errors, key=lambda e: len(e["loc"]))
-
 
 def parse_create_request(body: Any) -> CreateResponseRequest:
     """Validate a request body, raising `InvalidRequest` with the first offending `param`."""
@@ -238,7 +229,8 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         if body.get(key) is not None:
             raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
     check_known_fields(body, CreateResponseRequest.model_fields)
-    for i, tool in enumerate(body.get("tools") or []):
+    tools = body.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):  # (not a list: validation says so)
         kind = tool.get("type") if isinstance(tool, dict) else None
         if kind not in TOOL_TYPES:
             raise InvalidRequest(
@@ -246,36 +238,13 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
                 param=f"tools[{i}].type",
                 code="unsupported_value",
             )
-    items = body.get("input")
-    if isinstance(items, list):
-        for i, item in enumerate(items):
-            kind = item.get("type", "message") if isinstance(item, dict) else None
-            if kind not in INPUT_ITEM_TYPES:
-                raise InvalidRequest(
-                    f"Input item type {kind!r} is not supported; supported: {', '.join(INPUT_ITEM_TYPES)}.",
-                    param=f"input[{i}].type",
-                    code="unsupported_value",
-                )
-            for j, part in enumerate(
-                item.get("content") or [] if isinstance(item.get("content"), list) else []
-            ):
-                if isinstance(part, dict) and part.get("type") in (
-                    "input_image",
-                    "input_file",
-                    "input_audio",
-                ):
-                    raise InvalidRequest(
-                        f"Content type {part['type']!r} is not supported: the served model reads text only.",
-                        param=f"input[{i}].content[{j}].type",
-                        code="unsupported_value",
-                    )
+    _refuse_unsupported_items(body.get("input"))
     try:
         req = CreateResponseRequest.model_validate(body)
     except ValidationError as exc:
-        err = _best(exc.errors())
-        param = _param(tuple(err["loc"]))
-        msg = err["msg"].removeprefix("Value error, ")
-        raise InvalidRequest(f"Invalid value for '{param}': {msg}.", param=param) from None
+        raise invalid_request(exc) from None
+    if isinstance(req.input, list):
+        _check_roles(req.input)
     check_includes(req.include)
     if req.top_logprobs:
         raise InvalidRequest(
@@ -323,3 +292,48 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
         raise InvalidRequest("text.format json_schema needs 'name' and 'schema'.", param="text.format")
     return req
+
+
+_UNSUPPORTED_PARTS = ("input_image", "input_file", "input_audio")
+
+
+def _refuse_unsupported_items(items: Any) -> None:
+    """Input item and content types this server knows but does not handle: a 400 `unsupported_value` before
+    validation (which would only say they are not among the supported ones)."""
+    if not isinstance(items, list):
+        return
+    for i, item in enumerate(items):
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind not in INPUT_ITEM_TYPES:
+            raise InvalidRequest(
+                f"Input item type {kind!r} is not supported; supported: {', '.join(INPUT_ITEM_TYPES)}.",
+                param=f"input[{i}].type",
+                code="unsupported_value",
+            )
+        assert isinstance(item, dict)
+        field = "output" if kind == "function_call_output" else "content"
+        parts = item.get(field)
+        for j, part in enumerate(parts if isinstance(parts, list) else []):
+            if isinstance(part, dict) and part.get("type") in _UNSUPPORTED_PARTS:
+                raise InvalidRequest(
+                    f"Content type {part['type']!r} is not supported: the served model reads text only.",
+                    param=f"input[{i}].{field}[{j}].type",
+                    code="unsupported_value",
+                )
+
+
+def _check_roles(items: list[InputItem]) -> None:
+    """A message's content parts must be of its role's kind, as OpenAI requires: `input_text` from the user,
+    system or developer, `output_text` or `refusal` from the assistant."""
+    for i, item in enumerate(items):
+        if not isinstance(item, MessageItem) or isinstance(item.content, str):
+            continue
+        allowed = ASSISTANT_PART_TYPES if item.role == "assistant" else USER_PART_TYPES
+        for j, part in enumerate(item.content):
+            if part.type not in allowed:
+                raise InvalidRequest(
+                    f"Invalid value: {part.type!r}. Supported values are: {', '.join(map(repr, allowed))} "
+                    f"(the content of a message with role {item.role!r}).",
+                    param=f"input[{i}].content[{j}].type",
+                    code="invalid_value",
+                )

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from vllm_responses.errors import InvalidRequest
 
-__all__ = ["ToolChoiceAllowed", "ToolChoiceBuiltin", "ToolChoiceFunction", "check_allowed_tools"]
+__all__ = [
+    "ToolChoiceAllowed",
+    "ToolChoiceBuiltin",
+    "ToolChoiceFunction",
+    "ToolChoiceObject",
+    "check_allowed_tools",
+]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)  # JSON types as OpenAI checks them
 
 
 class ToolChoiceFunction(_Model):
@@ -37,6 +43,12 @@ class ToolChoiceAllowed(_Model):
         if code_interpreter:
             return any(t.get("type") == "code_interpreter" for t in self.tools)
         return any(t.get("type") == "function" and t.get("name") == name for t in self.tools)
+
+
+# The object forms, told apart by `type` (an unknown one is a 400 naming `tool_choice.type`).
+ToolChoiceObject = Annotated[
+    Union[ToolChoiceFunction, ToolChoiceBuiltin, ToolChoiceAllowed], Field(discriminator="type")
+]
 
 
 def check_allowed_tools(choice: ToolChoiceAllowed, functions: Collection[str], has_code_tool: bool) -> None:

@@ -1,0 +1,75 @@
+"""A response's stored record: built from its run (when acknowledged, when ended), and at start-up the ones an
+earlier process left `queued` / `in_progress` marked failed, so that they are found rather than 404."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Any, cast
+
+from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.runs import Run
+from vllm_responses.store import ResponseStore, StoredResponse
+
+__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_interrupted", "generated", "response_record"]
+
+logger = logging.getLogger(__name__)
+
+# `error` of a response the server stopped running: `code` is one of the SDK's fixed `ResponseError` codes.
+INTERRUPTED_CODE = "server_error"
+INTERRUPTED_MESSAGE = (
+    "The server restarted while this response was running, so it did not finish; create it again."
+)
+
+
+def generated(run: Run) -> list[dict[str, Any]]:
+    """The response's output as history items: its compaction item is already in the context it stands for."""
+    return [cast(dict[str, Any], item) for item in run.builder.output if item["type"] != "compaction"]
+
+
+def response_record(
+    run: Run, include_outputs: bool, context: list[dict[str, Any]], input_items: list[dict[str, Any]]
+) -> StoredResponse:
+    """The response as it is kept now: its snapshot (full code outputs), its input, and its history (the
+    items the model saw, `context`, then its output so far)."""
+    return StoredResponse(
+        id=run.id,
+        response=run.builder.snapshot(include_outputs=True),
+        input_items=input_items,
+        history=[*context, *generated(run)],
+        include_outputs=include_outputs,
+        created_at=time.time(),
+    )
+
+
+def _failed(response: ResponseObject) -> ResponseObject:
+    """`response` ended as failed by the restart: its unfinished items incomplete, an error saying why."""
+    output = [
+        {**item, "status": "incomplete"} if item.get("status") in ("in_progress", "interpreting") else item
+        for item in response.get("output", [])
+    ]
+    return cast(
+        ResponseObject,
+        {
+            **response,
+            "status": "failed",
+            "error": {"code": INTERRUPTED_CODE, "message": INTERRUPTED_MESSAGE},
+            "output": output,
+        },
+    )
+
+
+async def fail_interrupted(store: ResponseStore) -> int:
+    """Mark failed every response the store keeps as still running: at start-up none of them runs any more
+    (this process has not started one yet). Returns how many there were."""
+    records = await store.unfinished()
+    for record in records:
+        await store.save(dataclasses.replace(record, response=_failed(record.response)))
+    if records:
+        logger.warning(
+            "%d response(s) were still running when the server stopped; marked failed: %s",
+            len(records),
+            ", ".join(r.id for r in records),
+        )
+    return len(records)
