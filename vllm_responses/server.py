@@ -111,6 +111,7 @@ def run(config: Config) -> int:
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
             # responses are drained before uvicorn is told to stop: what is left (idle streams, sockets) goes
             timeout_graceful_shutdown=5,
+            ws_max_size=config.max_request_bytes,  # a WebSocket message is bounded as a request body is
         ),
         lifecycle,
     )
