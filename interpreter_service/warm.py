@@ -7,7 +7,6 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from interpreter_service.api import InterpreterError
 from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess
 
 __all__ = ["WarmWorkers"]
@@ -57,7 +56,7 @@ class WarmWorkers:
         w = WorkerProcess(cfg)
         try:
             await w.start()
-        except (InterpreterError, OSError) as e:
+        except Exception as e:  # logged with its reason whatever it is (a task's error is otherwise lost)
             reason = str(e) or type(e).__name__
             self.start_errors = [*self.start_errors[-19:], reason]
             self.start_failures += 1

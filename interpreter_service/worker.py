@@ -6,6 +6,8 @@ import asyncio
 import base64
 import collections
 import contextlib
+import ctypes
+import functools
 import itertools
 import json
 import os
@@ -159,9 +161,6 @@ class WorkerProcess:
         self._ready = loop.create_future()
         cmd = deno_command(self.cfg)
         user = self.cfg.user
-        as_user: dict[str, Any] = {}
-        if user is not None:
-            as_user = {"user": user.uid, "group": user.gid, "extra_groups": []}
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *cmd,
@@ -172,10 +171,10 @@ class WorkerProcess:
                 cwd=str(self.cfg.cwd or "/"),
                 limit=STREAM_LIMIT,
                 start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
-                preexec_fn=_die_with_parent,  # runs after the switch of user (which would clear it)
-                **as_user,
+                # (not `user=`/`group=`: uvloop, which uvicorn uses, does not take them)
+                preexec_fn=functools.partial(_child_setup, user),
             )
-        except (OSError, subprocess.SubprocessError) as e:
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
             who = f" as user {user.name!r}" if user else ""
             raise WorkerDied(f"could not run {cmd[0]}{who}: {e}") from e
         self._stderr_task = asyncio.create_task(self._read_stderr(), name=f"worker-{self.pid}-err")
@@ -392,12 +391,26 @@ class WorkerProcess:
             self._exit_reason = "worker was killed"
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the parent dies (Linux), so no worker outlives the pool."""
-    with contextlib.suppress(Exception):
-        import ctypes
+def _child_setup(user: WorkerUser | None) -> None:
+    """In the child before exec: become `user` (no supplementary groups; a failure aborts the start), then
+    ask for SIGKILL when the parent dies (Linux; after the switch, which would clear it), so no worker
+    outlives the pool."""
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user.gid)
+        os.setuid(user.uid)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()  # loaded here, not in the child (a fork of a threaded process should not import)
 
 
 def _died(msg: str, t0: float) -> ExecutionResult:
