@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, TypedDict
 
 __all__ = [
     "DATA_DIR",
@@ -81,9 +81,8 @@ class FileInfo:
     source: Literal["user", "assistant"] = "assistant"
 
 
-@dataclass(frozen=True)
-class PoolStats:
-    """A snapshot of a pool, for metrics and health checks (`WorkerPool.stats()`).
+class PoolStats(TypedDict):
+    """A snapshot of a pool, for metrics and health checks (`WorkerPool.stats()`; a plain dict).
 
     - `containers_live`: containers that exist (each owns a worker, or is getting one);
       `containers_busy`: those running a call now.
@@ -105,8 +104,8 @@ class PoolStats:
     max_containers: int
     memory_budget_bytes: int
     memory_reserved_bytes: int
-    restarts: dict[str, int] = field(default_factory=dict)
-    start_failures: int = 0
+    restarts: dict[str, int]
+    start_failures: int
 
 
 def data_path(path: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -67,7 +66,7 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
 
     async def health(_r: Request) -> Response:
         stats = getattr(interp, "stats", None)
-        snapshot: dict[str, Any] = dataclasses.asdict(stats()) if callable(stats) else {}
+        snapshot: dict[str, Any] = dict(stats()) if callable(stats) else {}
         return JSONResponse({"status": "ok", **snapshot})
 
     async def create(r: Request) -> Response:

@@ -400,6 +400,11 @@ class WorkerPool(ContainerFiles, Interpreter):
             self._replenish()
         return [c.id for c in expired]
 
+    @property
+    def closed(self) -> bool:
+        """Whether `aclose` ran (the pool hands out nothing more)."""
+        return self._closed
+
     async def wait_warm(self, timeout_s: float | None = None) -> None:
         """Wait until no worker is starting (the warm pool is at its target size)."""
         await self._warm.wait_started(timeout_s or self.cfg.start_timeout_s + 10)

@@ -53,14 +53,14 @@ async def test_callers_beyond_the_pool_wait_their_turn_and_all_complete(dist_dir
 
         tasks = [asyncio.create_task(caller(i)) for i in range(3)]
         for _ in range(100):  # the two others queue behind the first
-            if pool.stats().waiters == 2:
+            if pool.stats()["waiters"] == 2:
                 break
             await asyncio.sleep(0.05)
-        assert pool.stats().waiters == 2 and pool.stats().containers_live == 1
+        assert pool.stats()["waiters"] == 2 and pool.stats()["containers_live"] == 1
         assert await asyncio.gather(*tasks) == ["False\n"] * 3  # each a fresh interpreter
         assert order == [0, 1, 2]
         stats = pool.stats()
-        assert stats.waiters == 0 and stats.containers_live == 0 and stats.restarts == {}
+        assert stats["waiters"] == 0 and stats["containers_live"] == 0 and stats["restarts"] == {}
 
 
 async def test_waiting_past_the_queue_timeout_and_a_cancelled_waiter(dist_dir: Path) -> None:
@@ -69,23 +69,23 @@ async def test_waiting_past_the_queue_timeout_and_a_cancelled_waiter(dist_dir: P
         pool.pin(a.id)  # in use by someone between calls: not evictable
         with pytest.raises(PoolExhausted, match="no code-interpreter container became free within 1 s"):
             await pool.create_container()
-        assert pool.stats().waiters == 0
+        assert pool.stats()["waiters"] == 0
         # A waiter that goes away leaves the queue, and the room granted later is not lost.
         pool.queue_timeout_s = 60
         waiting = asyncio.create_task(pool.create_container())
         for _ in range(100):
-            if pool.stats().waiters == 1:
+            if pool.stats()["waiters"] == 1:
                 break
             await asyncio.sleep(0.02)
-        assert pool.stats().waiters == 1
+        assert pool.stats()["waiters"] == 1
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
-        assert pool.stats().waiters == 0 and pool.stats().containers_live == 1
+        assert pool.stats()["waiters"] == 0 and pool.stats()["containers_live"] == 1
         await pool.delete_container(a.id)
         b = await pool.create_container()
         assert (await pool.execute(b.id, "1 + 1")).logs == "2\n"
-        assert pool.stats().containers_live == 1
+        assert pool.stats()["containers_live"] == 1
 
 
 async def test_an_unpinned_idle_container_is_evicted_for_a_waiter(dist_dir: Path) -> None:
@@ -102,9 +102,9 @@ async def test_an_unpinned_idle_container_is_evicted_for_a_waiter(dist_dir: Path
 
 async def test_the_pool_grows_to_its_maximum_and_shrinks_back(dist_dir: Path) -> None:
     async with asyncio.timeout(300), small_pool(dist_dir, max_workers=3, queue_timeout_s=1.0) as pool:
-        assert pool.stats().workers_idle == 1
+        assert pool.stats()["workers_idle"] == 1
         cids = [(await pool.create_container()).id for _ in range(3)]  # 2 started on demand
-        assert pool.stats().containers_live == 3
+        assert pool.stats()["containers_live"] == 3
         results = await asyncio.gather(*(pool.execute(c, "21 * 2") for c in cids))
         assert [r.logs for r in results] == ["42\n"] * 3
         for c in cids:
@@ -116,7 +116,7 @@ async def test_the_pool_grows_to_its_maximum_and_shrinks_back(dist_dir: Path) ->
             await pool.delete_container(c)
         await pool.wait_warm()
         stats = pool.stats()
-        assert stats.containers_live == 0 and stats.workers_idle + stats.workers_starting == 1
+        assert stats["containers_live"] == 0 and stats["workers_idle"] + stats["workers_starting"] == 1
 
 
 async def test_the_memory_budget_bounds_what_containers_ask_for(dist_dir: Path) -> None:
@@ -143,8 +143,8 @@ async def test_the_memory_budget_bounds_what_containers_ask_for(dist_dir: Path) 
         argv = Path(f"/proc/{worker.pid}/cmdline").read_bytes().decode()
         assert "--wasm-max-mem-pages=16384," in argv  # 1 GiB of 64 KiB pages
         stats = pool.stats()
-        assert stats.memory_reserved_bytes <= stats.memory_budget_bytes == 1536 << 20
-        assert stats.workers_idle + stats.workers_starting == 0  # no room left for a warm spare
+        assert stats["memory_reserved_bytes"] <= stats["memory_budget_bytes"] == 1536 << 20
+        assert stats["workers_idle"] + stats["workers_starting"] == 0  # no room left for a warm spare
         assert (await pool.execute(big.id, "len(bytearray(600 * 2**20))")).logs == "629145600\n"
 
 
@@ -167,5 +167,7 @@ async def test_stats_count_restarts_by_cause_and_the_hook_sees_every_execution(d
         assert [o for _, o in seen] == ["ok", "exception", "timeout", "crashed", "timeout"]
         assert all(s >= 0 for s, _ in seen)
         stats = pool.stats()
-        assert stats.restarts == {"crash": 1, "timeout": 1}  # the interrupted loop kept its worker
-        assert stats.containers_live == 1 and stats.containers_busy == 0 and stats.start_failures == 0
+        assert stats["restarts"] == {"crash": 1, "timeout": 1}  # the interrupted loop kept its worker
+        assert (
+            stats["containers_live"] == 1 and stats["containers_busy"] == 0 and stats["start_failures"] == 0
+        )

@@ -72,5 +72,5 @@ async def test_the_pool_logs_why_a_worker_did_not_start(
             await pool.start()
     logged = [r.getMessage() for r in caplog.records if "failed to start" in r.getMessage()]
     assert logged and all("exit code 3" in m and "boom: the worker cannot start" in m for m in logged)
-    assert pool.stats().start_failures == len(logged)
+    assert pool.stats()["start_failures"] == len(logged)
     assert pool._sandbox is None  # the failed start cleaned up its sandbox folder
