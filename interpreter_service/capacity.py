@@ -79,16 +79,20 @@ class _Waiter:
 class Capacity:
     """Grants room for containers (`acquire`) in arrival order; `release` gives it back.
 
-    `evict()` is called when the head of the queue does not fit: it may free an idle container (calling
-    `release` for it) and returns whether it did. Call `wake()` whenever room may have appeared (a container
-    deleted or expired, or one that became idle and so evictable).
+    When a request does not fit, idle containers may make room: `evictable()` lists their costs, the one to
+    evict first first; only if evicting some of them would make room does `evict()` get called, as many
+    times as needed (each call frees the first one, calling `release` for it). Call `wake()` whenever room
+    may have appeared (a container deleted or expired, or one that became idle and so evictable).
     """
 
-    def __init__(self, *, max_live: int, budget: int, evict: Callable[[], bool]) -> None:
+    def __init__(
+        self, *, max_live: int, budget: int, evictable: Callable[[], list[int]], evict: Callable[[], None]
+    ) -> None:
         self.max_live = max_live
         self.budget = budget
         self.live = 0  # granted containers
         self.live_bytes = 0  # their summed cost
+        self._evictable = evictable
         self._evict = evict
         self._queue: collections.deque[_Waiter] = collections.deque()
         self._waking = False
@@ -97,14 +101,23 @@ class Capacity:
     def waiting(self) -> int:
         return sum(1 for w in self._queue if not w.granted.done())
 
-    def _fits(self, cost: int) -> bool:
-        return self.live < self.max_live and self.live_bytes + cost <= self.budget
+    def _fits(self, cost: int, live: int | None = None, live_bytes: int | None = None) -> bool:
+        live = self.live if live is None else live
+        live_bytes = self.live_bytes if live_bytes is None else live_bytes
+        return live < self.max_live and live_bytes + cost <= self.budget
 
     def _room_for(self, cost: int) -> bool:
-        while not self._fits(cost):
-            if not self._evict():
-                return False
-        return True
+        """Whether `cost` fits, evicting idle containers if (and only if) that makes it fit."""
+        if self._fits(cost):
+            return True
+        live, live_bytes, needed = self.live, self.live_bytes, 0
+        for idle in self._evictable():
+            live, live_bytes, needed = live - 1, live_bytes - idle, needed + 1
+            if self._fits(cost, live, live_bytes):
+                for _ in range(needed):
+                    self._evict()
+                return self._fits(cost)
+        return False
 
     def _grant(self, cost: int) -> None:
         self.live += 1

@@ -116,7 +116,9 @@ class WorkerPool(ContainerFiles, Interpreter):
         )
         self.on_execution: ExecutionHook | None = None
         self._warm = WarmWorkers(cfg, self._target_idle)
-        self._capacity = Capacity(max_live=self.max_containers, budget=self.budget, evict=self._evict_one)
+        self._capacity = Capacity(
+            max_live=self.max_containers, budget=self.budget, evictable=self._evictable, evict=self._evict_one
+        )
         self._reap_every = reap_interval_s or max(0.5, min(60.0, idle_expiry_s / 4))
         self._containers: dict[str, Container] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -377,17 +379,20 @@ class WorkerPool(ContainerFiles, Interpreter):
             await asyncio.sleep(self._reap_every)
             self.expire_idle()
 
-    def _evict_one(self) -> bool:
-        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
+    def _evictable(self) -> list[int]:
+        """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""
         if not self.evict_idle:
-            return False
+            return []
         idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
-        if not idle:
-            return False
-        victim = min(idle, key=lambda c: c.last_active_at)
-        log.info("evicting idle container %s to make room for a new one", victim.id)
-        self._remove(victim)
-        return True
+        return [c.cost for c in sorted(idle, key=lambda c: c.last_active_at)]
+
+    def _evict_one(self) -> None:
+        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
+        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+        if idle:
+            victim = min(idle, key=lambda c: c.last_active_at)
+            log.info("evicting idle container %s to make room for a new one", victim.id)
+            self._remove(victim)
 
     def expire_idle(self) -> list[str]:
         """Delete containers idle longer than `idle_expiry_s` (not those running a call)."""

@@ -41,9 +41,14 @@ class WarmWorkers:
             return
         self.idle = [w for w in self.idle if w.alive]
         target = max(0, self._target()) + self._awaiting
-        while len(self.idle) > target:
+        starting = [t for t in self.starting if not t.cancelling()]
+        excess = len(self.idle) + len(starting) - target
+        for t in starting[: max(0, excess)]:  # not needed any more: stop those first (nothing warm is lost)
+            t.cancel()
+        while excess > len(starting) and self.idle:
             self.discard(self.idle.pop())
-        for _ in range(target - len(self.idle) - len(self.starting)):
+            excess -= 1
+        for _ in range(-excess):
             self._spawn()
 
     def _spawn(self) -> None:

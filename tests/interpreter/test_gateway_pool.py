@@ -99,7 +99,7 @@ async def test_no_container_in_time_is_a_tool_error_and_the_response_completes(s
                     model=MODEL, input="import time\ntime.sleep(8)\nprint('held')", tools=CODE_TOOL
                 )  # type: ignore[arg-type]
             )
-            while pool.stats().containers_busy == 0:  # the first response's code is running
+            while pool.stats()["containers_busy"] == 0:  # the first response's code is running
                 await asyncio.sleep(0.1)
             late = await client.responses.create(
                 model=MODEL, input="print('late')", tools=CODE_TOOL, include=OUTPUTS
