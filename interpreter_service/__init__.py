@@ -8,7 +8,9 @@ from interpreter_service.api import (
     FileInfo,
     Interpreter,
     InterpreterError,
+    MemoryLimitRefused,
     PoolExhausted,
+    PoolStats,
     data_path,
 )
 
@@ -20,6 +22,8 @@ __all__ = [
     "FileInfo",
     "Interpreter",
     "InterpreterError",
+    "MemoryLimitRefused",
     "PoolExhausted",
+    "PoolStats",
     "data_path",
 ]

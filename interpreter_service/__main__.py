@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--memory-limit", default="1g")
     v.add_argument("--idle-expiry", type=float, default=1200.0)
     v.add_argument("--allow-net", default="", help="comma-separated hosts (default: no network)")
+    v.add_argument("--max-workers", type=int, default=None, help="default: memory budget / worker's memory")
+    v.add_argument("--memory-budget", default=None, help="e.g. '8g'; default: half of the machine's memory")
+    v.add_argument("--queue-timeout", type=float, default=60.0, help="seconds to wait for a free container")
+    v.add_argument("--user", default=None, help="run workers as this user; default 'nobody' when root")
     return p
 
 

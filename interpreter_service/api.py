@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 __all__ = [
     "DATA_DIR",
@@ -20,7 +20,9 @@ __all__ = [
     "FileInfo",
     "Interpreter",
     "InterpreterError",
+    "MemoryLimitRefused",
     "PoolExhausted",
+    "PoolStats",
     "data_path",
 ]
 
@@ -79,6 +81,33 @@ class FileInfo:
     source: Literal["user", "assistant"] = "assistant"
 
 
+class PoolStats(TypedDict):
+    """A snapshot of a pool, for metrics and health checks (`WorkerPool.stats()`; a plain dict).
+
+    - `containers_live`: containers that exist (each owns a worker, or is getting one);
+      `containers_busy`: those running a call now.
+    - `workers_idle`: warm workers waiting for a container; `workers_starting`: workers being started.
+    - `waiters`: callers queued for a container (`create_container` waiting for room).
+    - `max_containers`, `memory_budget_bytes`: the limits; `memory_reserved_bytes`: the caps (WebAssembly
+      heap + JS heap) of the live containers' and the warm workers' processes, which the budget bounds.
+    - `restarts`: workers replaced under a container, by cause: "crash" (the process died), "timeout"
+      (killed when the code did not yield to an interrupt), "memory" (recycled after a MemoryError),
+      "cancelled" (killed when the caller went away and the code did not yield).
+    - `start_failures`: workers that failed to start (the reason is logged).
+    """
+
+    containers_live: int
+    containers_busy: int
+    workers_idle: int
+    workers_starting: int
+    waiters: int
+    max_containers: int
+    memory_budget_bytes: int
+    memory_reserved_bytes: int
+    restarts: dict[str, int]
+    start_failures: int
+
+
 def data_path(path: str) -> str:
     """A container file path made absolute: relative paths are under `DATA_DIR`."""
     return posixpath.join(DATA_DIR, path)
@@ -93,7 +122,11 @@ class ContainerNotFound(InterpreterError):
 
 
 class PoolExhausted(InterpreterError):
-    """Every worker is owned by a container and no more may be started."""
+    """No container could be had within the queue timeout: every one is in use and no more fit."""
+
+
+class MemoryLimitRefused(InterpreterError):
+    """A container's `memory_limit` can never be granted (above 4 GiB, or above the whole memory budget)."""
 
 
 class Interpreter(ABC):
@@ -116,7 +149,22 @@ class Interpreter(ABC):
     async def create_container(
         self, *, name: str | None = None, memory_limit: str | None = None
     ) -> ContainerInfo:
-        """Hand out a warm worker as a new container. Raises `PoolExhausted` when none can be had."""
+        """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
+        when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted."""
+
+    def check_memory_limit(self, memory_limit: str | None) -> None:
+        """Raise `MemoryLimitRefused` when a container with this `memory_limit` could never be granted (a
+        check before any work; `create_container` applies it too). The default accepts everything."""
+        return None
+
+    def pin(self, container_id: str) -> None:
+        """Mark a container as in use by a caller between its calls (a running response), so that it is not
+        evicted for another caller meanwhile; `unpin` undoes one `pin`. The default does nothing."""
+        return None
+
+    def unpin(self, container_id: str) -> None:
+        """Undo one `pin` (a no-op for a container that is gone)."""
+        return None
 
     @abstractmethod
     async def get_container(self, container_id: str) -> ContainerInfo:

@@ -13,6 +13,7 @@ from interpreter_service.api import (
     FileInfo,
     Interpreter,
     InterpreterError,
+    MemoryLimitRefused,
     PoolExhausted,
 )
 from interpreter_service.wire import container_from_json, file_from_json, result_from_json
@@ -62,6 +63,8 @@ class HTTPInterpreter(Interpreter):
             raise ContainerNotFound(msg)
         if resp.status_code == 503 or kind == "pool_exhausted":
             raise PoolExhausted(msg)
+        if kind == "memory_limit_refused":
+            raise MemoryLimitRefused(msg)
         raise InterpreterError(f"HTTP {resp.status_code}: {msg}")
 
     async def create_container(

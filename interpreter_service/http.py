@@ -14,7 +14,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from interpreter_service.api import ContainerNotFound, Interpreter, InterpreterError, PoolExhausted
+from interpreter_service.api import (
+    ContainerNotFound,
+    Interpreter,
+    InterpreterError,
+    MemoryLimitRefused,
+    PoolExhausted,
+)
 from interpreter_service.wire import to_json
 
 __all__ = ["create_app", "serve"]
@@ -35,6 +41,8 @@ def _guard(fn: Handler) -> Handler:
             return _error(404, "container_not_found", f"no container {e}")
         except PoolExhausted as e:
             return _error(503, "pool_exhausted", str(e))
+        except MemoryLimitRefused as e:
+            return _error(400, "memory_limit_refused", str(e))
         except InterpreterError as e:
             return _error(500, "interpreter_error", str(e))
         except (ValueError, KeyError, TypeError) as e:
@@ -57,8 +65,9 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
                 await interp.aclose()
 
     async def health(_r: Request) -> Response:
-        stats: dict[str, Any] = getattr(interp, "stats", dict)()
-        return JSONResponse({"status": "ok", **stats})
+        stats = getattr(interp, "stats", None)
+        snapshot: dict[str, Any] = dict(stats()) if callable(stats) else {}
+        return JSONResponse({"status": "ok", **snapshot})
 
     async def create(r: Request) -> Response:
         body = await r.json() if await r.body() else {}
@@ -136,6 +145,10 @@ def serve(args: argparse.Namespace) -> None:
     pool = WorkerPool(
         workers=args.workers,
         spares=args.spares,
+        max_workers=args.max_workers,
+        memory_budget=args.memory_budget,
+        queue_timeout_s=args.queue_timeout,
+        user=args.user,
         timeout_s=args.timeout,
         memory_limit=args.memory_limit,
         idle_expiry_s=args.idle_expiry,

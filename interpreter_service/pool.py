@@ -3,58 +3,65 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
+import collections
 import dataclasses
-import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
 
 from interpreter_service.api import (
-    DATA_DIR,
     ContainerInfo,
     ContainerNotFound,
     ExecutionResult,
-    FileInfo,
     Interpreter,
     InterpreterError,
-    PoolExhausted,
-    data_path,
+    PoolStats,
 )
+from interpreter_service.capacity import Capacity, default_memory_budget, format_size, memory_tier
+from interpreter_service.container import Container, ContainerFiles
 from interpreter_service.distribution import default_dist_dir
-from interpreter_service.worker import Reply, WorkerConfig, WorkerDied, WorkerProcess, parse_size
+from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
+from interpreter_service.warm import WarmWorkers
+from interpreter_service.worker import (
+    WORKER_SCRIPT,
+    Reply,
+    WorkerConfig,
+    WorkerDied,
+    WorkerProcess,
+    find_deno,
+    parse_size,
+)
 
-__all__ = ["WorkerPool"]
+__all__ = ["ExecutionHook", "WorkerPool"]
 
 log = logging.getLogger(__name__)
+# Called after every `execute` with its duration in seconds and its outcome: "ok" or the result's
+# `error_kind` ("exception", "timeout", "memory", "crashed", "cancelled").
+ExecutionHook = Callable[[float, str], None]
+_RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancelled"}
 
 
-@dataclass
-class _Container:
-    id: str
-    created_at: float
-    last_active_at: float
-    name: str | None
-    memory_limit: str | None
-    worker: WorkerProcess | None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    files: dict[str, FileInfo] = field(default_factory=dict)
-    lost_state: bool = False  # the worker was replaced and no result has said so yet
+class WorkerPool(ContainerFiles, Interpreter):
+    """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready.
 
-
-class WorkerPool(Interpreter):
-    """At most `workers` containers at once; `workers + spares` warm processes are kept ready."""
+    At most `max_workers` containers live at once, and their workers' memory caps (plus those of the warm
+    spares) stay within `memory_budget`; a `create_container` past either waits its turn (FIFO) up to
+    `queue_timeout_s`, evicting idle unpinned containers first when `evict_idle`. Workers run as `user`
+    (default: "nobody" when this process is root; "" keeps our own user) from a neutral sandbox folder
+    (`sandbox_dir`). `on_execution(seconds, outcome)`, when set, is called after every `execute`.
+    """
 
     def __init__(
         self,
         *,
         workers: int = 2,
         spares: int = 1,
+        max_workers: int | None = None,
+        memory_budget: str | int | None = None,
+        queue_timeout_s: float = 60.0,
+        user: str | None = None,
         timeout_s: float = 30.0,
         memory_limit: str | int = "1g",
         max_output: int = 100_000,
@@ -68,139 +75,133 @@ class WorkerPool(Interpreter):
         preload: Sequence[str] = ("numpy", "matplotlib"),
         evict_idle: bool = True,
     ) -> None:
-        self.max_containers = workers
-        if self.max_containers < 1 or spares < 0:
+        if workers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
+        self.warm = workers
         self.spares = spares
         self.timeout_s = timeout_s
+        self.queue_timeout_s = queue_timeout_s
         self.idle_expiry_s = idle_expiry_s
-        # When every slot is taken, hand the least recently used idle container's slot to the new one
-        # (instead of refusing until it expires); PoolExhausted then means every container is running code.
+        # When the pool is full, hand the least recently used idle (unpinned) container's room to a new one
+        # instead of waiting until it expires.
         self.evict_idle = evict_idle
         self.memory_limit = str(memory_limit)
+        tier = memory_tier(memory_limit)
+        self._js_heap = js_heap_mb << 20
+        self._default_cost = tier + self._js_heap
+        self.budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
+        if (workers + spares) * self._default_cost > self.budget:
+            raise ValueError(
+                f"the memory budget ({format_size(self.budget)}) is too small for {workers + spares} warm "
+                f"workers of {format_size(self._default_cost)} each (memory limit + JS heap)"
+            )
+        self.max_containers = max_workers if max_workers is not None else self.budget // self._default_cost
+        if self.max_containers < workers:
+            raise ValueError(f"max_workers ({self.max_containers}) must be >= workers ({workers})")
         dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
         if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
             raise InterpreterError(
                 f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
             )
-        self.cfg = WorkerConfig(
+        cfg = WorkerConfig(
             dist_dir=dist.resolve(),
-            memory_limit=parse_size(memory_limit),
+            memory_limit=tier,
             js_heap_mb=js_heap_mb,
             max_output=max_output,
             allow_net=tuple(allow_net),
             grace_s=grace_s,
             start_timeout_s=start_timeout_s,
             preload=tuple(preload),
+            user=resolve_user(user),
+        )
+        self.on_execution: ExecutionHook | None = None
+        self._warm = WarmWorkers(cfg, self._target_idle)
+        self._capacity = Capacity(
+            max_live=self.max_containers, budget=self.budget, evictable=self._evictable, evict=self._evict_one
         )
         self._reap_every = reap_interval_s or max(0.5, min(60.0, idle_expiry_s / 4))
-        self._containers: dict[str, _Container] = {}
-        self._idle: list[WorkerProcess] = []
-        self._idle_cv = asyncio.Condition()
-        self._starting: set[asyncio.Task[None]] = set()
-        self._bg: set[asyncio.Task[None]] = set()
+        self._containers: dict[str, Container] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._sandbox: SandboxDir | None = None
         self._started = False
         self._closed = False
-        self.start_errors: list[str] = []
+        self._restarts: collections.Counter[str] = collections.Counter()
+
+    @property
+    def cfg(self) -> WorkerConfig:
+        return self._warm.cfg
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         if self._started:
             return
         self._started = True
-        self._replenish()
-        self._reaper = asyncio.create_task(self._reap_loop(), name="pool-reaper")
-        async with asyncio.timeout(self.cfg.start_timeout_s + 30):
-            while self._starting:
-                await asyncio.wait(set(self._starting))
-        if not self._idle:
-            raise InterpreterError(f"no worker could be started: {self.start_errors[-1:]}")
+        try:
+            cfg = self._warm.cfg
+            self._sandbox = await asyncio.to_thread(
+                prepare_sandbox_dir, cfg.dist_dir, WORKER_SCRIPT, cfg.deno_bin or find_deno()
+            )
+            self._warm.cfg = dataclasses.replace(
+                cfg,
+                dist_dir=self._sandbox.dist_dir,
+                worker_script=self._sandbox.worker_script,
+                deno_bin=self._sandbox.deno_bin,
+                cwd=self._sandbox.cwd,
+            )
+            self._warm.replenish()
+            self._reaper = asyncio.create_task(self._reap_loop(), name="pool-reaper")
+            await self._warm.wait_started(cfg.start_timeout_s + 30)
+            if not self._warm.idle:
+                raise InterpreterError(f"no worker could be started: {self.start_errors[-1:]}")
+        except BaseException:
+            await self.aclose()
+            raise
 
     async def aclose(self) -> None:
         self._closed = True
-        tasks = [*self._starting, *self._bg, *([self._reaper] if self._reaper else [])]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        workers = [*self._idle, *(c.worker for c in self._containers.values() if c.worker)]
-        self._idle.clear()
+        self._capacity.close(InterpreterError("the code-interpreter pool is shutting down"))
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+        workers = [c.worker for c in self._containers.values() if c.worker]
         self._containers.clear()
-        await asyncio.gather(*(w.kill() for w in workers), return_exceptions=True)
+        await asyncio.gather(self._warm.aclose(), *(w.kill() for w in workers), return_exceptions=True)
+        if self._sandbox is not None:
+            await asyncio.to_thread(remove_sandbox_dir, self._sandbox.root)
+            self._sandbox = None
+
+    @property
+    def start_errors(self) -> list[str]:
+        """The reasons of the last workers that failed to start (each is logged too)."""
+        return self._warm.start_errors
 
     def _target_idle(self) -> int:
-        return max(0, self.max_containers + self.spares - len(self._containers))
+        """Warm workers to keep: the warm set less the live containers, at least `spares` while the pool may
+        still grow, and only as many as the memory budget leaves room for."""
+        live = self._capacity.live
+        want = max(self.warm + self.spares - live, min(self.spares, self.max_containers - live))
+        room = (self.budget - self._capacity.live_bytes) // self._default_cost
+        return min(want, room)
 
     def _replenish(self) -> None:
-        if self._closed:
-            return
-        self._idle = [w for w in self._idle if w.alive]
-        for _ in range(self._target_idle() - len(self._idle) - len(self._starting)):
-            t = asyncio.create_task(self._start_one(), name="pool-start-worker")
-            self._starting.add(t)
-            t.add_done_callback(self._starting.discard)
+        if not self._closed:
+            self._warm.replenish()
 
-    async def _start_one(self) -> None:
-        w = WorkerProcess(self.cfg)
-        try:
-            await w.start()
-        except asyncio.CancelledError:
-            await w.kill()
-            raise
-        except (WorkerDied, InterpreterError, OSError, TimeoutError) as e:
-            self.start_errors.append(f"{type(e).__name__}: {e}")
-            log.error("worker failed to start: %s", e)
-            await w.kill()
-            return
-        async with self._idle_cv:
-            if self._closed:
-                await w.kill()
-                return
-            self._idle.append(w)
-            self._idle_cv.notify()
-
-    async def _take_worker(self, memory_limit: str | None) -> WorkerProcess:
+    async def _take_worker(self, tier: int) -> WorkerProcess:
         """A fresh warm worker (waits for one being started), or a dedicated one for another memory cap."""
-        if memory_limit is not None and parse_size(memory_limit) != self.cfg.memory_limit:
-            w = WorkerProcess(dataclasses.replace(self.cfg, memory_limit=parse_size(memory_limit)))
-            await w.start()
-            return w
+        cfg = self._warm.cfg
+        if tier != cfg.memory_limit:
+            return await self._warm.start_worker(dataclasses.replace(cfg, memory_limit=tier))
         try:
-            return await self._wait_for_idle()
+            return await self._warm.take(cfg.start_timeout_s + 10)
         except TimeoutError:
             raise InterpreterError(
-                f"no warm worker became available within {self.cfg.start_timeout_s + 10:g} s "
+                f"no warm worker became available within {cfg.start_timeout_s + 10:g} s "
                 f"(last start errors: {self.start_errors[-2:]})"
             ) from None
 
-    async def _wait_for_idle(self) -> WorkerProcess:
-        async with asyncio.timeout(self.cfg.start_timeout_s + 10):
-            async with self._idle_cv:
-                while True:
-                    self._idle = [w for w in self._idle if w.alive]
-                    if self._idle:
-                        w = self._idle.pop(0)
-                        self._replenish()
-                        return w
-                    if not self._starting:
-                        self._replenish()
-                        if not self._starting:  # target reached but nothing idle: start one anyway
-                            t = asyncio.create_task(self._start_one())
-                            self._starting.add(t)
-                            t.add_done_callback(self._starting.discard)
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(1.0):  # also re-check after failed starts
-                            await self._idle_cv.wait()
-
-    def _discard_worker(self, w: WorkerProcess | None) -> None:
-        if w is None:
-            return
-        t = asyncio.create_task(w.kill(), name="pool-kill-worker")
-        self._bg.add(t)
-        t.add_done_callback(self._bg.discard)
-
     # -- containers --------------------------------------------------------------------------------
-    def _info(self, c: _Container) -> ContainerInfo:
+    def _info(self, c: Container) -> ContainerInfo:
         return ContainerInfo(
             id=c.id,
             created_at=c.created_at,
@@ -210,41 +211,49 @@ class WorkerPool(Interpreter):
             memory_limit=c.memory_limit or self.memory_limit,
         )
 
-    def _get(self, container_id: str) -> _Container:
+    def _get(self, container_id: str) -> Container:
         c = self._containers.get(container_id)
         if c is None:
             raise ContainerNotFound(container_id)
         return c
+
+    def check_memory_limit(self, memory_limit: str | None) -> None:
+        if memory_limit is not None:
+            self._capacity.check(memory_tier(memory_limit) + self._js_heap, f"memory_limit {memory_limit!r}")
 
     async def create_container(
         self, *, name: str | None = None, memory_limit: str | None = None
     ) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
-        if len(self._containers) >= self.max_containers and self.evict_idle:
-            self._evict_least_recent()
-        if len(self._containers) >= self.max_containers:
-            raise PoolExhausted(
-                f"all {self.max_containers} code-interpreter workers are in use; delete a container or retry later"
-            )
+        tier = memory_tier(memory_limit) if memory_limit is not None else self.cfg.memory_limit
+        cost = tier + self._js_heap
+        await self._capacity.acquire(
+            cost, self.queue_timeout_s, f"memory_limit {memory_limit or self.memory_limit!r}"
+        )
         now = time.time()
-        c = _Container(
+        c = Container(
             id="cntr_" + secrets.token_hex(12),
             created_at=now,
             last_active_at=now,
             name=name,
             memory_limit=memory_limit,
+            cost=cost,
+            tier=tier,
             worker=None,
         )
-        self._containers[c.id] = c  # reserve the slot before awaiting; the lock keeps the reaper off
+        self._containers[c.id] = c  # the lock keeps the reaper and evictions off while it gets a worker
         async with c.lock:
             try:
-                c.worker = await self._take_worker(memory_limit)
+                c.worker = await self._take_worker(tier)
             except BaseException:
-                self._containers.pop(c.id, None)
+                if self._containers.pop(c.id, None) is not None:
+                    self._capacity.release(cost)
+                self._capacity.wake()
                 self._replenish()
                 raise
             c.last_active_at = time.time()
+        self._replenish()
         return self._info(c)
 
     async def get_container(self, container_id: str) -> ContainerInfo:
@@ -253,124 +262,116 @@ class WorkerPool(Interpreter):
     async def list_containers(self) -> list[ContainerInfo]:
         return [self._info(c) for c in self._containers.values()]
 
-    async def delete_container(self, container_id: str) -> None:
-        c = self._containers.pop(container_id, None)
-        if c is None:
-            raise ContainerNotFound(container_id)
+    def _remove(self, c: Container) -> None:
+        """Forget a container, kill its worker and give its room back (the caller wakes the queue)."""
+        if self._containers.pop(c.id, None) is None:
+            return
         if c.worker:
             c.worker.interrupt()
-        self._discard_worker(c.worker)
+        self._warm.discard(c.worker)
         c.worker = None
+        self._capacity.release(c.cost)
+
+    async def delete_container(self, container_id: str) -> None:
+        self._remove(self._get(container_id))
+        self._capacity.wake()
         self._replenish()
 
-    async def _ensure_worker(self, c: _Container) -> None:
+    def pin(self, container_id: str) -> None:
+        c = self._containers.get(container_id)
+        if c is not None:
+            c.pins += 1
+
+    def unpin(self, container_id: str) -> None:
+        c = self._containers.get(container_id)
+        if c is not None and c.pins > 0:
+            c.pins -= 1
+            if c.pins == 0:
+                self._capacity.wake()
+
+    async def _ensure_worker(self, c: Container) -> None:
         """Give the container a live worker (a fresh one if its worker died or was recycled)."""
         if c.worker is not None and c.worker.alive and not c.worker.poisoned:
             return
         if c.worker is not None:  # died while idle: its state is gone
             c.lost_state = True
-        self._discard_worker(c.worker)
+            self._restarts["crash"] += 1
+        self._warm.discard(c.worker)
         c.worker = None
         c.files.clear()
-        c.worker = await self._take_worker(c.memory_limit)
+        c.worker = await self._take_worker(c.tier)
 
-    def _after_call(self, c: _Container) -> None:
+    def _after_call(self, c: Container, cause: str) -> None:
         w = c.worker
         if w is not None and (not w.alive or w.poisoned):
-            self._discard_worker(w)
+            self._restarts[cause] += 1
+            self._warm.discard(w)
             c.worker = None
             c.files.clear()
             c.lost_state = True
             self._replenish()
 
+    def _observe(self, seconds: float, outcome: str) -> None:
+        if self.on_execution is not None:
+            try:
+                self.on_execution(seconds, outcome)
+            except Exception:
+                log.exception("the on_execution hook failed")
+
     async def execute(
         self, container_id: str, code: str, *, timeout_s: float | None = None
     ) -> ExecutionResult:
         c = self._get(container_id)
-        async with c.lock:
-            if container_id not in self._containers:
-                raise ContainerNotFound(container_id)
-            c.last_active_at = time.time()
+        try:
+            async with c.lock:
+                if container_id not in self._containers:
+                    raise ContainerNotFound(container_id)
+                return await self._execute_locked(c, code, timeout_s or self.timeout_s)
+        finally:
+            self._capacity.wake()  # idle now: evictable for a waiter, unless pinned
+
+    async def _execute_locked(self, c: Container, code: str, timeout_s: float) -> ExecutionResult:
+        c.last_active_at = time.time()
+        t0 = time.monotonic()
+        cause, outcome = "cancelled", "cancelled"
+        try:
             try:
-                try:
-                    await self._ensure_worker(c)
-                except InterpreterError as e:  # WorkerDied included: no worker could be had
-                    return ExecutionResult(
-                        logs="",
-                        error=f"no worker available: {e}",
-                        error_kind="crashed",
-                        worker_restarted=True,
-                    )
-                report, c.lost_state = c.lost_state, False  # a loss no result has reported yet
-                assert c.worker is not None
-                result = await c.worker.execute(code, timeout_s=timeout_s or self.timeout_s)
-            finally:
-                c.last_active_at = time.time()
-                self._after_call(c)
-            if result.worker_restarted:
-                c.lost_state = False  # this result tells the caller
-            elif report:
-                result = dataclasses.replace(result, worker_restarted=True)
+                await self._ensure_worker(c)
+            except InterpreterError as e:  # WorkerDied included: no worker could be had
+                cause, outcome = "crash", "crashed"
+                return ExecutionResult(
+                    logs="", error=f"no worker available: {e}", error_kind="crashed", worker_restarted=True
+                )
+            report, c.lost_state = c.lost_state, False  # a loss no result has reported yet
+            assert c.worker is not None
+            result = await c.worker.execute(code, timeout_s=timeout_s)
+            cause = _RESTART_CAUSE.get(result.error_kind or "", "crash")
+            outcome = result.error_kind or "ok"
+        finally:
+            c.last_active_at = time.time()
+            self._after_call(c, cause)
+            self._observe(time.monotonic() - t0, outcome)
+        if result.worker_restarted:
+            c.lost_state = False  # this result tells the caller
+        elif report:
+            result = dataclasses.replace(result, worker_restarted=True)
         return result
 
     # -- files -------------------------------------------------------------------------------------
-    async def _file_request(self, c: _Container, op: str, **fields: object) -> Reply:
-        async with c.lock:
-            c.last_active_at = time.time()
-            try:
-                await self._ensure_worker(c)
-                assert c.worker is not None
-                return await c.worker.request(op, timeout_s=30.0, **fields)
-            except WorkerDied as e:
-                raise InterpreterError(f"the container's worker died: {e}") from e
-            finally:
-                self._after_call(c)
-
-    def _file_info(
-        self, c: _Container, path: str, size: int, source: Literal["user", "assistant"]
-    ) -> FileInfo:
-        old = c.files.get(path)
-        fid = "cfile_" + hashlib.sha256(f"{c.id}:{path}".encode()).hexdigest()[:24]
-        info = FileInfo(
-            id=fid,
-            container_id=c.id,
-            path=path,
-            bytes=size,
-            created_at=old.created_at if old else time.time(),
-            source=old.source if old else source,
-        )
-        c.files[path] = info
-        return info
-
-    async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        c = self._get(container_id)
-        full = data_path(path)
-        reply = await self._file_request(c, "write_file", path=full, data_b64=base64.b64encode(data).decode())
-        c.files.pop(reply["path"], None)
-        return self._file_info(c, reply["path"], int(reply["bytes"]), "user")
-
-    async def read_file(self, container_id: str, path: str) -> bytes:
-        c = self._get(container_id)
-        full = data_path(path)
+    async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
         try:
-            reply = await self._file_request(c, "read_file", path=full)
-        except InterpreterError as e:
-            raise InterpreterError(f"cannot read {full}: {e}") from e
-        return base64.b64decode(reply["data_b64"])
-
-    async def delete_file(self, container_id: str, path: str) -> None:
-        c = self._get(container_id)
-        full = data_path(path)
-        try:
-            reply = await self._file_request(c, "delete_file", path=full)
-        except InterpreterError as e:
-            raise InterpreterError(f"cannot delete {full}: {e}") from e
-        c.files.pop(reply["path"], None)
-
-    async def list_files(self, container_id: str) -> list[FileInfo]:
-        c = self._get(container_id)
-        reply = await self._file_request(c, "list_files", dir=DATA_DIR)
-        return [self._file_info(c, f["path"], int(f["bytes"]), "assistant") for f in reply["files"]]
+            async with c.lock:
+                c.last_active_at = time.time()
+                try:
+                    await self._ensure_worker(c)
+                    assert c.worker is not None
+                    return await c.worker.request(op, timeout_s=30.0, **fields)
+                except WorkerDied as e:
+                    raise InterpreterError(f"the container's worker died: {e}") from e
+                finally:
+                    self._after_call(c, "crash")
+        finally:
+            self._capacity.wake()
 
     # -- housekeeping ------------------------------------------------------------------------------
     async def _reap_loop(self) -> None:
@@ -378,43 +379,57 @@ class WorkerPool(Interpreter):
             await asyncio.sleep(self._reap_every)
             self.expire_idle()
 
-    def _evict_least_recent(self) -> str | None:
-        """Free the slot of the idle container used longest ago (its state is lost, as on expiry)."""
-        idle = [c for c in self._containers.values() if not c.lock.locked()]
-        if not idle:
-            return None
-        victim = min(idle, key=lambda c: c.last_active_at)
-        del self._containers[victim.id]
-        self._discard_worker(victim.worker)
-        victim.worker = None
-        return victim.id
+    def _evictable(self) -> list[int]:
+        """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""
+        if not self.evict_idle:
+            return []
+        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+        return [c.cost for c in sorted(idle, key=lambda c: c.last_active_at)]
+
+    def _evict_one(self) -> None:
+        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
+        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+        if idle:
+            victim = min(idle, key=lambda c: c.last_active_at)
+            log.info("evicting idle container %s to make room for a new one", victim.id)
+            self._remove(victim)
 
     def expire_idle(self) -> list[str]:
         """Delete containers idle longer than `idle_expiry_s` (not those running a call)."""
         cutoff = time.time() - self.idle_expiry_s
-        expired = [
-            c.id for c in self._containers.values() if c.last_active_at < cutoff and not c.lock.locked()
-        ]
-        for cid in expired:
-            c = self._containers.pop(cid)
-            self._discard_worker(c.worker)
-            c.worker = None
+        expired = [c for c in self._containers.values() if c.last_active_at < cutoff and not c.lock.locked()]
+        for c in expired:
+            self._remove(c)
         if expired:
+            self._capacity.wake()
             self._replenish()
-        return expired
+        return [c.id for c in expired]
+
+    @property
+    def closed(self) -> bool:
+        """Whether `aclose` ran (the pool hands out nothing more)."""
+        return self._closed
 
     async def wait_warm(self, timeout_s: float | None = None) -> None:
         """Wait until no worker is starting (the warm pool is at its target size)."""
-        async with asyncio.timeout(timeout_s or self.cfg.start_timeout_s + 10):
-            while self._starting:
-                await asyncio.wait(set(self._starting))
+        await self._warm.wait_started(timeout_s or self.cfg.start_timeout_s + 10)
 
-    def stats(self) -> dict[str, object]:
-        return {
-            "containers": len(self._containers),
-            "max_containers": self.max_containers,
-            "idle_workers": len(self._idle),
-            "starting_workers": len(self._starting),
-            "worker_rss_bytes": [w.rss_bytes() for w in self._idle]
-            + [c.worker.rss_bytes() for c in self._containers.values() if c.worker],
-        }
+    def stats(self) -> PoolStats:
+        idle, starting = self._warm.idle_count, len(self._warm.starting)
+        return PoolStats(
+            containers_live=len(self._containers),
+            containers_busy=sum(1 for c in self._containers.values() if c.lock.locked()),
+            workers_idle=idle,
+            workers_starting=starting,
+            waiters=self._capacity.waiting,
+            max_containers=self.max_containers,
+            memory_budget_bytes=self.budget,
+            memory_reserved_bytes=self._capacity.live_bytes + (idle + starting) * self._default_cost,
+            restarts=dict(self._restarts),
+            start_failures=self._warm.start_failures,
+        )
+
+    def worker_rss_bytes(self) -> list[int]:
+        """Resident memory of every worker process (warm and in containers), read from /proc."""
+        workers = [*self._warm.idle, *(c.worker for c in self._containers.values() if c.worker)]
+        return [rss for w in workers if (rss := w.rss_bytes()) is not None]

@@ -6,11 +6,14 @@ import asyncio
 import base64
 import collections
 import contextlib
+import ctypes
+import functools
 import itertools
 import json
 import os
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import DATA_DIR, ErrorKind, ExecutionResult, InterpreterError
+from interpreter_service.sandbox_dir import WorkerUser
 
 __all__ = [
     "WORKER_SCRIPT",
@@ -35,6 +39,8 @@ WASM_PAGE = 65536
 STREAM_LIMIT = 64 * 1024 * 1024
 TRUNCATION_MARKER = "\n[... output truncated: {n} more bytes not shown ...]\n"
 INTERRUPT_RESEND_S = 0.25  # while a timed-out call has not answered, re-send the interrupt this often
+STDERR_NOTE = 600  # characters of a worker's stderr quoted in an error
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Deno colours its error messages
 Reply = dict[str, Any]  # one JSON message from the worker (its fields depend on the request's op)
 
 
@@ -73,6 +79,10 @@ class WorkerConfig:
     grace_s: float = 3.0  # after an interrupt, before the worker is killed
     deno_bin: str | None = None
     preload: Sequence[str] = ("numpy", "matplotlib")  # imported during warm-up
+    worker_script: Path = WORKER_SCRIPT
+    # The process's working directory: one it cannot read (the pool's sandbox folder `cwd/`); None: "/".
+    cwd: Path | None = None
+    user: WorkerUser | None = None  # run as this user (the server must be root); None: as ourselves
 
 
 def deno_command(cfg: WorkerConfig) -> list[str]:
@@ -101,7 +111,7 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
             cmd.append("--allow-net=" + ",".join(hosts))
     if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
         raise ValueError(f"bad preload list {cfg.preload!r}")
-    return [*cmd, str(WORKER_SCRIPT), dist, ",".join(cfg.preload) or "-", DATA_DIR]
+    return [*cmd, str(cfg.worker_script), dist, ",".join(cfg.preload) or "-", DATA_DIR]
 
 
 class WorkerProcess:
@@ -118,6 +128,7 @@ class WorkerProcess:
         self._stderr: collections.deque[str] = collections.deque(maxlen=50)
         self._ready: asyncio.Future[Reply] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._stderr_task: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
 
     @property
@@ -143,32 +154,51 @@ class WorkerProcess:
         return "\n".join(self._stderr)
 
     async def start(self) -> None:
+        """Start the process and wait until it is warm. Raises `WorkerDied` saying why it did not start
+        (the exit code and the end of its stderr, or that it did not become ready in time)."""
         loop = asyncio.get_running_loop()
         t0 = time.monotonic()
         self._ready = loop.create_future()
-        self.proc = await asyncio.create_subprocess_exec(
-            *deno_command(self.cfg),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={},
-            cwd=str(Path(self.cfg.dist_dir).resolve()),
-            limit=STREAM_LIMIT,
-            start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
-            preexec_fn=_die_with_parent,
-        )
+        cmd = deno_command(self.cfg)
+        user = self.cfg.user
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={},
+                cwd=str(self.cfg.cwd or "/"),
+                limit=STREAM_LIMIT,
+                start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
+                # (not `user=`/`group=`: uvloop, which uvicorn uses, does not take them)
+                preexec_fn=functools.partial(_child_setup, user),
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            who = f" as user {user.name!r}" if user else ""
+            raise WorkerDied(f"could not run {cmd[0]}{who}: {e}") from e
+        self._stderr_task = asyncio.create_task(self._read_stderr(), name=f"worker-{self.pid}-err")
         self._tasks = [
             asyncio.create_task(self._read_stdout(), name=f"worker-{self.pid}-out"),
-            asyncio.create_task(self._read_stderr(), name=f"worker-{self.pid}-err"),
+            self._stderr_task,
         ]
         try:
             async with asyncio.timeout(self.cfg.start_timeout_s):
                 await self._ready
+        except TimeoutError:
+            await self.kill()
+            raise WorkerDied(
+                f"worker did not become ready within {self.cfg.start_timeout_s:g} s{self._stderr_note()}"
+            ) from None
         except BaseException:
             await self.kill()
             raise
         self.started_at = time.time()
         self.ready_s = time.monotonic() - t0
+
+    def _stderr_note(self) -> str:
+        tail = self.stderr_tail()[-STDERR_NOTE:]
+        return f"; its stderr ended with: {tail}" if tail else "; it wrote nothing to stderr"
 
     async def _read_stdout(self) -> None:
         assert self.proc and self.proc.stdout
@@ -188,7 +218,8 @@ class WorkerProcess:
                     if msg["event"] == "ready":
                         self._ready.set_result(msg)
                     else:
-                        self._ready.set_exception(WorkerDied(f"worker failed to start: {msg.get('error')}"))
+                        error = str(msg.get("error") or "no reason given")[-STDERR_NOTE:]
+                        self._ready.set_exception(WorkerDied(f"worker failed to start: {error}"))
                     continue
                 rid = msg.get("id")
                 fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
@@ -203,17 +234,18 @@ class WorkerProcess:
         assert self.proc and self.proc.stderr
         with contextlib.suppress(ValueError, asyncio.LimitOverrunError):
             while line := await self.proc.stderr.readline():
-                self._stderr.append(line.decode(errors="replace").rstrip()[:500])
+                self._stderr.append(ANSI_ESCAPE.sub("", line.decode(errors="replace")).rstrip()[:500])
 
     async def _on_exit(self, reason: str) -> None:
         assert self.proc
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2):
                 await self.proc.wait()
+                if self._stderr_task is not None:  # its last lines say why it exited
+                    await asyncio.wait({self._stderr_task})
         code = self.proc.returncode
         self._exit_reason = f"worker exited ({reason}, exit code {code})"
-        tail = self.stderr_tail()[-300:]
-        err = WorkerDied(self._exit_reason + (f": {tail}" if tail else ""))
+        err = WorkerDied(self._exit_reason + self._stderr_note())
         if self._ready and not self._ready.done():
             self._ready.set_exception(err)
         for fut in self._pending.values():
@@ -322,7 +354,7 @@ class WorkerProcess:
         images = tuple(base64.b64decode(s) for s in r.get("images") or ())
         etype, error = r.get("error_type"), r.get("error")
         kind: ErrorKind | None = None
-        if etype == "KeyboardInterrupt" and timed_out_after is not None:
+        if etype in ("KeyboardInterrupt", "CancelledError") and timed_out_after is not None:
             error, kind = f"timed out after {timed_out_after:g} s (interrupted)", "timeout"
         elif etype == "MemoryError":
             kind, self.poisoned = "memory", True  # wasm memory never shrinks: recycle
@@ -344,8 +376,8 @@ class WorkerProcess:
         if self.proc is None:
             return
         if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # its own session: the group is it and any child
+                os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5):
                 await self.proc.wait()
@@ -359,12 +391,26 @@ class WorkerProcess:
             self._exit_reason = "worker was killed"
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the parent dies (Linux), so no worker outlives the pool."""
-    with contextlib.suppress(Exception):
-        import ctypes
+def _child_setup(user: WorkerUser | None) -> None:
+    """In the child before exec: become `user` (no supplementary groups; a failure aborts the start), then
+    ask for SIGKILL when the parent dies (Linux; after the switch, which would clear it), so no worker
+    outlives the pool."""
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user.gid)
+        os.setuid(user.uid)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()  # loaded here, not in the child (a fork of a threaded process should not import)
 
 
 def _died(msg: str, t0: float) -> ExecutionResult:

@@ -79,7 +79,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
             await pool.delete_container(c.id)
         await pool.wait_warm()
         c = await pool.create_container()
-        rss_warm = max(x or 0 for x in pool.stats()["worker_rss_bytes"]) / 2**20  # type: ignore[attr-defined]
+        rss_warm = max(pool.worker_rss_bytes(), default=0) / 2**20
         await timed_calls(pool, c.id, "print(1)", 20)  # warm-up
         prints = await timed_calls(pool, c.id, "print(1)", n_print)
         numpy_first = await timed_calls(pool, c.id, NUMPY_CELL, 1)
@@ -89,7 +89,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
         plot_first = time.perf_counter() - t0
         png = len(r.images[0]) if r.images else 0
         plots = await timed_calls(pool, c.id, PLOT_CELL, n_cells)
-        rss_after = max(x or 0 for x in pool.stats()["worker_rss_bytes"]) / 2**20  # type: ignore[attr-defined]
+        rss_after = max(pool.worker_rss_bytes(), default=0) / 2**20
         t0 = time.perf_counter()
         r = await pool.execute(c.id, "while True: pass", timeout_s=0.5)
         timeout = {"returned_after_ms": round((time.perf_counter() - t0) * 1000), "error_kind": r.error_kind}

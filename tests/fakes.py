@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import collections
 import contextlib
 import hashlib
 import io
@@ -205,6 +206,8 @@ class FakeInterpreter(Interpreter):
         self.uploaded: dict[str, set[str]] = {}
         self.executions: list[tuple[str, str]] = []
         self.cancelled = 0
+        self.pins: collections.Counter[str] = collections.Counter()  # `pin` minus `unpin`, by container
+        self.pins_seen: list[int] = []  # the container's pins at each `execute`
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
@@ -226,6 +229,12 @@ class FakeInterpreter(Interpreter):
         self.infos[cid] = ContainerInfo(cid, now, now, 1200.0, name=name, memory_limit=memory_limit)
         return self.infos[cid]
 
+    def pin(self, container_id: str) -> None:
+        self.pins[container_id] += 1
+
+    def unpin(self, container_id: str) -> None:
+        self.pins[container_id] -= 1
+
     async def get_container(self, container_id: str) -> ContainerInfo:
         if container_id not in self.infos:
             raise ContainerNotFound(container_id)
@@ -246,6 +255,7 @@ class FakeInterpreter(Interpreter):
         if container_id not in self.containers:
             raise ContainerNotFound(container_id)
         self.executions.append((container_id, code))
+        self.pins_seen.append(self.pins[container_id])
         if "# fake-sleep" in code:
             try:
                 await asyncio.sleep(30)

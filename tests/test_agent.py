@@ -25,7 +25,7 @@ from vllm_responses.chat import (
     code_tool_spec,
 )
 from vllm_responses.engine.base import EngineRejected
-from vllm_responses.errors import Busy, InvalidRequest
+from vllm_responses.errors import InvalidRequest
 from vllm_responses.stream import ResponseBuilder
 
 ECHO = echo_fields()
@@ -164,18 +164,68 @@ async def test_a_code_call_cut_off_by_length_is_closed_and_run() -> None:
     assert events[-1]["type"] == "response.completed"
 
 
-async def test_no_container_to_be_had_fails_as_rate_limited() -> None:
+async def test_no_container_to_be_had_is_a_tool_error_and_the_response_completes() -> None:
+    """The sandbox is full past the queue timeout: the call's item says so (failed, the error in its logs),
+    the model is told and answers, and the response completes (it used to fail with a server error)."""
     engine = FakeEngine()
-    engine.reset(code_call("1"))
+    engine.reset(code_call("1 + 1"), say("The sandbox is busy, so: 2."))
+    tries = []
 
     async def container() -> str:
-        raise PoolExhausted("all 2 containers are running code")
+        tries.append(1)
+        raise PoolExhausted("no code-interpreter container became free within 2 s (all 2 in use)")
 
-    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), FakeInterpreter())
+    interp = FakeInterpreter()
+    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), interp)
     events = await run(loop)
-    assert isinstance(loop.failure, Busy) and loop.failure.status == 429
-    assert events[-1]["type"] == "response.failed"
-    assert events[-1]["response"]["error"]["code"] == "rate_limit_exceeded"
+    assert loop.failure is None and events[-1]["type"] == "response.completed"
+    call, answer = events[-1]["response"]["output"]
+    assert call["type"] == "code_interpreter_call" and call["status"] == "failed"
+    assert call["container_id"] == "" and call["code"] == "1 + 1"
+    (logs,) = call["outputs"]
+    assert logs["type"] == "logs" and "The code was not run" in logs["logs"]
+    assert "no code-interpreter container became free within 2 s" in logs["logs"]
+    assert answer["content"][0]["text"] == "The sandbox is busy, so: 2."
+    assert interp.executions == [] and len(tries) == 1
+    told = engine.requests[1].turns[-1]
+    assert isinstance(told, ToolResult) and "The code was not run" in told.output
+    done = [e for e in events if e["type"] == "response.output_item.done"][0]["item"]
+    assert done["status"] == "failed"  # no code_interpreter_call.completed for a failed call
+    assert not any(e["type"] == "response.code_interpreter_call.completed" for e in events)
+
+
+async def test_two_code_calls_without_a_container_wait_once() -> None:
+    engine = FakeEngine()
+    engine.reset([*code_call("1", 0, finish=False), *code_call("2", 1)], say("done"))
+    tries = []
+
+    async def container() -> str:
+        tries.append(1)
+        raise PoolExhausted("full")
+
+    events = await run(
+        loop_of(engine, plan(tools=(code_tool_spec(),), container=container), FakeInterpreter())
+    )
+    calls = [it for it in events[-1]["response"]["output"] if it["type"] == "code_interpreter_call"]
+    assert [c["status"] for c in calls] == ["failed", "failed"] and len(tries) == 1
+
+
+async def test_the_container_is_pinned_while_the_response_runs() -> None:
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), code_call("2"), say("done"))
+    chosen: list[str] = []
+
+    async def container() -> str:  # created on first use, then the same (as the service's resolver)
+        if not chosen:
+            chosen.append((await interp.create_container()).id)
+        return chosen[0]
+
+    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), interp)
+    events = await run(loop)
+    assert events[-1]["type"] == "response.completed"
+    (cid,) = {c for c, _ in interp.executions}
+    assert interp.pins_seen == [1, 1]  # pinned during both calls (and between them)
+    assert interp.pins[cid] == 0  # unpinned when the loop ended
 
 
 async def test_an_engine_refusal_fails_with_a_client_error() -> None:

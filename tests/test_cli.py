@@ -90,6 +90,12 @@ ENV_VALUES = {
     "--code-interpreter-timeout": ("2.5", 2.5),
     "--code-interpreter-allow-net": ("a.org,b.org", "a.org,b.org"),
     "--code-interpreter-idle-expiry": ("60", 60.0),
+    # --- sandbox (issue 16) ---
+    "--code-interpreter-max-workers": ("6", 6),
+    "--code-interpreter-memory-budget": ("8g", "8g"),
+    "--code-interpreter-queue-timeout": ("2.5", 2.5),
+    "--code-interpreter-user": ("", ""),
+    # --- end sandbox ---
     "--max-turns": ("3", 3),
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),
@@ -151,3 +157,16 @@ def test_no_code_interpreter_env_not_a_boolean_is_a_usage_error(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "VLLM_RESPONSES_NO_CODE_INTERPRETER='maybe' is not a boolean" in err and "usage:" in err
+
+
+def test_sandbox_pool_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[Config] = []
+    monkeypatch.setattr("vllm_responses.server.run", lambda config: seen.append(config) or 0)
+    argv = ["serve", "--model", str(tmp_path / "m"), "--code-interpreter-max-workers", "5"]
+    argv += ["--code-interpreter-memory-budget", "6g", "--code-interpreter-queue-timeout", "7"]
+    assert cli.main([*argv, "--code-interpreter-user", "daemon"]) == 0
+    assert cli.main(["serve", "--model", str(tmp_path / "m"), "--code-interpreter-user", ""]) == 0
+    first, second = seen
+    assert (first.code_interpreter_max_workers, first.code_interpreter_memory_budget) == (5, "6g")
+    assert first.code_interpreter_queue_timeout == 7.0 and first.code_interpreter_user == "daemon"
+    assert second.code_interpreter_user == "" and second.code_interpreter_max_workers is None

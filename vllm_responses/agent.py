@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
@@ -93,8 +93,34 @@ class AgentLoop:
         self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
+        self._pinned: str | None = None  # the container this response uses, kept from eviction until it ends
+
+    async def _container(self) -> str:
+        """The response's container (`plan.container`), pinned in the interpreter until the loop ends, so
+        that another response waiting for room cannot evict it between two of this response's code calls."""
+        assert self.plan.container is not None
+        container_id = await self.plan.container()
+        if container_id != self._pinned and self.interpreter is not None:
+            if self._pinned is not None:
+                self.interpreter.unpin(self._pinned)
+            self.interpreter.pin(container_id)
+            self._pinned = container_id
+        return container_id
+
+    def _unpin(self) -> None:
+        if self._pinned is not None and self.interpreter is not None:
+            self.interpreter.unpin(self._pinned)
+        self._pinned = None
 
     async def events(self) -> AsyncIterator[Event]:
+        try:
+            async with aclosing(self._events()) as events:
+                async for ev in events:
+                    yield ev
+        finally:
+            self._unpin()
+
+    async def _events(self) -> AsyncGenerator[Event, None]:
         builder = self.builder
         for ev in builder.created():
             yield ev
@@ -109,7 +135,9 @@ class AgentLoop:
                     for ev in builder.incomplete("max_output_tokens", self.usage):
                         yield ev
                     return
-                tracker = CallTracker(builder, self._code_names, self.plan.container)
+                tracker = CallTracker(
+                    builder, self._code_names, self._container if self.plan.container else None
+                )
                 async for ev in self._call_model(request, tracker):
                     yield ev
                 code_calls, function_calls = tracker.code_calls, tracker.function_calls
@@ -204,7 +232,10 @@ class AgentLoop:
         try:
             if interpreter is None:
                 raise InterpreterError("the code interpreter is not enabled on this server")
-            result = await interpreter.execute(container_id, code, timeout_s=self.plan.code_timeout_s)
+            if call.error is not None:  # no container could be had: the model is told so, as the output
+                result = ExecutionResult(logs="", error=call.error, error_kind="crashed")
+            else:
+                result = await interpreter.execute(container_id, code, timeout_s=self.plan.code_timeout_s)
         except asyncio.CancelledError:
             metrics.code_run("cancelled", time.monotonic() - started)
             raise

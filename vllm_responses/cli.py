@@ -43,6 +43,35 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "code_interpreter_idle_expiry",
         {"type": float, "help": "Seconds an idle container lives before its worker is recycled."},
     ),
+    # --- sandbox (issue 16) ---
+    (
+        "--code-interpreter-max-workers",
+        "code_interpreter_max_workers",
+        {
+            "type": int,
+            "help": "Most sandbox containers at once (default: memory budget / one worker's memory).",
+        },
+    ),
+    (
+        "--code-interpreter-memory-budget",
+        "code_interpreter_memory_budget",
+        {
+            "help": "Memory all sandbox workers may use together, e.g. 8g (default: half of the machine's RAM)."
+        },
+    ),
+    (
+        "--code-interpreter-queue-timeout",
+        "code_interpreter_queue_timeout",
+        {"type": float, "help": "Seconds a code call or POST /v1/containers waits for a free container."},
+    ),
+    (
+        "--code-interpreter-user",
+        "code_interpreter_user",
+        {
+            "help": "User the sandbox workers run as (default: nobody when run as root; '' for the server's own)."
+        },
+    ),
+    # --- end sandbox ---
     (
         "--max-turns",
         "max_turns",
@@ -193,6 +222,12 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         code_interpreter_timeout=float(ns.code_interpreter_timeout),
         code_interpreter_allow_net=tuple(h for h in str(ns.code_interpreter_allow_net).split(",") if h),
         code_interpreter_idle_expiry=float(ns.code_interpreter_idle_expiry),
+        # --- sandbox (issue 16) ---
+        code_interpreter_max_workers=ns.code_interpreter_max_workers,
+        code_interpreter_memory_budget=ns.code_interpreter_memory_budget or None,
+        code_interpreter_queue_timeout=float(ns.code_interpreter_queue_timeout),
+        code_interpreter_user=ns.code_interpreter_user,
+        # --- end sandbox ---
         max_turns=int(ns.max_turns),
         tool_parser=ns.tool_call_parser,
         log_level=ns.log_level,

@@ -24,6 +24,12 @@ class Config:
     code_interpreter_timeout: seconds one code cell may run.
     code_interpreter_allow_net: hosts sandboxed code may reach (empty: no network).
     code_interpreter_idle_expiry: seconds an idle container lives before its worker is recycled.
+    code_interpreter_max_workers: most containers (each one worker) at once; None: memory budget / the
+        memory one worker may use (its memory limit + JS heap).
+    code_interpreter_memory_budget: memory the sandbox workers may use together ("8g"); None: half of RAM.
+    code_interpreter_queue_timeout: seconds a code call or `POST /v1/containers` waits for a container.
+    code_interpreter_user: user the sandbox workers run as; None: "nobody" when the server runs as root,
+        else the server's own; "": the server's own.
     max_turns: model calls one response may make (a hard bound on the agent loop).
     tool_parser: tool-call format of the model; None chooses one from the chat template.
     log_level: the server's log level.
@@ -48,6 +54,12 @@ class Config:
     code_interpreter_timeout: float = 30.0
     code_interpreter_allow_net: tuple[str, ...] = ()
     code_interpreter_idle_expiry: float = 20 * 60.0
+    # --- sandbox (issue 16) ---
+    code_interpreter_max_workers: int | None = None
+    code_interpreter_memory_budget: str | None = None
+    code_interpreter_queue_timeout: float = 60.0
+    code_interpreter_user: str | None = None
+    # --- end sandbox ---
     max_turns: int = 8
     tool_parser: str | None = None
     log_level: str = "info"

@@ -15,7 +15,14 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from interpreter_service import DATA_DIR, ContainerInfo, ContainerNotFound, FileInfo, Interpreter
+from interpreter_service import (
+    DATA_DIR,
+    ContainerInfo,
+    ContainerNotFound,
+    FileInfo,
+    Interpreter,
+    MemoryLimitRefused,
+)
 from vllm_responses.errors import InvalidRequest
 
 __all__ = ["ContainerService"]
@@ -76,6 +83,16 @@ class ContainerService:
             self._expiry_s.pop(container_id, None)
             raise _not_found(container_id)
         return info
+
+    def check_memory_limit(self, memory_limit: str | None, *, param: str) -> None:
+        """`InvalidRequest` naming `param` when a container with this `memory_limit` could never be granted
+        (above what the sandbox can address, or above its whole memory budget): a check before any work."""
+        if self.interpreter is None or memory_limit is None:
+            return
+        try:
+            self.interpreter.check_memory_limit(memory_limit)
+        except MemoryLimitRefused as exc:
+            raise InvalidRequest(f"The memory_limit cannot be granted: {exc}.", param=param) from None
 
     async def create(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
+from interpreter_service.api import ContainerNotFound, InterpreterError, MemoryLimitRefused, PoolExhausted
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 
 __all__ = [
@@ -116,6 +116,8 @@ def api_error(exc: BaseException) -> APIError:
         return APIError(exc.message, code=exc.code)
     if isinstance(exc, ContainerNotFound):
         return NotFound(str(exc) or "Container not found or expired.", param="container_id")
+    if isinstance(exc, MemoryLimitRefused):
+        return InvalidRequest(f"The memory_limit cannot be granted: {exc}.", param="memory_limit")
     if isinstance(exc, PoolExhausted):
         return Busy(
             f"Every code-interpreter sandbox is busy running code ({exc}); retry later or delete a container.",

@@ -48,6 +48,10 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
                 timeout_s=config.code_interpreter_timeout,
                 idle_expiry_s=config.code_interpreter_idle_expiry,
                 allow_net=config.code_interpreter_allow_net,
+                max_workers=config.code_interpreter_max_workers,
+                memory_budget=config.code_interpreter_memory_budget,
+                queue_timeout_s=config.code_interpreter_queue_timeout,
+                user=config.code_interpreter_user,
             )
             _say(f"warming {config.code_interpreter_workers} sandbox worker(s) (Deno + Pyodide)...")
             warming = asyncio.create_task(pool.start())

@@ -244,6 +244,7 @@ class ResponsesService:
             None,
         )
         memory = getattr(tool.container, "memory_limit", None)
+        containers.check_memory_limit(memory, param=f"tools[{req.tools.index(tool)}].container.memory_limit")
         chosen: list[str] = [named] if named else []
 
         async def resolve() -> str:

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from interpreter_service import InterpreterError
 from vllm_responses.chat import FinishReason, ToolCallDelta, ToolCallStart
 from vllm_responses.parsers.partial_json import JsonStringField
 from vllm_responses.protocol.events import Event
@@ -26,6 +27,9 @@ class OpenCall:
     code: JsonStringField | None = None  # set for code-interpreter calls: decodes the code as it streams
     arguments: str = ""
     ended: bool = False
+    error: str | None = (
+        None  # a code call that got no container: why (the model is told; the code never runs)
+    )
 
     @property
     def is_code(self) -> bool:
@@ -39,8 +43,10 @@ class CallTracker:
     ----------
     builder: the response's event builder.
     code_names: tool names that are the code interpreter (their calls become code_interpreter_call items).
-    container: gives the container id a code call runs in (creates one on first use); None when the
-        response has no code interpreter.
+    container: gives the container id a code call runs in (creates one on first use, waiting its turn when
+        the sandbox is full); None when the response has no code interpreter. When it raises an
+        `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
+        the error, which the agent loop gives the model as the call's output instead of running the code.
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class CallTracker:
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
         self.finish_reason: FinishReason | None = None  # set when the model call's stream has ended
+        self._container_error: str | None = None  # once no container could be had, no second wait
 
     @property
     def code_calls(self) -> list[OpenCall]:
@@ -66,9 +73,17 @@ class CallTracker:
 
     async def start(self, event: ToolCallStart) -> list[Event]:
         if event.name in self.code_names and self.container is not None:
-            # Domain errors (no container to be had) propagate: the loop turns them into `response.failed`.
-            index, events = self.builder.code_start(await self.container())
-            self._open[event.index] = OpenCall(index, event.name, code=JsonStringField("code"))
+            container_id = ""
+            if self._container_error is None:
+                try:
+                    container_id = await self.container()
+                except InterpreterError as exc:
+                    logger.warning("a code call got no container: %s", exc)
+                    self._container_error = f"The code was not run: {exc}."
+            index, events = self.builder.code_start(container_id)
+            call = OpenCall(index, event.name, code=JsonStringField("code"))
+            call.error = None if container_id else self._container_error
+            self._open[event.index] = call
         else:
             index, events = self.builder.function_call_start(event.name)
             self._open[event.index] = OpenCall(index, event.name)

@@ -29,6 +29,13 @@ for (const k of ["log", "info", "warn", "error", "debug", "trace"]) {
   };
 }
 
+// A KeyboardInterrupt that lands in an asyncio callback of Pyodide's event loop rejects a promise nobody
+// awaits; Deno would exit on it. Log it instead: the call it belonged to ends as interrupted.
+globalThis.addEventListener("unhandledrejection", (e) => {
+  e.preventDefault();
+  errWrite(`unhandled rejection: ${String(e.reason?.message ?? e.reason).slice(0, 500)}`);
+});
+
 let sendChain = Promise.resolve();
 function send(obj) {
   const bytes = enc.encode(JSON.stringify(obj) + "\n");
@@ -39,12 +46,19 @@ function send(obj) {
   return sendChain;
 }
 
-// stdin reader thread: forwards requests to this thread, sets the interrupt flag directly.
+// stdin reader thread: forwards requests to this thread and handles interrupts. An interrupt is first
+// posted here: if this thread is free (the cell awaits something), it acknowledges and cancels what the cell
+// awaits. If it does not acknowledge within INTERRUPT_FLAG_MS (Python is running), the reader sets
+// Pyodide's interrupt flag, which raises KeyboardInterrupt in the running code. Setting the flag at once
+// would let the KeyboardInterrupt land in an event-loop callback of awaiting code, losing its wake-up.
+const INTERRUPT_FLAG_MS = 100;
 const interruptSab = new SharedArrayBuffer(4);
 const interruptBuf = new Uint8Array(interruptSab);
+const ackSab = new SharedArrayBuffer(8); // Int32 [interrupts requested, interrupts acknowledged]
+const ack = new Int32Array(ackSab);
 const readerSrc = `
-let flag = null;
-self.onmessage = (e) => { flag = new Uint8Array(e.data); run(); };
+let flag = null, ack = null;
+self.onmessage = (e) => { flag = new Uint8Array(e.data[0]); ack = new Int32Array(e.data[1]); run(); };
 async function run() {
   const dec = new TextDecoder();
   let buf = "";
@@ -54,7 +68,12 @@ async function run() {
     while ((i = buf.indexOf("\\n")) >= 0) {
       const line = buf.slice(0, i); buf = buf.slice(i + 1);
       if (!line.trim()) continue;
-      if (line.startsWith('{"op":"interrupt"')) { Atomics.store(flag, 0, 2); continue; }
+      if (line.startsWith('{"op":"interrupt"')) {
+        const seq = Atomics.add(ack, 0, 1) + 1;
+        self.postMessage({ interrupt: true });
+        setTimeout(() => { if (Atomics.load(ack, 1) < seq) Atomics.store(flag, 0, 2); }, ${INTERRUPT_FLAG_MS});
+        continue;
+      }
       self.postMessage(line);
     }
   }
@@ -68,7 +87,7 @@ globalThis.require = createRequire(import.meta.url);
 globalThis.__dirname = distDir.slice(0, -1);
 
 const PY_HELPERS = `
-import base64, io, os, sys, traceback
+import asyncio, base64, io, os, sys, traceback
 from pyodide.code import eval_code_async
 
 os.makedirs(_VR_DATA_DIR, exist_ok=True)
@@ -115,17 +134,34 @@ def _vr_clip(text, cap, result):
         return text[:cap]
     return text
 
+_vr_outer = None  # the task of the current _vr_exec (the cell runs in a task of its own)
+
+def _vr_cancel():
+    """On interrupt while the cell awaits (Python checks the interrupt flag only while it runs): cancel the
+    cell's task and every task it started. A task awaiting a future gets CancelledError there; one
+    scheduled to resume gets it on its next step; one suspended in run_until_complete gets it when the
+    tasks it waits for are cancelled."""
+    if _vr_outer is None:
+        return
+    for t in asyncio.all_tasks():
+        if t is not _vr_outer and not t.done():
+            t.cancel()
+
 async def _vr_exec(code, cap):
+    global _vr_outer
     before = _vr_snapshot()
     result = {"error": None, "error_type": None, "value": None}
+    _vr_outer = asyncio.current_task()
     try:
-        value = await eval_code_async(code, _vr_ns, filename="<cell>")
+        value = await asyncio.ensure_future(eval_code_async(code, _vr_ns, filename="<cell>"))
         if value is not None:
             result["value"] = _vr_clip(repr(value), cap, result)
-    except BaseException as e:  # KeyboardInterrupt (interrupt), MemoryError, SystemExit included
+    except BaseException as e:  # KeyboardInterrupt (interrupt), CancelledError, MemoryError, SystemExit
         result["error"] = "".join(traceback.format_exception_only(type(e), e)).strip() or type(e).__name__
         result["error_type"] = type(e).__name__
         result["traceback"] = _vr_clip(_vr_format_exc(e), cap, result)
+    finally:
+        _vr_outer = None
     try:
         result["images"] = _vr_figures()
     except BaseException as e:
@@ -190,11 +226,17 @@ async function doExec(req) {
   Atomics.store(interruptBuf, 0, 0);
   const fn = pyodide.globals.get("_vr_exec");
   let res;
+  const cancel = pyodide.globals.get("_vr_cancel");
+  // Runs only while the cell awaits (this thread is busy while Python runs): clear the flag first (a late
+  // one may be set), or the KeyboardInterrupt would hit the cancel itself instead of the cell.
+  cancelCell = () => { Atomics.store(interruptBuf, 0, 0); cancel(); };
   try {
     const proxy = await fn(req.code, outCap);
     res = proxy.toJs({ dict_converter: Object.fromEntries });
     proxy.destroy();
   } finally {
+    cancelCell = null;
+    cancel.destroy();
     fn.destroy();
     Atomics.store(interruptBuf, 0, 0);
   }
@@ -248,13 +290,19 @@ async function handle(req) {
 
 const queue = [];
 let waiting = null;
+let cancelCell = null; // set while a cell runs
 reader.onmessage = (e) => {
+  if (e.data?.interrupt) {
+    Atomics.store(ack, 1, Atomics.load(ack, 0)); // this thread is free: no need for the flag
+    try { cancelCell?.(); } catch (err) { errWrite(`cancel failed: ${err}`); }
+    return;
+  }
   if (waiting) { const w = waiting; waiting = null; w(e.data); } else queue.push(e.data);
 };
 const nextLine = () => queue.length ? Promise.resolve(queue.shift()) : new Promise((r) => (waiting = r));
 
 try {
-  reader.postMessage(interruptSab);
+  reader.postMessage([interruptSab, ackSab]);
   const info = await Promise.race([boot(), bootFailed]);
   failBoot = null;
   await send({ event: "ready", ...info });

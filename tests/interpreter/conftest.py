@@ -50,6 +50,8 @@ async def pool(dist_dir: Path):
     p = WorkerPool(
         workers=2,
         spares=1,
+        max_workers=2,
+        queue_timeout_s=1.0,
         timeout_s=20.0,
         max_output=20_000,
         dist_dir=dist_dir,

@@ -48,7 +48,11 @@ async def test_http_api_in_process(pool: WorkerPool) -> None:
                 await client.delete_file(info.id, "a.txt")
             other = await client.create_container()
             try:
-                with pytest.raises(PoolExhausted):
+                async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as raw:
+                    health = (await raw.get("/health")).json()
+                assert health["status"] == "ok" and health["containers_live"] == 2
+                assert health["max_containers"] == 2 and "restarts" in health
+                with pytest.raises(PoolExhausted):  # after the queue timeout (the pool's is 1 s)
                     await client.create_container()
             finally:
                 await client.delete_container(other.id)

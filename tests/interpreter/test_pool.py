@@ -82,6 +82,31 @@ async def test_timeout_interrupts_and_container_survives(pool: WorkerPool, conta
         assert r.ok and r.logs == "'yes'\n" and not r.worker_restarted
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import asyncio\nasyncio.get_event_loop().run_until_complete(asyncio.sleep(1000))",
+        "import asyncio\nawait asyncio.sleep(1000)",
+        "import asyncio\nwhile True:\n    await asyncio.sleep(0)",
+        "import asyncio\nasync def spin():\n    while True:\n        sum(range(1000))\n"
+        "asyncio.ensure_future(spin())\nawait asyncio.sleep(1000)",
+    ],
+    ids=["run_until_complete", "await_sleep", "sleep0_loop", "busy_task"],
+)
+async def test_a_timed_out_asyncio_wait_is_a_timeout_not_a_crash(
+    pool: WorkerPool, container: str, code: str
+) -> None:
+    """Code awaiting never sees the interrupt flag (Python checks it only while it runs): the interrupt
+    cancels what the cell awaits instead, so the call ends as a timeout and the container keeps its state."""
+    async with asyncio.timeout(60):
+        await pool.execute(container, "kept = 'yes'")
+        r = await pool.execute(container, code, timeout_s=1.0)
+        assert r.error_kind == "timeout" and r.error == "timed out after 1 s (interrupted)", (r.error, r.logs)
+        assert not r.worker_restarted
+        r = await pool.execute(container, "import asyncio\nawait asyncio.sleep(0.01)\nkept")
+        assert r.ok and r.logs == "'yes'\n" and not r.worker_restarted
+
+
 async def test_interrupt_is_resent_until_the_code_yields(pool: WorkerPool, container: str) -> None:
     # Code that swallows the first KeyboardInterrupt still stops: the interrupt is sent again until the
     # call answers (which also covers one that landed before the code started, where the flag is cleared).
@@ -275,6 +300,8 @@ async def test_exhaustion_and_expiry(dist_dir) -> None:
         async with WorkerPool(
             workers=1,
             spares=0,
+            max_workers=1,
+            queue_timeout_s=0.5,
             dist_dir=dist_dir,
             idle_expiry_s=1.5,
             reap_interval_s=0.3,
@@ -282,7 +309,7 @@ async def test_exhaustion_and_expiry(dist_dir) -> None:
             evict_idle=False,
         ) as small:
             c = await small.create_container()
-            with pytest.raises(PoolExhausted):
+            with pytest.raises(PoolExhausted, match="no code-interpreter container became free within 0.5 s"):
                 await small.create_container()
             assert (await small.execute(c.id, "1 + 1")).logs == "2\n"
             await asyncio.sleep(2.5)
@@ -310,7 +337,9 @@ async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
 
 async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir) -> None:
     async with asyncio.timeout(180):
-        async with WorkerPool(workers=2, spares=0, dist_dir=dist_dir, preload=()) as small:
+        async with WorkerPool(
+            workers=2, spares=0, max_workers=2, queue_timeout_s=1.0, dist_dir=dist_dir, preload=()
+        ) as small:
             a = await small.create_container()
             b = await small.create_container()
             await small.execute(b.id, "x = 1")
@@ -320,7 +349,8 @@ async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir)
                 await small.get_container(b.id)
             assert (await small.execute(a.id, "x")).logs == "2\n"
             assert {x.id for x in await small.list_containers()} == {a.id, c.id}
-            # A container that is running code is never evicted: with both busy, the pool is exhausted.
+            # A container that is running code is never evicted: with both busy, a new one waits, then the
+            # pool is exhausted.
             busy = [
                 asyncio.create_task(small.execute(cid, "import time; time.sleep(3)")) for cid in (a.id, c.id)
             ]

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
+import stat
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from interpreter_service.api import InterpreterError
+from interpreter_service.distribution import default_dist_dir
 from interpreter_service.pool import WorkerPool
-from interpreter_service.worker import WorkerConfig, WorkerProcess
+from interpreter_service.sandbox_dir import resolve_user
+from interpreter_service.worker import WorkerConfig, WorkerProcess, find_deno
 
 pytestmark = pytest.mark.sandbox
 
-PROJECT_FILE = str(Path(__file__).resolve().parents[2] / "pyproject.toml")
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT_FILE = str(ROOT / "pyproject.toml")
 HOST_MARK = Path("/tmp") / f"vr-sandbox-pwned-{os.getpid()}"
 DENIED = ("Requires", "NotCapable", "PermissionDenied")  # how Deno reports a missing permission
 
@@ -74,7 +82,7 @@ def _probes(port: int) -> list[tuple[str, str, tuple[str, ...]]]:
         (
             "deno_command_path",
             "import js\njs.eval(\"new Deno.Command('id').outputSync()\")",
-            (*DENIED, "NotFound"),
+            (*DENIED, "NotFound", "no path to search"),
         ),
         ("child_process", "import js\njs.require('node:child_process').execSync('id')", DENIED),
         (
@@ -203,3 +211,85 @@ async def test_worker_process_has_empty_env_and_minimal_permissions(
     assert any(
         a.startswith("--v8-flags=--wasm-max-mem-pages=") and "--max-old-space-size=" in a for a in argv
     )
+
+
+def _host_paths() -> list[str]:
+    """Host paths sandboxed code must not learn: the real distribution (in the user's home), the home, the
+    project, the virtual environment (where the Deno binary lives) and the server's working directory."""
+    return [str(default_dist_dir()), str(Path.home()), str(ROOT), sys.prefix, os.getcwd(), find_deno()]
+
+
+WHERE_PROBES = [
+    ("deno_cwd", "import js\nprint(js.Deno.cwd())"),
+    ("python_cwd", "import os\nprint(os.getcwd())"),
+    ("main_module", "import js\nprint(js.Deno.mainModule)"),
+    ("exec_path", "import js\nprint(js.Deno.execPath())"),
+    ("dirname", "import js\nprint(js.__dirname)"),
+    ("index_url", "import pyodide_js\nprint(pyodide_js._api.config.indexURL)"),
+    ("environ", "import os\nprint(dict(os.environ))"),
+    ("proc_self", "import os\nprint(os.listdir('/proc/self'), os.listdir('/proc/self/fd'))"),
+    ("proc_cmdline", "print(open('/proc/self/cmdline').read())"),
+    ("deno_proc_cmdline", "import js\nprint(js.Deno.readTextFileSync('/proc/self/cmdline'))"),
+    ("require_resolve", "import js\nprint(js.require.resolve('x'))"),
+    ("sys_path", "import sys\nprint(sys.path, sys.executable)"),
+    ("deno_list_cwd", "import js\nprint(list(js.Deno.readDirSync('.')))"),
+]
+
+
+async def test_code_learns_no_host_path(pool: WorkerPool, container: str) -> None:
+    """Where the worker runs, its script and binary, the distribution: all under the pool's neutral sandbox
+    folder in the temp dir, and the working directory is one it cannot list."""
+    sandbox = pool._sandbox  # white-box: the folder the pool made
+    assert sandbox is not None and sandbox.root.parent == Path(tempfile.gettempdir())
+    leaks = []
+    async with asyncio.timeout(120):
+        for name, code in WHERE_PROBES:
+            r = await pool.execute(container, code, timeout_s=15)
+            text = f"{r.error}\n{r.logs}"
+            leaks += [f"{name}: {path!r} in {text[-300:]!r}" for path in _host_paths() if path in text]
+        r = await pool.execute(container, "import js\nprint(js.Deno.cwd())")
+        assert r.logs == f"{sandbox.cwd}\n" and r.logs.startswith(str(sandbox.root))
+        r = await pool.execute(container, "import js\nlist(js.Deno.readDirSync('.'))")
+        assert r.error_kind == "exception" and any(s in r.error for s in DENIED), r.error
+    assert not leaks, "\n".join(leaks)
+    assert stat.S_IMODE(sandbox.cwd.stat().st_mode) == 0o111  # not readable by anyone but root
+    argv = Path(f"/proc/{pool._containers[container].worker.pid}/cmdline").read_bytes().split(b"\0")
+    assert all(str(ROOT).encode() not in a and sys.prefix.encode() not in a for a in argv), argv
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="workers switch user only when the server runs as root")
+async def test_workers_run_as_nobody_when_root(pool: WorkerPool, container: str) -> None:
+    nobody = pwd.getpwnam("nobody")
+    pids = [w.pid for w in pool._warm.idle] + [c.worker.pid for c in pool._containers.values() if c.worker]
+    assert pids
+    for pid in pids:
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert status["Uid"].split() == [str(nobody.pw_uid)] * 4, (pid, status["Uid"])
+        assert status["Gid"].split() == [str(nobody.pw_gid)] * 4, (pid, status["Gid"])
+        assert status["Groups"].split() == []  # no supplementary groups (root's are dropped)
+    r = await pool.execute(container, "print('still works')")
+    assert r.ok and r.logs == "still works\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="workers switch user only when the server runs as root")
+async def test_an_empty_user_keeps_the_servers_own(dist_dir: Path) -> None:
+    async with (
+        asyncio.timeout(120),
+        WorkerPool(workers=1, spares=0, dist_dir=dist_dir, preload=(), user="") as p,
+    ):
+        (w,) = p._warm.idle
+        uids = dict(line.split(":", 1) for line in Path(f"/proc/{w.pid}/status").read_text().splitlines())
+        assert uids["Uid"].split()[0] == "0"
+
+
+def test_worker_user_resolution() -> None:
+    with pytest.raises(InterpreterError, match="does not exist"):
+        resolve_user("no-such-user-here")
+    assert resolve_user("") is None
+    if os.geteuid() == 0:
+        nobody = resolve_user(None)
+        assert nobody is not None and nobody.name == "nobody" and nobody.uid == pwd.getpwnam("nobody").pw_uid
+    else:
+        assert resolve_user(None) is None
+        with pytest.raises(InterpreterError, match="needs the server to run as root"):
+            resolve_user("nobody")

@@ -1,0 +1,195 @@
+"""Container admission: a count and a memory budget, a FIFO of callers waiting for room, memory tiers.
+
+A container's cost is what its worker may use at most: its WebAssembly heap cap (the `memory_limit` tier)
+plus the JS heap cap. The pool grants a container only while the number of live containers stays within
+`max_live` and their summed cost within the budget; otherwise the caller waits its turn (first come, first
+served) until a container goes away or an idle one can be evicted, for at most the queue timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from interpreter_service.api import MemoryLimitRefused, PoolExhausted
+from interpreter_service.worker import parse_size
+
+__all__ = [
+    "WASM32_MAX_BYTES",
+    "Capacity",
+    "default_memory_budget",
+    "format_size",
+    "memory_tier",
+]
+
+# Python runs as 32-bit WebAssembly: its heap can never exceed 4 GiB (65536 pages of 64 KiB).
+WASM32_MAX_BYTES = 4 << 30
+BUDGET_SHARE = 0.5  # of the machine's memory, the default budget
+
+
+def format_size(n: int) -> str:
+    """Bytes as the largest whole unit: 1073741824 -> '1g', 536870912 -> '512m'."""
+    for unit, shift in (("g", 30), ("m", 20), ("k", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return f"{n / (1 << 20):.1f}m" if n >= 1 << 20 else str(n)
+
+
+def memory_tier(memory_limit: str | int) -> int:
+    """The WebAssembly heap cap of a `memory_limit` ('1g', '4g', '512m'): its bytes, at most 4 GiB.
+
+    OpenAI's tiers '16g' and '64g' are refused (`MemoryLimitRefused`), not mapped to 4 GiB: code that asked
+    for 16 GiB would otherwise meet a MemoryError it had reason not to expect."""
+    try:
+        size = parse_size(memory_limit)
+    except ValueError as e:
+        raise MemoryLimitRefused(str(e)) from None
+    if size > WASM32_MAX_BYTES:
+        raise MemoryLimitRefused(
+            f"memory_limit {memory_limit!r} is more than the sandbox can give: Python runs as 32-bit "
+            "WebAssembly, which addresses at most 4 GiB; use '1g' or '4g'"
+        )
+    if size < 64 << 20:
+        raise MemoryLimitRefused(f"memory_limit {memory_limit!r} is too small (at least '64m')")
+    return size
+
+
+def default_memory_budget() -> int:
+    """Half of the machine's memory (MemTotal), the default budget of a pool."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(int(line.split()[1]) * 1024 * BUDGET_SHARE)
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * BUDGET_SHARE)
+
+
+@dataclass
+class _Waiter:
+    cost: int
+    granted: asyncio.Future[None]
+
+
+class Capacity:
+    """Grants room for containers (`acquire`) in arrival order; `release` gives it back.
+
+    When a request does not fit, idle containers may make room: `evictable()` lists their costs, the one to
+    evict first first; only if evicting some of them would make room does `evict()` get called, as many
+    times as needed (each call frees the first one, calling `release` for it). Call `wake()` whenever room
+    may have appeared (a container deleted or expired, or one that became idle and so evictable).
+    """
+
+    def __init__(
+        self, *, max_live: int, budget: int, evictable: Callable[[], list[int]], evict: Callable[[], None]
+    ) -> None:
+        self.max_live = max_live
+        self.budget = budget
+        self.live = 0  # granted containers
+        self.live_bytes = 0  # their summed cost
+        self._evictable = evictable
+        self._evict = evict
+        self._queue: collections.deque[_Waiter] = collections.deque()
+        self._waking = False
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for w in self._queue if not w.granted.done())
+
+    def _fits(self, cost: int, live: int | None = None, live_bytes: int | None = None) -> bool:
+        live = self.live if live is None else live
+        live_bytes = self.live_bytes if live_bytes is None else live_bytes
+        return live < self.max_live and live_bytes + cost <= self.budget
+
+    def _room_for(self, cost: int) -> bool:
+        """Whether `cost` fits, evicting idle containers if (and only if) that makes it fit."""
+        if self._fits(cost):
+            return True
+        live, live_bytes, needed = self.live, self.live_bytes, 0
+        for idle in self._evictable():
+            live, live_bytes, needed = live - 1, live_bytes - idle, needed + 1
+            if self._fits(cost, live, live_bytes):
+                for _ in range(needed):
+                    self._evict()
+                return self._fits(cost)
+        return False
+
+    def _grant(self, cost: int) -> None:
+        self.live += 1
+        self.live_bytes += cost
+
+    def release(self, cost: int) -> None:
+        self.live -= 1
+        self.live_bytes -= cost
+
+    def wake(self) -> None:
+        """Grant the waiters at the head of the queue for whom there is room now (in order)."""
+        if self._waking:  # an eviction inside released room: the outer loop goes on
+            return
+        self._waking = True
+        try:
+            while self._queue:
+                head = self._queue[0]
+                if head.granted.done():  # gave up
+                    self._queue.popleft()
+                    continue
+                if not self._room_for(head.cost):
+                    break
+                self._queue.popleft()
+                self._grant(head.cost)
+                head.granted.set_result(None)
+        finally:
+            self._waking = False
+
+    def check(self, cost: int, what: str) -> None:
+        """`MemoryLimitRefused` when a container of `cost` bytes could never fit the budget."""
+        if cost > self.budget:
+            raise MemoryLimitRefused(
+                f"a container with {what} needs {format_size(cost)} (its memory limit plus the JS heap), more "
+                f"than the sandbox's whole memory budget of {format_size(self.budget)}"
+            )
+
+    def close(self, exc: Exception) -> None:
+        """Fail every waiter with `exc` (the pool is shutting down)."""
+        for w in self._queue:
+            if not w.granted.done():
+                w.granted.set_exception(exc)
+        self._queue.clear()
+
+    async def acquire(self, cost: int, timeout_s: float, what: str) -> None:
+        """Reserve room for one container of `cost` bytes, waiting up to `timeout_s` behind earlier callers.
+
+        Raises `MemoryLimitRefused` when it could never fit the budget, `PoolExhausted` on timeout. A caller
+        cancelled while waiting leaves the queue (room granted meanwhile is given back)."""
+        self.check(cost, what)
+        if not self._queue and self._room_for(cost):
+            self._grant(cost)
+            return
+        waiter = _Waiter(cost, asyncio.get_running_loop().create_future())
+        self._queue.append(waiter)
+        self.wake()  # evictions may make room at once
+        granted = False
+        try:
+            async with asyncio.timeout(timeout_s):
+                await waiter.granted
+            granted = True
+        except TimeoutError:
+            raise PoolExhausted(
+                f"no code-interpreter container became free within {timeout_s:g} s (all {self.live} in "
+                f"use, {format_size(self.live_bytes)} of the {format_size(self.budget)} memory budget)"
+            ) from None
+        finally:
+            if not granted:
+                fut = waiter.granted
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    self.release(cost)  # granted just as it gave up
+                else:
+                    waiter.granted.cancel()
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(waiter)
+                self.wake()  # the next in line may fit where this one did not

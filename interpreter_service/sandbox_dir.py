@@ -1,0 +1,124 @@
+"""The neutral folder workers run from (distribution, worker script, Deno binary) and the user they run as.
+
+Sandboxed code can ask the JS runtime where it runs (`Deno.cwd()`, `Deno.mainModule`, `Deno.execPath()`,
+Pyodide's `indexURL`). Started from the cache in the user's home and the project's virtual environment,
+those answers name host paths. So a pool starts its workers from a fresh folder under the temp dir:
+
+    /tmp/vr-sandbox-XXXXXXXX/      mode 0711 (others may pass through, not list)
+        pyodide/                   the distribution (hard links, or copies where a link cannot be made)
+        worker.mjs                 the worker script (a copy)
+        deno                       the Deno binary (a hard link, or a copy)
+        cwd/                       mode 0111, empty: the workers' working directory, which they cannot read
+
+and, when the server runs as root, as an unprivileged user (`resolve_user`), who can read exactly that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from interpreter_service.api import InterpreterError
+
+__all__ = ["SandboxDir", "WorkerUser", "prepare_sandbox_dir", "remove_sandbox_dir", "resolve_user"]
+
+_OTHERS_READ = stat.S_IROTH
+_OTHERS_EXEC = stat.S_IXOTH
+
+
+@dataclass(frozen=True)
+class WorkerUser:
+    """Who the Deno processes run as (`uid`/`gid`, no supplementary groups)."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class SandboxDir:
+    root: Path
+    dist_dir: Path
+    worker_script: Path
+    deno_bin: str
+    cwd: Path
+
+
+def resolve_user(user: str | None) -> WorkerUser | None:
+    """The workers' user: None -> "nobody" when this process is root, else no switch; "" -> no switch.
+
+    A name other than the current user's needs root (`InterpreterError` otherwise, and for an unknown name).
+    """
+    if user is None:
+        user = "nobody" if os.geteuid() == 0 else ""
+    if not user:
+        return None
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        raise InterpreterError(f"code-interpreter user {user!r} does not exist") from None
+    if entry.pw_uid == os.geteuid():
+        return None  # already that user: nothing to switch
+    if os.geteuid() != 0:
+        raise InterpreterError(
+            f"running the sandbox workers as {user!r} needs the server to run as root; "
+            "pass an empty user to run them as the server's own user"
+        )
+    if entry.pw_uid == 0:
+        raise InterpreterError("the code-interpreter user must not be root")
+    return WorkerUser(user, entry.pw_uid, entry.pw_gid)
+
+
+def _place(src: Path, dst: Path, *, mode: int) -> None:
+    """Hard-link `src` to `dst` when others can already use it that way (`mode` bits), else copy it."""
+    if src.stat().st_mode & mode == mode:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass  # another filesystem, or links refused: copy
+    shutil.copyfile(src, dst)
+    dst.chmod(0o555 if mode & _OTHERS_EXEC else 0o444)
+
+
+def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> SandboxDir:
+    """A fresh sandbox folder under the temp dir holding what workers need (see the module docstring)."""
+    root = Path(tempfile.mkdtemp(prefix="vr-sandbox-"))
+    try:
+        root.chmod(0o711)
+        dist = root / "pyodide"
+        dist.mkdir(mode=0o755)
+        dist.chmod(0o755)  # mkdir's mode is masked by the umask
+        for src in sorted(Path(dist_dir).rglob("*")):
+            dst = dist / src.relative_to(dist_dir)
+            if src.is_dir():
+                dst.mkdir(mode=0o755, exist_ok=True)
+                dst.chmod(0o755)
+            elif src.is_file():
+                dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                _place(src, dst, mode=_OTHERS_READ)
+        script = root / "worker.mjs"
+        shutil.copyfile(worker_script, script)
+        script.chmod(0o444)
+        deno = root / "deno"
+        _place(Path(deno_bin), deno, mode=_OTHERS_EXEC)
+        cwd = root / "cwd"
+        cwd.mkdir()
+        cwd.chmod(0o111)
+    except BaseException:
+        remove_sandbox_dir(root)
+        raise
+    return SandboxDir(root=root, dist_dir=dist, worker_script=script, deno_bin=str(deno), cwd=cwd)
+
+
+def remove_sandbox_dir(root: Path) -> None:
+    """Delete a sandbox folder (hard links only drop a name: the originals stay)."""
+    with contextlib.suppress(OSError):
+        (root / "cwd").chmod(0o700)
+    shutil.rmtree(root, ignore_errors=True)

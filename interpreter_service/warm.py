@@ -1,0 +1,133 @@
+"""`WarmWorkers`: started workers no container owns yet, kept at a target count and handed out one at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess
+
+__all__ = ["WarmWorkers"]
+
+log = logging.getLogger("interpreter_service.pool")
+
+
+class WarmWorkers:
+    """Warm workers of one configuration (`cfg`), started in the background up to `target()` plus the
+    callers waiting in `take`; surplus ones (the target shrank) are killed. Workers that fail to start are
+    counted (`start_failures`) and logged with the reason (`start_errors` keeps the last ones)."""
+
+    def __init__(self, cfg: WorkerConfig, target: Callable[[], int]) -> None:
+        self.cfg = cfg
+        self._target = target
+        self.idle: list[WorkerProcess] = []
+        self.starting: set[asyncio.Task[None]] = set()
+        self.start_errors: list[str] = []
+        self.start_failures = 0
+        self.closed = False
+        self._cv = asyncio.Condition()
+        self._awaiting = 0  # callers in `take`
+        self._bg: set[asyncio.Task[None]] = set()
+
+    @property
+    def idle_count(self) -> int:
+        return sum(1 for w in self.idle if w.alive)
+
+    def replenish(self) -> None:
+        """Start workers up to the target, or kill the surplus."""
+        if self.closed:
+            return
+        self.idle = [w for w in self.idle if w.alive]
+        target = max(0, self._target()) + self._awaiting
+        starting = [t for t in self.starting if not t.cancelling()]
+        excess = len(self.idle) + len(starting) - target
+        for t in starting[: max(0, excess)]:  # not needed any more: stop those first (nothing warm is lost)
+            t.cancel()
+        while excess > len(starting) and self.idle:
+            self.discard(self.idle.pop())
+            excess -= 1
+        for _ in range(-excess):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        t = asyncio.create_task(self._start_one(), name="pool-start-worker")
+        self.starting.add(t)
+        t.add_done_callback(self.starting.discard)
+
+    async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
+        """Start one worker of `cfg` (not kept here). Raises `WorkerDied` with the reason, after logging it."""
+        w = WorkerProcess(cfg)
+        try:
+            await w.start()
+        except Exception as e:  # logged with its reason whatever it is (a task's error is otherwise lost)
+            reason = str(e) or type(e).__name__
+            self.start_errors = [*self.start_errors[-19:], reason]
+            self.start_failures += 1
+            log.error("sandbox worker failed to start: %s", reason)
+            if isinstance(e, WorkerDied):
+                raise
+            raise WorkerDied(reason) from e
+        return w
+
+    async def _start_one(self) -> None:
+        try:
+            w = await self.start_worker(self.cfg)
+        except WorkerDied:
+            return
+        async with self._cv:
+            if self.closed:
+                await w.kill()
+                return
+            self.idle.append(w)
+            self._cv.notify()
+            self.replenish()  # kills it again if its room went to a larger container meanwhile
+
+    async def take(self, timeout_s: float) -> WorkerProcess:
+        """A warm worker (waits for one being started; starts one if none is). `TimeoutError` past timeout_s."""
+        self._awaiting += 1
+        counted = True
+        try:
+            async with asyncio.timeout(timeout_s), self._cv:
+                while True:
+                    self.idle = [w for w in self.idle if w.alive]
+                    if self.idle:
+                        w = self.idle.pop(0)
+                        self._awaiting -= 1
+                        counted = False
+                        self.replenish()
+                        return w
+                    self.replenish()
+                    if not self.starting:  # e.g. every start failed: try again
+                        self._spawn()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(1.0):  # also re-check after failed starts
+                            await self._cv.wait()
+        finally:
+            if counted:
+                self._awaiting -= 1
+
+    def discard(self, w: WorkerProcess | None) -> None:
+        """Kill a worker in the background."""
+        if w is None:
+            return
+        t = asyncio.create_task(w.kill(), name="pool-kill-worker")
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    async def wait_started(self, timeout_s: float) -> None:
+        """Wait until no worker is starting."""
+        async with asyncio.timeout(timeout_s):
+            while self.starting:
+                await asyncio.wait(set(self.starting))
+
+    async def aclose(self) -> None:
+        """Stop starting workers and kill the idle ones (and those being killed)."""
+        self.closed = True
+        tasks = [*self.starting, *self._bg]
+        for t in self.starting:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        idle, self.idle = self.idle, []
+        await asyncio.gather(*(w.kill() for w in idle), return_exceptions=True)

@@ -1,0 +1,143 @@
+"""Container admission on its own (`capacity.py`, no workers): FIFO waiting, timeouts, cancelled waiters,
+eviction, the memory budget and tiers. The pool's behaviour with real workers is in test_pool_load.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from interpreter_service.api import InterpreterError, MemoryLimitRefused, PoolExhausted
+from interpreter_service.capacity import Capacity, default_memory_budget, format_size, memory_tier
+
+G = 1 << 30
+
+
+def capacity(max_live: int = 2, budget: int = 4 * G, evictable: list[int] | None = None) -> Capacity:
+    """A capacity whose idle containers are the costs in `evictable` (the first evicted first)."""
+    idle = evictable if evictable is not None else []
+    cap: Capacity
+
+    def evict() -> None:
+        cap.release(idle.pop(0))
+
+    cap = Capacity(max_live=max_live, budget=budget, evictable=lambda: list(idle), evict=evict)
+    return cap
+
+
+async def test_waiters_are_served_in_order_as_room_appears() -> None:
+    cap = capacity(max_live=1)
+    await cap.acquire(G, 1, "x")
+    served: list[int] = []
+
+    async def waiter(i: int) -> None:
+        await cap.acquire(G, 30, "x")
+        served.append(i)
+
+    tasks = [asyncio.create_task(waiter(i)) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert cap.waiting == 3 and served == []
+    for expected in ([0], [0, 1], [0, 1, 2]):
+        cap.release(G)
+        cap.wake()
+        await asyncio.sleep(0.01)
+        assert served == expected
+    await asyncio.gather(*tasks)
+    assert cap.live == 1 and cap.waiting == 0
+
+
+async def test_a_newcomer_does_not_overtake_the_queue() -> None:
+    cap = capacity(max_live=2, budget=3 * G)
+    await cap.acquire(2 * G, 1, "x")
+    big = asyncio.create_task(cap.acquire(2 * G, 30, "x"))  # needs the first to go
+    await asyncio.sleep(0.01)
+    small = asyncio.create_task(cap.acquire(G, 30, "x"))  # would fit now, but waits behind `big`
+    await asyncio.sleep(0.01)
+    assert cap.waiting == 2 and not small.done()
+    cap.release(2 * G)
+    cap.wake()
+    await big
+    await small
+    assert (cap.live, cap.live_bytes) == (2, 3 * G)
+
+
+async def test_timeout_is_pool_exhausted_and_leaves_nothing_behind() -> None:
+    cap = capacity(max_live=1)
+    await cap.acquire(G, 1, "x")
+    with pytest.raises(PoolExhausted, match=r"within 0.05 s \(all 1 in use, 1g of the 4g memory budget\)"):
+        await cap.acquire(G, 0.05, "x")
+    assert cap.waiting == 0 and (cap.live, cap.live_bytes) == (1, G)
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_and_the_next_is_served() -> None:
+    cap = capacity(max_live=1)
+    await cap.acquire(G, 1, "x")
+    first = asyncio.create_task(cap.acquire(G, 30, "x"))
+    second = asyncio.create_task(cap.acquire(G, 30, "x"))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert cap.waiting == 1
+    cap.release(G)
+    cap.wake()
+    await second
+    assert (cap.live, cap.live_bytes) == (1, G)
+
+
+async def test_room_granted_to_a_waiter_cancelled_meanwhile_is_given_back() -> None:
+    cap = capacity(max_live=1)
+    await cap.acquire(G, 1, "x")
+    waiter = asyncio.create_task(cap.acquire(G, 30, "x"))
+    await asyncio.sleep(0.01)
+    cap.release(G)
+    cap.wake()  # granted, but the waiter has not run yet
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert (cap.live, cap.live_bytes) == (0, 0)
+
+
+async def test_idle_containers_are_evicted_before_anyone_waits() -> None:
+    idle = [G, G]
+    cap = capacity(max_live=2, budget=4 * G, evictable=idle)
+    await cap.acquire(G, 1, "x")
+    await cap.acquire(G, 1, "x")
+    await cap.acquire(3 * G, 0.05, "x")  # one idle container evicted (as many as needed) at once
+    assert (cap.live, cap.live_bytes) == (2, 4 * G) and idle == [G]
+    with pytest.raises(PoolExhausted):  # evicting the last idle one would not make room: it is kept
+        await cap.acquire(4 * G, 0.05, "x")
+    assert (cap.live, cap.live_bytes) == (2, 4 * G) and idle == [G]
+
+
+async def test_what_never_fits_is_refused_and_closing_fails_the_waiters() -> None:
+    cap = capacity(max_live=1, budget=2 * G)
+    with pytest.raises(MemoryLimitRefused, match="more than the sandbox's whole memory budget of 2g"):
+        await cap.acquire(3 * G, 1, "memory_limit '4g'")
+    await cap.acquire(G, 1, "x")
+    waiter = asyncio.create_task(cap.acquire(G, 30, "x"))
+    await asyncio.sleep(0.01)
+    cap.close(InterpreterError("closing"))
+    with pytest.raises(InterpreterError, match="closing"):
+        await waiter
+    assert (cap.live, cap.live_bytes) == (1, G)
+
+
+def test_memory_tiers_and_sizes() -> None:
+    assert memory_tier("1g") == G and memory_tier("4g") == 4 * G and memory_tier("512m") == 512 << 20
+    for refused in ("16g", "64g", "5g", "4097m"):
+        with pytest.raises(MemoryLimitRefused, match="addresses at most 4 GiB"):
+            memory_tier(refused)
+    with pytest.raises(MemoryLimitRefused, match="too small"):
+        memory_tier("1m")
+    with pytest.raises(MemoryLimitRefused, match="bad size"):
+        memory_tier("lots")
+    assert [format_size(n) for n in (G, 1536 << 20, 3 << 19, (3 << 19) + 1)] == [
+        "1g",
+        "1536m",
+        "1536k",
+        "1.5m",
+    ]
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    assert default_memory_budget() == total // 2
