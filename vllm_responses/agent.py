@@ -136,6 +136,10 @@ class AgentLoop:
             for ev in builder.failed(self.failure.message, self.usage, code=failure_code(self.failure)):
                 yield ev
 
+    def first_request(self) -> GenerateRequest | None:
+        """The loop's first model call, as it will be made (what `Engine.precheck` checks before the start)."""
+        return self._request(0)
+
     def _request(self, turn_no: int) -> GenerateRequest | None:
         """The model call number `turn_no`, or None when the output token budget is spent."""
         plan = self.plan
