@@ -146,6 +146,7 @@ class ResponsesService:
 
     async def compact(self, req: CreateResponseRequest) -> Compaction:
         """`POST /v1/responses/compact`: the request's context (history and input) compacted (compaction.py)."""
+        self.admission.refuse_if_full()
         history, input_items, _turns, _tools = await self._conversation(req)
         forced = req.structured_outputs  # vendor extension: forces the summary
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
@@ -208,9 +209,8 @@ class ResponsesService:
             )
             run = Run(builder, background=req.background)
             loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
-            first = loop.first_request() if generate else None
-            if first is not None:  # what the engine would refuse before any output: a 4xx, not a stream
-                await self.engine.precheck(first)
+            for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
+                await self.engine.precheck(call)
             if generate and slot is None:
                 slot = await self.admission.acquire()
         except BaseException:
