@@ -10,6 +10,7 @@ import hashlib
 import io
 import itertools
 import json
+import threading
 import time
 import traceback
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -88,6 +89,9 @@ class FakeEngine:
     `requests` records what each call was asked; `aborted` the ids of calls closed before their finish.
     `context` (None: unlimited) is the context window: a longer prompt is refused as vLLM refuses it;
     `sampling_defaults` stands for the model's generation config (`default_sampling`).
+    `hold`: while it is an unset `threading.Event`, every call waits before its first event (a busy engine
+    whose generations the test holds open); `seqs` is `max_num_seqs`; `refusal`, when set, is raised by
+    `precheck` (a value the engine refuses up front); `prechecked` records what `precheck` was asked.
     """
 
     def __init__(self, name: str = "fake-model") -> None:
@@ -100,6 +104,10 @@ class FakeEngine:
         self.aborted: list[str] = []
         self.active = 0
         self._dead: str | None = None
+        self.hold: threading.Event | None = None
+        self.seqs = 256
+        self.refusal: EngineRejected | None = None
+        self.prechecked: list[GenerateRequest] = []
 
     @property
     def model_name(self) -> str:
@@ -121,21 +129,22 @@ class FakeEngine:
         self.requests.clear()
         self.aborted.clear()
         self._dead = None
+        self.hold = None
+        self.refusal = None
+        self.prechecked.clear()
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         n = len(self.requests)
         self.requests.append(request)
         entry = self.script[min(n, len(self.script) - 1)]
         events = entry(request) if callable(entry) else entry
-        prompt = self.prompt_tokens(request)
-        if prompt >= self.max_model_len:
-            raise EngineRejected(
-                f"the prompt is {prompt} tokens; this model's context is {self.max_model_len}",
-                code="context_length_exceeded",
-            )
+        prompt = self._fits(request)
         finished = False
         self.active += 1
+        hold = self.hold
         try:
+            while hold is not None and not hold.is_set():
+                await asyncio.sleep(0.01)
             out = 0
             budget = request.sampling.max_tokens
             for ev in events:
@@ -174,6 +183,25 @@ class FakeEngine:
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         return self.prompt_tokens(request)
+
+    def _fits(self, request: GenerateRequest) -> int:
+        prompt = self.prompt_tokens(request)
+        if prompt >= self.max_model_len:
+            raise EngineRejected(
+                f"the prompt is {prompt} tokens; this model's context is {self.max_model_len}",
+                code="context_length_exceeded",
+            )
+        return prompt
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.seqs
+
+    async def precheck(self, request: GenerateRequest) -> int:
+        self.prechecked.append(request)
+        if self.refusal is not None:
+            raise self.refusal
+        return self._fits(request)
 
     @property
     def dead(self) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,15 @@ def exactly(text: str) -> dict[str, str]:
 
 
 def tiny_model_server(
-    workers: int = 2, *, model: Path | None = None, max_model_len: int = 2048
+    workers: int = 2,
+    *,
+    model: Path | None = None,
+    max_model_len: int = 2048,
+    engine_flags: Sequence[str] = (),
+    config: Config | None = None,
 ) -> LiveServer:
-    """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool; the caller
-    stops it."""
+    """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool (none with
+    `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
@@ -48,13 +53,17 @@ def tiny_model_server(
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
-            pool = await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
-            parser = add_engine_cli_args(argparse.ArgumentParser())
-            args = engine_args_from_namespace(
-                parser.parse_args(["--max-model-len", str(max_model_len), "--seed", "0"]), str(path)
+            pool = (
+                await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
+                if workers
+                else None
             )
+            parser = add_engine_cli_args(argparse.ArgumentParser())
+            flags = ["--max-model-len", str(max_model_len), "--seed", "0", *engine_flags]
+            args = engine_args_from_namespace(parser.parse_args(flags), str(path))
             engine = await VLLMEngine.start(args, model_name=TINY, tool_parser="hermes")
             stack.push_async_callback(engine.aclose)
             yield engine, pool, MemoryStore()
 
-    return LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=600)
+    settings = config or Config(code_interpreter_timeout=20)
+    return LiveServer(settings, None, None, opener=opener).start(timeout=600)

@@ -259,3 +259,19 @@ async def test_outputs_are_kept_inside_whatever_goes_out(outputs: bool) -> None:
     assert sent == ([{"type": "logs", "logs": "3\n"}] if outputs else None)
     assert builder.code_item(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
     assert engine.requests[1].turns[-1].output == "3\n"  # type: ignore[union-attr]
+
+
+async def test_upfront_requests_are_the_first_call_and_every_later_constraint() -> None:
+    """What the service asks the engine to check before a response starts (admission)."""
+    engine = FakeEngine()
+    loop = loop_of(engine, plan(max_output_tokens=50))
+    (first,) = loop.upfront_requests()
+    assert first.request_id == "resp_test-0" and first.sampling.max_tokens == 50 and engine.requests == []
+    schema = {"type": "json_schema", "schema": {"type": "object"}}
+    checks = loop_of(
+        engine, with_code(FakeInterpreter(), sampling=Sampling(text_format=schema))
+    ).upfront_requests()
+    assert [(bool(c.tools), c.sampling.text_format) for c in checks] == [(True, None), (False, schema)]
+    a, b = {"regex": "a"}, {"regex": "b"}
+    checks = loop_of(engine, plan(structured=(a, b, a))).upfront_requests()
+    assert [c.sampling.structured for c in checks] == [a, b]

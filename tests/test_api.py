@@ -430,25 +430,48 @@ def test_models_and_health(fake_server: LiveServer, client: openai.OpenAI) -> No
 
 
 def test_request_the_engine_refuses_up_front_is_a_4xx(fake_server: LiveServer, engine: FakeEngine) -> None:
+    """Checked before the response starts (`Engine.precheck`): a 400 whether streamed or not, and the model
+    is never called."""
+    for refusal in (
+        None,
+        EngineRejected("vLLM rejected the request: bad logit_bias", code="invalid_request"),
+    ):
+        for stream in (False, True):
+            engine.reset()
+            engine.context, engine.refusal = (None, refusal) if refusal else (10, None)
+            r = httpx.post(
+                fake_server.base_url + "/v1/responses",
+                json={"model": MODEL, "input": "x" * 100, "stream": stream},
+                timeout=30,
+            )
+            assert r.status_code == 400, r.text
+            error = r.json()["error"]
+            assert error["type"] == "invalid_request_error" and error["param"] == "input"
+            assert error["code"] == ("invalid_request" if refusal else "context_length_exceeded")
+            assert len(engine.prechecked) == 1 and engine.requests == []
+
+
+def test_refusal_by_the_engine_itself_before_any_output(fake_server: LiveServer, engine: FakeEngine) -> None:
+    """What only `generate` refuses: still a 400 when not streamed (nothing was output); a streamed response
+    has started by then and fails."""
+
     def too_long(request: object) -> list:
         raise EngineRejected(
             "the prompt is 9000 tokens; this model's context is 4096", code="context_length_exceeded"
         )
 
-    for stream in (False, True):
-        engine.reset(too_long)
-        r = httpx.post(
-            fake_server.base_url + "/v1/responses",
-            json={"model": MODEL, "input": "x" * 100, "stream": stream},
-            timeout=30,
-        )
-        assert r.status_code == 400, r.text
-        assert r.json()["error"] == {
-            "message": "the prompt is 9000 tokens; this model's context is 4096",
-            "type": "invalid_request_error",
-            "param": "input",
-            "code": "context_length_exceeded",
-        }
+    engine.reset(too_long)
+    r = httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": "x"}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == {
+        "message": "the prompt is 9000 tokens; this model's context is 4096",
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "context_length_exceeded",
+    }
+    events = raw_stream(fake_server, {"model": MODEL, "input": "x"})
+    assert [e["type"] for e in events] == ["response.created", "response.in_progress", "response.failed"]
+    assert events[-1]["response"]["error"]["code"] == "invalid_prompt"
 
 
 def test_refusal_after_a_tool_call_fails_the_stream(fake_server: LiveServer, engine: FakeEngine) -> None:

@@ -106,6 +106,9 @@ ENV_VALUES = {
     # --- limits (issue 16) ---
     "--max-request-bytes": ("1048576", 1048576),
     "--max-upload-bytes": ("2097152", 2097152),
+    # --- admission (issue 16) ---
+    "--max-concurrent-responses": ("4", 4),
+    "--max-queued-responses": ("0", 0),
 }
 
 
@@ -170,3 +173,15 @@ def test_sandbox_pool_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tm
     assert (first.code_interpreter_max_workers, first.code_interpreter_memory_budget) == (5, "6g")
     assert first.code_interpreter_queue_timeout == 7.0 and first.code_interpreter_user == "daemon"
     assert second.code_interpreter_user == "" and second.code_interpreter_max_workers is None
+
+
+def test_admission_counts_default_to_the_engine_and_refuse_nonsense(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("VLLM_RESPONSES_MAX_CONCURRENT_RESPONSES", raising=False)
+    args = _serve_args()
+    assert args.max_concurrent_responses is None and args.max_queued_responses is None  # from the engine
+    for argv in (["--max-concurrent-responses", "0"], ["--max-queued-responses", "-1"]):
+        with pytest.raises(SystemExit) as exit_:
+            _serve_args(argv)
+        assert exit_.value.code == 2 and "must be at least" in capsys.readouterr().err

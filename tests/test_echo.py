@@ -276,7 +276,7 @@ def test_truncation_auto_never_drops_the_last_user_message(client: openai.OpenAI
             truncation="auto",
         )
     assert error_of(err)["code"] == "context_length_exceeded"
-    assert engine.requests[0].turns == (Message("user", "z" * 400),)
+    assert engine.prechecked[0].turns == (Message("user", "z" * 400),)  # refused before the model ran
 
 
 def test_input_tokens_count_the_truncated_prompt(client: openai.OpenAI, engine: FakeEngine) -> None:

@@ -164,6 +164,27 @@ class AgentLoop:
             for ev in builder.failed(self.failure.message, self.usage, code=failure_code(self.failure)):
                 yield ev
 
+    def upfront_requests(self) -> list[GenerateRequest]:
+        """What `Engine.precheck` checks before the response starts: the first model call as it will be made,
+        and that call with each output constraint only a later call carries (a later `structured` entry;
+        `text.format`, applied once no tools are offered), so that a bad one is refused now, not mid-stream."""
+        first = self._request(0)
+        if first is None:
+            return []
+        checks = [first]
+        sampling = first.sampling
+        for structured in {json.dumps(s, sort_keys=True): s for s in self.plan.structured[1:]}.values():
+            if structured != sampling.structured:
+                checks.append(replace(first, sampling=replace(sampling, structured=structured)))
+        text_format = self.plan.sampling.text_format
+        if text_format and sampling.text_format is None and not self.plan.structured:
+            checks.append(
+                replace(
+                    first, tools=(), tool_choice="none", sampling=replace(sampling, text_format=text_format)
+                )
+            )
+        return checks
+
     def _request(self, turn_no: int) -> GenerateRequest | None:
         """The model call number `turn_no`, or None when the output token budget is spent."""
         plan = self.plan

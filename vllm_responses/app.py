@@ -19,6 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
+from vllm_responses.admission import until_disconnect
 from vllm_responses.bodies import json_body
 from vllm_responses.body_limit import BodyLimitMiddleware
 from vllm_responses.compaction import compacted_response, parse_compact_request
@@ -89,19 +90,14 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 async def create_response(request: Request) -> Response:
+    """Streamed: headers, `response.created` and `response.in_progress` go out as soon as the response is
+    admitted (a 4xx before that for what the engine would refuse up front, a 429 when the server is full). A
+    request waiting for admission leaves the queue when its client disconnects."""
     state = _state(request)
     req = parse_create_request(await json_body(request))
-    run = await state.service.create(req)
-    if not req.background:
-        # Wait for the first output (or the end) so that a request the engine refuses up front, such as
-        # a prompt longer than the context, is answered with a 4xx instead of a failed stream.
-        try:
-            await run.under_way.wait()
-        except asyncio.CancelledError:
-            run.cancel()
-            raise
-        if run.failure is not None and 400 <= run.failure.status < 500:
-            raise run.failure
+    run = await until_disconnect(request.receive, state.service.create(req))
+    if run is None:
+        return Response(status_code=499)  # the client left while its request waited (nobody reads this)
     if req.stream:
         return StreamingResponse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s),
@@ -111,10 +107,16 @@ async def create_response(request: Request) -> Response:
     if req.background:
         return JSONResponse(run.builder.snapshot())
     try:
-        await run.done.wait()
+        if await until_disconnect(request.receive, run.done.wait()) is None:
+            logger.info("client left response %s before its end: cancelling it", run.id)
+            run.cancel()
+            return Response(status_code=499)
     except asyncio.CancelledError:
         run.cancel()
         raise
+    failure = run.failure
+    if failure is not None and 400 <= failure.status < 500 and not run.builder.output:
+        raise failure  # refused before any output: an error, as before a stream starts
     return JSONResponse(await state.service.get(run.id))
 
 
@@ -138,7 +140,10 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 async def compact_conversation(request: Request) -> Response:
-    done = await _state(request).service.compact(parse_compact_request(await json_body(request)))
+    req = parse_compact_request(await json_body(request))
+    done = await until_disconnect(request.receive, _state(request).service.compact(req))
+    if done is None:
+        return Response(status_code=499)  # the client left: its model call was cancelled
     return JSONResponse(compacted_response(done))
 
 
@@ -219,7 +224,7 @@ class APIKeyMiddleware:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     err = api_error(exc)
-    return JSONResponse(err.body(), status_code=err.status)
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

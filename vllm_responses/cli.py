@@ -17,6 +17,22 @@ from vllm_responses.config import Config
 
 __all__ = ["build_parser", "config_from_args", "main"]
 
+
+def _at_least(least: int) -> Callable[[str], int]:
+    """An argparse `type`: an integer of at least `least` (admission's counts), else a usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
 # (flag, the `Config` field it sets, argparse options): the default is that field's default.
 _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--host", "host", {"help": "Address to listen on."}),
@@ -116,6 +132,20 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "--max-upload-bytes",
         "max_upload_bytes",
         {"type": int, "help": "Largest container file upload (multipart) in bytes; past it a 413."},
+    ),
+    # --- admission (issue 16) ---
+    (
+        "--max-concurrent-responses",
+        "max_concurrent_responses",
+        {"type": _at_least(1), "help": "Responses running at once (default: the engine's max_num_seqs)."},
+    ),
+    (
+        "--max-queued-responses",
+        "max_queued_responses",
+        {
+            "type": _at_least(0),
+            "help": "Requests waiting for a running slot, FIFO (default: twice the former); 429 past them.",
+        },
     ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
@@ -238,6 +268,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         # --- limits (issue 16) ---
         max_request_bytes=int(ns.max_request_bytes),
         max_upload_bytes=int(ns.max_upload_bytes),
+        # --- admission (issue 16) ---
+        max_concurrent_responses=ns.max_concurrent_responses,
+        max_queued_responses=ns.max_queued_responses,
     )
 
 

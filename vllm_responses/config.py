@@ -39,6 +39,8 @@ class Config:
     shutdown_grace: seconds running responses may go on after SIGTERM before they are ended.
     max_request_bytes: the largest request body (a 413 past it, before the rest is read).
     max_upload_bytes: the largest container file upload (multipart), bounded the same way.
+    max_concurrent_responses: responses running at once (None: the engine's `max_num_seqs`).
+    max_queued_responses: requests waiting for one of those slots, FIFO (None: twice the former); 429 past it.
 
     The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
@@ -71,3 +73,6 @@ class Config:
     # --- limits (issue 16) ---
     max_request_bytes: int = 8 * 1024 * 1024
     max_upload_bytes: int = 64 * 1024 * 1024
+    # --- admission (issue 16) ---
+    max_concurrent_responses: int | None = None
+    max_queued_responses: int | None = None

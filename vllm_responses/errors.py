@@ -6,7 +6,8 @@
     ├── Unauthorized (401 authentication_error)
     ├── Conflict (409 invalid_request_error)          e.g. cancelling a response that is not background
     ├── PayloadTooLarge (413 invalid_request_error)   a body past --max-request-bytes / --max-upload-bytes
-    ├── Busy (429 rate_limit_error)                   every sandbox is running code: retry later
+    ├── Busy (429 rate_limit_error)                   every sandbox is running code; the server is at capacity
+    │                                                 (admission.py: with `Retry-After`): retry later
     └── Unavailable (503 server_error)                engine or sandbox not ready / could not start
 
 The layers below raise their own domain errors (`engine.base.EngineError` and its subclasses,
@@ -17,6 +18,7 @@ the agent loop (the `error` of `response.failed` once a stream has started, its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from interpreter_service.api import ContainerNotFound, InterpreterError, MemoryLimitRefused, PoolExhausted
@@ -43,11 +45,19 @@ class APIError(Exception):
     type = "server_error"
     default_code: str | None = "server_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code if code is not None else self.default_code
+        self.headers = dict(headers) if headers else None  # sent with the HTTP answer (e.g. `Retry-After`)
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, param=self.param, code=self.code)

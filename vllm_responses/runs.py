@@ -26,11 +26,8 @@ class Run:
         self.background = background
         self.events: list[Event] = []
         self.done = asyncio.Event()
-        # Set once the response produced something past `response.in_progress`, or ended.
-        self.under_way = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        # Why the response failed, when it did (a request the engine refused is answered 4xx if nothing
-        # was streamed yet).
+        # Why the response failed, when it did (a non-streamed one refused before any output is a 4xx).
         self.failure: APIError | None = None
         # Set by `end`: the error the response is ended with when its task is cancelled.
         self.ending: APIError | None = None
@@ -42,14 +39,11 @@ class Run:
 
     def publish(self, event: Event) -> None:
         self.events.append(event)
-        if len(self.events) > 2:
-            self.under_way.set()
         for q in self._followers:
             q.put_nowait(event)
 
     def close(self) -> None:
         self.done.set()
-        self.under_way.set()
         for q in self._followers:
             q.put_nowait(_END)
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 from interpreter_service import ContainerNotFound, Interpreter
+from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.chat import (
     CODE_TOOL_NAME,
@@ -68,6 +69,10 @@ class ResponsesService:
         self.containers = ContainerService(interpreter)
         self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
+        # --- admission (issue 16) ---
+        running = config.max_concurrent_responses or engine.max_num_seqs
+        queued = config.max_queued_responses
+        self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -141,10 +146,15 @@ class ResponsesService:
 
     async def compact(self, req: CreateResponseRequest) -> Compaction:
         """`POST /v1/responses/compact`: the request's context (history and input) compacted (compaction.py)."""
+        self.admission.refuse_if_full()
         history, input_items, _turns, _tools = await self._conversation(req)
         forced = req.structured_outputs  # vendor extension: forces the summary
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
-        return await compact(self.engine, [*history, *input_items], structured=first)
+        slot = await self.admission.acquire()  # a model call: it takes a slot as a response does
+        try:
+            return await compact(self.engine, [*history, *input_items], structured=first)
+        finally:
+            slot.release()
 
     async def create(
         self, req: CreateResponseRequest, *, local: ResponseStore | None = None, generate: bool = True
@@ -152,45 +162,62 @@ class ResponsesService:
         """Start a response. `local` is a connection-local cache (WebSocket mode): `previous_response_id` is
         looked up there before the store, and the finished response is kept there whatever `store` says.
         `generate=False` prepares the conversation without calling the model: the response completes with
-        no output, and its id can be continued from (a WebSocket warm-up)."""
+        no output, and its id can be continued from (a WebSocket warm-up).
+
+        A response that calls the model is admitted (`admission`: it may wait for a slot, or get a 429) once
+        its first model call passed the engine's up-front checks (else a 4xx); it holds its slot until its
+        run ends (a compaction takes it first: its summary is a model call). Its first events are then ready."""
+        if generate:
+            self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
         history, input_items, turns, tools = await self._conversation(req, local)
         context = [*history, *input_items]
-        compacted: Compaction | None = None
-        if req.context_management:  # compaction once the context passes the threshold (compaction.py)
-            compacted = await compact_over_threshold(
-                self.engine, req.context_management[0], context, self._first_call(req, turns, tools)
+        slot = await self.admission.acquire() if generate and req.context_management else None
+        try:
+            compacted: Compaction | None = None
+            if req.context_management:  # compaction once the context passes the threshold (compaction.py)
+                compacted = await compact_over_threshold(
+                    self.engine, req.context_management[0], context, self._first_call(req, turns, tools)
+                )
+                if compacted is not None:
+                    context, turns = compacted.items, _turns(req, compacted.items)
+            code_tool = req.code_tool
+            fmt = req.text.format if req.text and req.text.format else None
+            text_format = None
+            if fmt is not None and fmt.type != "text":
+                text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
+            structured = req.structured_outputs
+            container = await self._container_resolver(req, [*history, *input_items]) if code_tool else None
+            builder = ResponseBuilder(
+                response_echo(req, self.model_names[0], self.engine.default_sampling),
+                include_outputs=req.wants_outputs,
+                include_reasoning=req.wants_reasoning,
             )
-            if compacted is not None:
-                context, turns = compacted.items, _turns(req, compacted.items)
-        code_tool = req.code_tool
-        fmt = req.text.format if req.text and req.text.format else None
-        text_format = None
-        if fmt is not None and fmt.type != "text":
-            text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
-        structured = req.structured_outputs
-        builder = ResponseBuilder(
-            response_echo(req, self.model_names[0], self.engine.default_sampling),
-            include_outputs=req.wants_outputs,
-            include_reasoning=req.wants_reasoning,
-        )
-        plan = AgentPlan(
-            turns=tuple(turns),
-            tools=tuple(tools),
-            tool_choice=_tool_choice(req),
-            parallel_tool_calls=req.parallel_tool_calls,
-            sampling=request_sampling(req, text_format),
-            max_output_tokens=req.max_output_tokens,
-            max_tool_calls=req.max_tool_calls,
-            max_turns=self.config.max_turns,
-            code_timeout_s=self.config.code_interpreter_timeout,
-            container=await self._container_resolver(req, [*history, *input_items]) if code_tool else None,
-            structured=(structured,) if isinstance(structured, dict) else tuple(structured or ()),
-            compaction=compacted.item if compacted is not None else None,
-            compaction_usage=compacted.usage if compacted is not None else Usage(),
-        )
-        run = Run(builder, background=req.background)
+            plan = AgentPlan(
+                turns=tuple(turns),
+                tools=tuple(tools),
+                tool_choice=_tool_choice(req),
+                parallel_tool_calls=req.parallel_tool_calls,
+                sampling=request_sampling(req, text_format),
+                max_output_tokens=req.max_output_tokens,
+                max_tool_calls=req.max_tool_calls,
+                max_turns=self.config.max_turns,
+                code_timeout_s=self.config.code_interpreter_timeout,
+                container=container,
+                structured=(structured,) if isinstance(structured, dict) else tuple(structured or ()),
+                compaction=compacted.item if compacted is not None else None,
+                compaction_usage=compacted.usage if compacted is not None else Usage(),
+            )
+            run = Run(builder, background=req.background)
+            loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
+            for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
+                await self.engine.precheck(call)
+            if generate and slot is None:
+                slot = await self.admission.acquire()
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
         self.runs[run.id] = run
-        loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
         events = loop.events() if generate else _no_generation(builder)
         acknowledged = None
         if req.background and req.store:  # kept as acknowledged: after a crash it is found (failed), not 404
@@ -201,6 +228,9 @@ class ResponsesService:
             self._drive(run, loop, events, req, context, input_items, local, acknowledged),
             name=f"response {run.id}",
         )
+        if slot is not None:  # given back when the run ends, however it ends (even cancelled before it ran)
+            held = slot
+            run.task.add_done_callback(lambda _task: held.release())
         if acknowledged is not None:
             await asyncio.shield(acknowledged)
         return run

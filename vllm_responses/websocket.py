@@ -258,7 +258,8 @@ class Connection:
 
     async def _run(self, stream_id: str | None, event: dict[str, Any]) -> bool:
         """One response: created, followed to its end (its events echo the lane), kept in the cache.
-        Raises the error to answer with when it never started; returns whether it failed."""
+        Raises the error to answer with when it never started (refused up front, or 429 from the server's
+        admission, which every create goes through as over HTTP); returns whether it failed."""
         body = {k: v for k, v in event.items() if k not in ("type", "stream_id", "generate", "stream")}
         generate = True if event.get("generate") is None else event["generate"]
         if not isinstance(generate, bool):
@@ -275,9 +276,6 @@ class Connection:
         while len(self.origin) > self.limits.cache_size:  # as bounded as the cache
             self.origin.pop(next(iter(self.origin)))
         try:
-            await run.under_way.wait()
-            if run.failure is not None and 400 <= run.failure.status < 500:
-                raise run.failure  # refused before any output: an error, as HTTP answers it with a 4xx
             async for batch in run.follow_batches():
                 for ev in batch:
                     await self.send({**ev, "stream_id": stream_id} if stream_id is not None else ev)

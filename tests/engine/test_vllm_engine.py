@@ -211,6 +211,28 @@ async def test_prompt_longer_than_the_context_is_a_400(engine):
     assert isinstance(ei.value, EngineRejected) and ei.value.code == "context_length_exceeded"
 
 
+async def test_precheck_refuses_what_generate_refuses_before_any_output(engine):
+    """`precheck` (run before a response starts) and `generate` refuse the same calls, with the same code."""
+    refused = {
+        "context_length_exceeded": GenerateRequest("p1", (Message("user", "x " * 5000),)),
+        "invalid_request": GenerateRequest("p2", USER, sampling=Sampling(logit_bias={10**7: 1.0})),
+    }
+    refused["stop"] = GenerateRequest("p3", USER, sampling=Sampling(stop_token_ids=(10**7,)))
+    refused["min"] = GenerateRequest("p4", USER, sampling=Sampling(max_tokens=4, min_tokens=8))
+    refused["regex"] = GenerateRequest("p5", USER, sampling=Sampling(structured={"regex": "(unclosed"}))
+    for what, request in refused.items():
+        with pytest.raises(EngineRejected) as checked:
+            await engine.precheck(request)
+        with pytest.raises(EngineRejected) as generated:
+            await collect(engine, request)
+        assert checked.value.code == generated.value.code, what
+        if what == "context_length_exceeded":
+            assert checked.value.code == what and "maximum context length is" in checked.value.message
+    ok = GenerateRequest("p6", USER, sampling=Sampling(structured={"regex": "42"}))
+    assert await engine.precheck(ok) == await engine.count_tokens(ok)
+    assert engine.max_num_seqs >= 1
+
+
 async def test_concurrent_streams(engine):
     reqs = [
         GenerateRequest(f"t9-{i}", USER, sampling=Sampling(structured={"regex": regex_escape(f"stream {i}")}))

@@ -56,6 +56,19 @@ class Engine(Protocol):
         """Prompt tokens `generate(request)` would feed the model (for `/v1/responses/input_tokens`)."""
         ...
 
+    # --- admission (issue 16) ---
+    @property
+    def max_num_seqs(self) -> int:
+        """Requests the engine runs at once (vLLM's `max_num_seqs`, over its data-parallel ranks): the default
+        of `--max-concurrent-responses`."""
+        ...
+
+    async def precheck(self, request: GenerateRequest) -> int:
+        """Raise `EngineRejected` for what `generate(request)` would refuse before any output (a prompt that
+        leaves no room in the context, sampling values or constraints the engine refuses), with the model's
+        own rendering and tokenizer; return the prompt's tokens. Run before a response is started."""
+        ...
+
     @property
     def dead(self) -> str | None:
         """None while the engine can serve; once it died (never after `aclose`), why. It does not come back."""

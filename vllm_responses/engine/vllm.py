@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
+from vllm import SamplingParams
 from vllm.engine.arg_utils import AsyncEngineArgs
 from vllm.exceptions import VLLMClientError
 from vllm.inputs import TokensPrompt
@@ -20,7 +21,9 @@ from vllm_responses.chat import (
     Finish,
     FinishReason,
     GenerateRequest,
+    Message,
     ReasoningDelta,
+    ToolCall,
     ToolCallStart,
     Usage,
 )
@@ -80,6 +83,18 @@ class _Tally:
 # ReasoningSplitter handles them. The harmony format (gpt-oss) carries its own analysis channel.
 THINK_REASONING_PARSERS = frozenset({"deepseek_r1", "deepseek_v3", "qwen3", "glm45"})
 HARMONY_REASONING_PARSERS = frozenset({"openai_gptoss", "gpt_oss"})
+
+
+# Prompts of fewer characters than this are prechecked on the event loop (a thread hop costs more than it saves).
+PRECHECK_INLINE_CHARS = 16_384
+
+
+def _text_size(request: GenerateRequest) -> int:
+    """How many characters the turns hold (what rendering and tokenizing take time over)."""
+    return sum(
+        len(t.text if isinstance(t, Message) else t.arguments if isinstance(t, ToolCall) else t.output)
+        for t in request.turns
+    )
 
 
 class VLLMEngine:
@@ -231,15 +246,17 @@ class VLLMEngine:
         prompt, _prefill, _stop, _parser = self._prepare(request)
         return len(self._encode(prompt))
 
-    async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
-        if self._closed:
-            raise EngineUnavailable("the engine is shut down", code="engine_closed")
+    def _call(self, request: GenerateRequest) -> tuple[list[int], str, ToolParser, SamplingParams]:
+        """One call as vLLM gets it: prompt tokens, prefill, output parser, sampling parameters; refused
+        (`EngineRejected`) when the prompt leaves no room in the context or a sampling value is out of range."""
         prompt, prefill, stop, parser = self._prepare(request)
         prompt_ids = self._encode(prompt)
         room = self._max_model_len - len(prompt_ids)
-        if room < 1:
+        if room < 1:  # vLLM refuses a prompt as long as the context: nothing could be generated
             raise EngineRejected(
-                f"the prompt is {len(prompt_ids)} tokens; this model's context is {self._max_model_len}",
+                f"This model's maximum context length is {self._max_model_len} tokens, but the input is "
+                f"{len(prompt_ids)} tokens as the model sees it (instructions, tools and chat template "
+                "included), which leaves no room for output; shorten the input or set truncation to 'auto'.",
                 code="context_length_exceeded",
             )
         wanted = request.sampling.max_tokens
@@ -250,6 +267,41 @@ class VLLMEngine:
             stop=stop,
             defaults=self._default_sampling,
         )
+        return prompt_ids, prefill, parser, params
+
+    # --- admission (issue 16) ---
+    @property
+    def max_num_seqs(self) -> int:
+        config = self._llm.vllm_config
+        return int(config.scheduler_config.max_num_seqs) * max(1, config.parallel_config.data_parallel_size)
+
+    async def precheck(self, request: GenerateRequest) -> int:
+        """`_call`, then the checks vLLM makes when the request is added (token ids in the vocabulary, a
+        structured-output grammar its backend compiles): all that `generate` would refuse before any output.
+        A short prompt is checked at once (well under 2 ms, measured); a long one, whose tokenizing takes
+        longer, in a worker thread so that the event loop keeps streaming meanwhile."""
+        if _text_size(request) < PRECHECK_INLINE_CHARS:
+            return self._precheck(request)
+        return await asyncio.to_thread(self._precheck, request)
+
+    def _precheck(self, request: GenerateRequest) -> int:
+        prompt_ids, _prefill, _parser, params = self._call(request)
+        config = self._llm.vllm_config
+        try:
+            params.verify(
+                self._llm.model_config,
+                config.speculative_config,
+                config.structured_outputs_config,
+                self._tokenizer,
+            )
+        except (VLLMClientError, ValueError) as exc:
+            raise EngineRejected(f"vLLM rejected the request: {exc}", code="invalid_request") from exc
+        return len(prompt_ids)
+
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
+        if self._closed:
+            raise EngineUnavailable("the engine is shut down", code="engine_closed")
+        prompt_ids, prefill, parser, params = self._call(request)
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = _Tally()
         output_tokens = 0

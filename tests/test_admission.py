@@ -1,0 +1,146 @@
+"""`Admission`: slots up to the limit, a FIFO wait queue, 429s past both, release exactly once, cancelled waiters
+leave; `until_disconnect` gives up on the work when the ASGI channel says the client left."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vllm_responses.admission import Admission, Slot, default_max_queued, until_disconnect
+from vllm_responses.errors import Busy
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_slots_then_fifo_queue_then_429() -> None:
+    adm = Admission(2, 2)
+    a, b = await adm.acquire(), await adm.acquire()
+    assert (adm.running, adm.queued, adm.full) == (2, 0, False)
+    order: list[str] = []
+
+    async def wait(name: str) -> Slot:
+        slot = await adm.acquire()
+        order.append(name)
+        return slot
+
+    c = asyncio.ensure_future(wait("c"))
+    await _settle()
+    d = asyncio.ensure_future(wait("d"))
+    await _settle()
+    assert (adm.running, adm.queued, adm.full) == (2, 2, True)
+    with pytest.raises(Busy) as refused:
+        await adm.acquire()
+    err = refused.value
+    assert err.status == 429 and err.code == "rate_limit_exceeded" and err.type == "rate_limit_error"
+    assert err.headers is not None and int(err.headers["Retry-After"]) >= 1
+    with pytest.raises(Busy):
+        adm.refuse_if_full()
+    assert adm.rejected_total == 2
+    b.release()  # the first waiter gets the slot
+    await _settle()
+    assert order == ["c"] and (adm.running, adm.queued) == (2, 1)
+    a.release()
+    await _settle()
+    assert order == ["c", "d"] and (adm.running, adm.queued) == (2, 0)
+    (await c).release()
+    (await d).release()
+    assert (adm.running, adm.queued, adm.rejected_total) == (0, 0, 2)
+
+
+async def test_a_slot_is_released_once_whoever_releases_it() -> None:
+    adm = Admission(1, 1)
+    slot = await adm.acquire()
+    waiter = asyncio.ensure_future(adm.acquire())
+    await _settle()
+    slot.release()
+    slot.release()  # a second release (e.g. the run's callback after an error path) changes nothing
+    second = await waiter
+    assert adm.running == 1 and slot.released
+    second.release()
+    second.release()
+    assert adm.running == 0
+    third = await adm.acquire()  # nothing was lost or duplicated
+    assert adm.running == 1 and not third.released
+
+
+async def test_a_cancelled_waiter_leaves_the_queue_at_once() -> None:
+    adm = Admission(1, 2)
+    held = await adm.acquire()
+    first = asyncio.ensure_future(adm.acquire())
+    second = asyncio.ensure_future(adm.acquire())
+    await _settle()
+    assert adm.queued == 2
+    first.cancel()
+    await _settle()
+    assert adm.queued == 1 and first.cancelled()
+    held.release()  # goes to the waiter still there
+    slot = await second
+    assert (adm.running, adm.queued) == (1, 0)
+    slot.release()
+    assert adm.running == 0
+
+
+async def test_a_waiter_granted_as_it_is_cancelled_passes_the_slot_on() -> None:
+    adm = Admission(1, 2)
+    held = await adm.acquire()
+    first = asyncio.ensure_future(adm.acquire())
+    second = asyncio.ensure_future(adm.acquire())
+    await _settle()
+    held.release()  # grants `first`...
+    first.cancel()  # ...which is cancelled before it resumed: the slot goes on to `second`
+    await _settle()
+    assert first.cancelled()
+    slot = await second
+    assert (adm.running, adm.queued) == (1, 0)
+    slot.release()
+    assert adm.running == 0
+
+
+async def test_no_queue_refuses_at_once_and_retry_after_follows_hold_times() -> None:
+    adm = Admission(2, 0)
+    assert adm.retry_after() == 1  # nothing measured yet
+    slots = [await adm.acquire(), await adm.acquire()]
+    with pytest.raises(Busy):
+        await adm.acquire()
+    adm._mean_hold_s = 30.0  # responses held their slot 30 s on average; two slots: one ends every ~15 s
+    assert adm.retry_after() == 15
+    adm._mean_hold_s = 1e6
+    assert adm.retry_after() == 60
+    for s in slots:
+        s.release()
+    assert default_max_queued(8) == 16
+    with pytest.raises(ValueError):
+        Admission(0, 1)
+
+
+async def test_until_disconnect() -> None:
+    messages: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+
+    async def receive() -> dict[str, str]:
+        return await messages.get()
+
+    assert await until_disconnect(receive, asyncio.sleep(0, "done")) == "done"  # type: ignore[arg-type]
+    cancelled = asyncio.Event()
+
+    async def forever() -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    pending = asyncio.ensure_future(until_disconnect(receive, forever()))  # type: ignore[arg-type]
+    await _settle()
+    messages.put_nowait({"type": "http.disconnect"})
+    assert await pending is None and cancelled.is_set()
+
+    async def refused() -> str:
+        raise Busy("full")
+
+    with pytest.raises(Busy):  # the work's own error comes through
+        await until_disconnect(receive, refused())  # type: ignore[arg-type]

@@ -1,0 +1,235 @@
+"""Admission over a real server (uvicorn on 127.0.0.1, the scripted engine holding its generations open): a burst
+past both limits gets 429s with `Retry-After` and every admitted response completes; a queued client that
+leaves frees its place; background responses hold a slot; WebSocket creates go through the same admission;
+a slot comes back however a response ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from tests.fakes import FakeEngine, FakeInterpreter
+from tests.metrics_text import parse, value
+from tests.serving import LiveServer
+from vllm_responses.admission import Admission
+from vllm_responses.chat import GenerateRequest
+from vllm_responses.config import Config
+from vllm_responses.engine.base import EngineError
+
+MODEL = "fake-model"
+STREAM = {"model": MODEL, "input": "hi", "stream": True}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LiveServer]:
+    config = Config(max_concurrent_responses=2, max_queued_responses=2, code_interpreter_timeout=5.0)
+    live = LiveServer(config, FakeEngine(), FakeInterpreter()).start()
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def engine(server: LiveServer) -> Iterator[FakeEngine]:
+    fake: FakeEngine = server.engine
+    fake.reset()
+    fake.hold = hold = threading.Event()  # every generation waits until the test lets it go (`let_go`)
+    yield fake
+    hold.set()
+
+
+def let_go(engine: FakeEngine) -> None:
+    assert engine.hold is not None
+    engine.hold.set()
+
+
+def admission(server: LiveServer) -> Admission:
+    adm: Admission = server.app.state.vr.service.admission
+    return adm
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+@dataclass
+class Attempt:
+    """One streamed create: its status once the headers came (None while it waits for admission), the events."""
+
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+
+async def attempt(client: httpx.AsyncClient, body: dict[str, Any], out: Attempt) -> None:
+    async with client.stream("POST", "/v1/responses", json=body) as r:
+        out.status, out.headers = r.status_code, dict(r.headers)
+        if r.status_code != 200:
+            out.error = json.loads(await r.aread())["error"]
+            return
+        buffer = ""
+        async for chunk in r.aiter_text():
+            buffer += chunk
+            while "\n\n" in buffer:
+                frame, buffer = buffer.split("\n\n", 1)
+                for line in frame.splitlines():
+                    if line.startswith("data: "):
+                        out.events.append(json.loads(line[6:]))
+
+
+def start(client: httpx.AsyncClient, body: dict[str, Any] = STREAM) -> tuple[Attempt, asyncio.Task[None]]:
+    out = Attempt()
+    return out, asyncio.ensure_future(attempt(client, body, out))
+
+
+def client_of(server: LiveServer) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=server.base_url, timeout=60)
+
+
+def rejected_metric(server: LiveServer) -> float:
+    samples, _types = parse(httpx.get(server.base_url + "/metrics", timeout=30).text)
+    return value(samples, "vllm_responses_admission_rejected_total")
+
+
+async def test_a_burst_past_both_limits(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    before = rejected_metric(server)
+    async with client_of(server) as client:
+        started = [start(client, {**STREAM, "input": f"hi {i}"}) for i in range(10)]
+        attempts = [a for a, _ in started]
+        await eventually(lambda: sum(a.status == 429 for a in attempts) == 6)
+        assert (adm.running, adm.queued) == (2, 2)
+        await eventually(lambda: sum(a.status == 200 for a in attempts) == 2)
+        running = [a for a in attempts if a.status == 200]
+        waiting = [a for a in attempts if a.status is None]  # queued: not even the headers yet
+        assert len(running) == 2 and len(waiting) == 2
+        # admitted: created and in_progress went out while the engine has produced nothing
+        await eventually(lambda: all(len(a.events) >= 2 for a in running))
+        assert all(a.types == ["response.created", "response.in_progress"] for a in running)
+        for a in attempts:
+            if a.status == 429:
+                assert a.error is not None and a.error["type"] == "rate_limit_error"
+                assert (
+                    a.error["code"] == "rate_limit_exceeded"
+                    and "--max-concurrent-responses" in a.error["message"]
+                )
+                assert int(a.headers["retry-after"]) >= 1
+        let_go(engine)
+        await asyncio.gather(*(t for _, t in started))
+    for a in running + waiting:
+        assert a.types[:2] == ["response.created", "response.in_progress"]
+        assert a.types[-1] == "response.completed"
+    assert len(engine.requests) == 4
+    assert rejected_metric(server) - before == 6
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_a_queued_client_that_leaves_frees_its_place(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(4)]
+        await eventually(lambda: (adm.running, adm.queued) == (2, 2))
+        await eventually(lambda: sum(a.status == 200 for a, _ in started) == 2)  # the others wait
+        rejected = adm.rejected_total
+        leaving = next(t for a, t in started if a.status is None)
+        leaving.cancel()  # the client closes its connection while it waits for admission
+        await eventually(lambda: adm.queued == 1)
+        late, late_task = start(client)  # the place it left is free: queued, not refused
+        await eventually(lambda: adm.queued == 2)
+        assert late.status is None and adm.rejected_total == rejected
+        let_go(engine)
+        await asyncio.gather(late_task, *(t for _, t in started if t is not leaving))
+    assert late.types[-1] == "response.completed"
+    assert len(engine.requests) == 4  # the one that left never reached the engine
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_background_responses_hold_a_slot_until_they_end(
+    server: LiveServer, engine: FakeEngine
+) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        background = []
+        for _ in range(2):
+            r = await client.post("/v1/responses", json={"model": MODEL, "input": "bg", "background": True})
+            assert r.status_code == 200, r.text
+            background.append(r.json()["id"])
+        assert (adm.running, adm.queued) == (2, 0)
+        waiting, task = start(client)
+        await eventually(lambda: adm.queued == 1)
+        assert waiting.status is None
+        r = await client.post(f"/v1/responses/{background[0]}/cancel")  # its slot goes to the waiting stream
+        assert r.json()["status"] == "cancelled"
+        await eventually(lambda: len(waiting.events) >= 2)
+        assert waiting.status == 200 and (adm.running, adm.queued) == (2, 0)
+        let_go(engine)
+        await task
+        assert waiting.types[-1] == "response.completed"
+        await eventually(lambda: adm.running == 0)
+        r = await client.get(f"/v1/responses/{background[1]}")
+        assert r.json()["status"] == "completed"
+
+
+async def test_the_slot_comes_back_however_the_response_ends(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        # a streaming client that leaves mid-stream: cancelled
+        gone, task = start(client)
+        await eventually(lambda: len(gone.events) >= 2)
+        task.cancel()
+        await eventually(lambda: adm.running == 0 and len(engine.aborted) == 1)
+        # a non-streamed client that leaves while its response runs: cancelled too
+        quiet = asyncio.ensure_future(client.post("/v1/responses", json={"model": MODEL, "input": "x"}))
+        await eventually(lambda: adm.running == 1)
+        quiet.cancel()
+        await eventually(lambda: adm.running == 0 and len(engine.aborted) == 2)
+
+        def broken(request: GenerateRequest) -> list[Any]:
+            raise EngineError("the engine fell over")
+
+        engine.reset(broken)  # failed
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "x"})
+        assert r.json()["status"] == "failed"
+        engine.reset()  # completed
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "x"})
+        assert r.json()["status"] == "completed"
+        engine.context = 5  # refused up front: never admitted
+        r = await client.post("/v1/responses", json={**STREAM, "input": "x" * 400})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+    assert (adm.running, adm.queued) == (0, 0)
+
+
+async def test_websocket_creates_go_through_the_same_admission(
+    server: LiveServer, engine: FakeEngine
+) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(4)]
+        await eventually(lambda: (adm.running, adm.queued) == (2, 2))
+
+        def over_websocket() -> dict[str, Any]:
+            with connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10) as ws:
+                ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "ws"}))
+                event: dict[str, Any] = json.loads(ws.recv(timeout=30))
+                return event
+
+        event = await asyncio.to_thread(over_websocket)
+        assert event["type"] == "error" and event["status"] == 429
+        assert event["error"]["code"] == "rate_limit_exceeded"
+        let_go(engine)
+        await asyncio.gather(*(t for _, t in started))
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
