@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
@@ -25,12 +25,11 @@ from vllm_responses.compaction import Compaction, compact, compact_over_threshol
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
 from vllm_responses.conversations import ConversationService
+from vllm_responses.driver import RunDriver, no_generation
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import Conflict, InvalidRequest, NotFound, failure_code
+from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
-from vllm_responses.meter import ResponseMeter
-from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
@@ -38,7 +37,7 @@ from vllm_responses.protocol.requests import (
     ToolChoiceBuiltin,
     ToolChoiceFunction,
 )
-from vllm_responses.records import fail_interrupted, generated, response_record
+from vllm_responses.records import fail_interrupted, response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.request_sampling import request_sampling
 from vllm_responses.runs import Run
@@ -49,13 +48,6 @@ from vllm_responses.truncation import fit_context
 __all__ = ["ResponsesService"]
 
 logger = logging.getLogger(__name__)
-
-# How long a finished run stays in memory for late streams (`GET ...?stream=true`) after it ends.
-RUN_RETENTION_S = 300.0
-# The endings of a response created with `conversation` that append its input and output to the
-# conversation: an incomplete one (cut by max_output_tokens) is a turn the user saw; a failed or
-# cancelled one appends nothing, so a retry starts from the same conversation.
-APPENDING_STATUSES = ("completed", "incomplete")
 
 
 class ResponsesService:
@@ -69,6 +61,7 @@ class ResponsesService:
         self.containers = ContainerService(interpreter)
         self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
+        self.driver = RunDriver(store, self.conversations, self.runs)
         # --- admission (issue 16) ---
         running = config.max_concurrent_responses or engine.max_num_seqs
         queued = config.max_queued_responses
@@ -218,14 +211,14 @@ class ResponsesService:
                 slot.release()
             raise
         self.runs[run.id] = run
-        events = loop.events() if generate else _no_generation(builder)
+        events = loop.events() if generate else no_generation(builder)
         acknowledged = None
         if req.background and req.store:  # kept as acknowledged: after a crash it is found (failed), not 404
             acknowledged = asyncio.ensure_future(
-                self._save(response_record(run, req.wants_outputs, context, input_items))
+                self.driver.save(response_record(run, req.wants_outputs, context, input_items))
             )
         run.task = asyncio.create_task(
-            self._drive(run, loop, events, req, context, input_items, local, acknowledged),
+            self.driver.drive(run, loop, events, req, context, input_items, local, acknowledged),
             name=f"response {run.id}",
         )
         if slot is not None:  # given back when the run ends, however it ends (even cancelled before it ran)
@@ -293,95 +286,6 @@ class ResponsesService:
 
         return resolve
 
-    async def _drive(
-        self,
-        run: Run,
-        loop: AgentLoop,
-        events: AsyncIterator[Event],
-        req: CreateResponseRequest,
-        context: list[dict[str, Any]],
-        input_items: list[dict[str, Any]],
-        local: ResponseStore | None,
-        acknowledged: asyncio.Future[None] | None = None,
-    ) -> None:
-        """The task behind a run: play the agent loop's `events` into the run, then store the result (its
-        history: the items the model saw, `context`, then its output), and keep it in `local` when given.
-        The last event (`response.completed` / `incomplete` / `failed`) is published only once the response
-        is kept, so a client that saw it finds the response in the store, `local` and its conversation."""
-        builder = run.builder
-        meter = ResponseMeter()
-        ending: list[Event] = []
-
-        def emit(event: Event) -> None:
-            meter.see(event)
-            if event["type"] in _ENDINGS:  # held back until the response is kept (below)
-                ending.append(event)
-            else:
-                run.publish(event)
-
-        try:
-            if acknowledged is not None:  # its first record is written before anything else
-                await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
-            async for event in events:
-                run.failure = loop.failure  # set before its `response.failed` is seen
-                emit(event)
-        except asyncio.CancelledError:
-            if run.ending is None:
-                builder.cancelled(loop.usage)
-                raise
-            # ended by the server (shutdown, engine death): a failed response, streamed and stored
-            cast(asyncio.Task[None], asyncio.current_task()).uncancel()
-            run.failure = run.ending
-            for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
-                emit(event)
-        except Exception:
-            logger.exception("response %s failed", run.id)
-            for event in builder.failed("The server failed while generating this response.", loop.usage):
-                emit(event)
-        finally:
-            meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
-            try:
-                await self._keep(run, req, context, input_items, local, acknowledged)
-            finally:
-                for event in ending:
-                    run.publish(event)
-                run.close()
-                asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
-
-    async def _keep(
-        self,
-        run: Run,
-        req: CreateResponseRequest,
-        context: list[dict[str, Any]],
-        input_items: list[dict[str, Any]],
-        local: ResponseStore | None,
-        acknowledged: asyncio.Future[None] | None,
-    ) -> None:
-        """Store the ended response where it is kept, and append it to its conversation."""
-        if local is not None or req.store:  # the record is only built where it is kept
-            record = response_record(run, req.wants_outputs, context, input_items)
-            if local is not None:  # before anything awaits: whoever saw the end finds it there
-                await local.save(record)
-            if req.store and self.runs.get(run.id) is run:  # (not when the response was deleted meanwhile)
-                if acknowledged is not None:  # the first record's write ends before this one's starts
-                    await asyncio.wait({acknowledged})
-                await asyncio.shield(self._save(record))
-        if req.conversation and run.builder.status in APPENDING_STATUSES:
-            items = [*input_items, *generated(run)]
-            await asyncio.shield(self._append_to_conversation(req.conversation, items))
-
-    async def _save(self, record: StoredResponse) -> None:
-        try:
-            await self.store.save(record)
-        except Exception:
-            logger.exception("could not store response %s", record.id)
-
-    async def _append_to_conversation(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
-        try:
-            await self.conversations.append(conversation_id, items)
-        except Exception:
-            logger.exception("could not append to conversation %s", conversation_id)
-
     # --- read, delete, cancel -------------------------------------------------------------------------
 
     async def get(self, response_id: str, include_outputs: bool | None = None) -> ResponseObject:
@@ -442,22 +346,12 @@ class ResponsesService:
             await asyncio.wait(tasks, timeout=10)
 
 
-# The events that end a response's stream: held back until the response is kept (`_drive`).
-_ENDINGS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-
-
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:
     """The turns the model sees: the instructions, then the items."""
     turns = items_to_turns(items)
     if req.instructions:
         turns.insert(0, Message("system", req.instructions))
     return turns
-
-
-async def _no_generation(builder: ResponseBuilder) -> AsyncIterator[Event]:
-    """The events of a response that does not call the model (`generate=False`): created, completed."""
-    for event in [*builder.created(), *builder.completed(Usage())]:
-        yield event
 
 
 def _tool_choice(req: CreateResponseRequest) -> ToolChoice:

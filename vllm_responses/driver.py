@@ -1,0 +1,142 @@
+"""The task behind a running response: plays the agent loop's events into its `Run`, then keeps the ended
+response (the store, a WebSocket connection's cache, its conversation) before its last event goes out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from vllm_responses.agent import AgentLoop
+from vllm_responses.chat import Usage
+from vllm_responses.conversations import ConversationService
+from vllm_responses.errors import failure_code
+from vllm_responses.meter import ResponseMeter
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.records import generated, response_record
+from vllm_responses.runs import Run
+from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.stream import ResponseBuilder
+
+__all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
+
+logger = logging.getLogger(__name__)
+
+# How long a finished run stays in memory for late streams (`GET ...?stream=true`) after it ends.
+RUN_RETENTION_S = 300.0
+# The endings of a response created with `conversation` that append its input and output to the
+# conversation: an incomplete one (cut by max_output_tokens) is a turn the user saw; a failed or
+# cancelled one appends nothing, so a retry starts from the same conversation.
+APPENDING_STATUSES = ("completed", "incomplete")
+# The events that end a response's stream: held back until the response is kept (`RunDriver.drive`).
+_ENDINGS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+class RunDriver:
+    """Drives runs for `ResponsesService`: `runs` is the service's table of live runs (a run leaves it
+    `RUN_RETENTION_S` after it ends), `store` and `conversations` where ended responses are kept."""
+
+    def __init__(
+        self, store: ResponseStore, conversations: ConversationService, runs: dict[str, Run]
+    ) -> None:
+        self.store = store
+        self.conversations = conversations
+        self.runs = runs
+
+    async def drive(
+        self,
+        run: Run,
+        loop: AgentLoop,
+        events: AsyncIterator[Event],
+        req: CreateResponseRequest,
+        context: list[dict[str, Any]],
+        input_items: list[dict[str, Any]],
+        local: ResponseStore | None,
+        acknowledged: asyncio.Future[None] | None = None,
+    ) -> None:
+        """The task behind a run: play the agent loop's `events` into the run, then store the result (its
+        history: the items the model saw, `context`, then its output), and keep it in `local` when given.
+        The last event (`response.completed` / `incomplete` / `failed`) is published only once the response
+        is kept, so a client that saw it finds the response in the store, `local` and its conversation."""
+        builder = run.builder
+        meter = ResponseMeter()
+        ending: list[Event] = []
+
+        def emit(event: Event) -> None:
+            meter.see(event)
+            if event["type"] in _ENDINGS:  # held back until the response is kept (below)
+                ending.append(event)
+            else:
+                run.publish(event)
+
+        try:
+            if acknowledged is not None:  # its first record is written before anything else
+                await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
+            async for event in events:
+                run.failure = loop.failure  # set before its `response.failed` is seen
+                emit(event)
+        except asyncio.CancelledError:
+            if run.ending is None:
+                builder.cancelled(loop.usage)
+                raise
+            # ended by the server (shutdown, engine death): a failed response, streamed and stored
+            cast(asyncio.Task[None], asyncio.current_task()).uncancel()
+            run.failure = run.ending
+            for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
+                emit(event)
+        except Exception:
+            logger.exception("response %s failed", run.id)
+            for event in builder.failed("The server failed while generating this response.", loop.usage):
+                emit(event)
+        finally:
+            meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
+            try:
+                await self._keep(run, req, context, input_items, local, acknowledged)
+            finally:
+                for event in ending:
+                    run.publish(event)
+                run.close()
+                asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+
+    async def _keep(
+        self,
+        run: Run,
+        req: CreateResponseRequest,
+        context: list[dict[str, Any]],
+        input_items: list[dict[str, Any]],
+        local: ResponseStore | None,
+        acknowledged: asyncio.Future[None] | None,
+    ) -> None:
+        """Store the ended response where it is kept, and append it to its conversation."""
+        if local is not None or req.store:  # the record is only built where it is kept
+            record = response_record(run, req.wants_outputs, context, input_items)
+            if local is not None:  # before anything awaits: whoever saw the end finds it there
+                await local.save(record)
+            if req.store and self.runs.get(run.id) is run:  # (not when the response was deleted meanwhile)
+                if acknowledged is not None:  # the first record's write ends before this one's starts
+                    await asyncio.wait({acknowledged})
+                await asyncio.shield(self.save(record))
+        if req.conversation and run.builder.status in APPENDING_STATUSES:
+            items = [*input_items, *generated(run)]
+            await asyncio.shield(self._append_to_conversation(req.conversation, items))
+
+    async def save(self, record: StoredResponse) -> None:
+        """Write `record` to the store; a failure is logged, not raised (the response itself went fine)."""
+        try:
+            await self.store.save(record)
+        except Exception:
+            logger.exception("could not store response %s", record.id)
+
+    async def _append_to_conversation(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        try:
+            await self.conversations.append(conversation_id, items)
+        except Exception:
+            logger.exception("could not append to conversation %s", conversation_id)
+
+
+async def no_generation(builder: ResponseBuilder) -> AsyncIterator[Event]:
+    """The events of a response that does not call the model (`generate=False`): created, completed."""
+    for event in [*builder.created(), *builder.completed(Usage())]:
+        yield event
