@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from vllm_responses.admission import Admission, Slot, default_max_queued, until_disconnect
-from vllm_responses.errors import Busy
+from vllm_responses.errors import Busy, Unavailable
 
 
 async def _settle() -> None:
@@ -97,6 +97,25 @@ async def test_a_waiter_granted_as_it_is_cancelled_passes_the_slot_on() -> None:
     slot = await second
     assert (adm.running, adm.queued) == (1, 0)
     slot.release()
+    assert adm.running == 0
+
+
+async def test_close_refuses_the_queue_and_later_requests_but_keeps_running_slots() -> None:
+    adm = Admission(1, 2)
+    held = await adm.acquire()
+    waiting = [asyncio.ensure_future(adm.acquire()) for _ in range(2)]
+    await _settle()
+    gone = Unavailable("The server is shutting down.", code="shutting_down")
+    adm.close(gone)
+    await _settle()
+    for w in waiting:  # the queued requests get the 503, not a slot
+        assert w.done() and w.exception() is gone
+    assert (adm.running, adm.queued) == (1, 0)
+    with pytest.raises(Unavailable):
+        await adm.acquire()
+    with pytest.raises(Unavailable):
+        adm.refuse_if_full()
+    held.release()  # the running response still ends normally and gives its slot back
     assert adm.running == 0
 
 

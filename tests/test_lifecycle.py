@@ -159,3 +159,30 @@ def test_drain_refuses_websocket_responses_on_open_and_new_sockets(
         connect(url, open_timeout=10)
     assert refused.value.response.status_code == 503
     assert json.loads(refused.value.response.body or b"{}")["error"]["code"] == "shutting_down"
+
+
+def test_drain_refuses_requests_still_queued_for_admission() -> None:
+    """A request waiting for a slot when the drain starts gets the 503 at once; the running one goes on."""
+    config = Config(shutdown_grace=1.5, max_concurrent_responses=1, max_queued_responses=2)
+    server = LiveServer(config, FakeEngine(), FakeInterpreter()).start()
+    lifecycle: Lifecycle = server.app.state.lifecycle
+    stopped = threading.Event()
+    lifecycle.stop_server = stopped.set
+    engine: FakeEngine = server.engine
+    engine.reset(say("b" * 3000), delay=0.05)  # the running one: about 50 s
+    answers: list[httpx.Response] = []
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=30) as http:
+            running = Stream(http, {"input": "long"})
+            running.until(".delta")
+            queued = threading.Thread(target=lambda: answers.append(_post(server)))
+            queued.start()
+            wait_until(lambda: server.app.state.vr.service.admission.queued == 1)
+            lifecycle.request_shutdown()
+            queued.join(5)  # well before the grace ends
+            assert not queued.is_alive() and not stopped.is_set()
+            assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "shutting_down"
+            assert running.rest()[-1]["type"] == "response.failed"  # ended by the grace, as before
+        assert stopped.wait(10)
+    finally:
+        server.stop()

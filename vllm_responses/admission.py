@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from starlette.types import Receive
 
-from vllm_responses.errors import Busy
+from vllm_responses.errors import APIError, Busy
 
 __all__ = ["Admission", "Slot", "default_max_queued", "until_disconnect"]
 
@@ -70,6 +70,7 @@ class Admission:
         self.rejected_total = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._mean_hold_s: float | None = None  # running mean of how long a slot is held
+        self._closed: APIError | None = None  # set by `close`: every later request gets it
 
     @property
     def queued(self) -> int:
@@ -89,13 +90,27 @@ class Admission:
         return max(RETRY_AFTER_MIN_S, min(RETRY_AFTER_MAX_S, estimate))
 
     def refuse_if_full(self) -> None:
-        """Raise the 429 now when a request would be refused anyway (before any work is done for it)."""
+        """Raise the 429 now when a request would be refused anyway (before any work is done for it), or the
+        error of `close`."""
+        if self._closed is not None:
+            raise self._closed
         if self.full:
             raise self._refusal()
 
+    def close(self, error: APIError) -> None:
+        """Admit nothing more (shutdown, engine death): the queued requests and every later one get `error`;
+        responses already running keep their slots until they end."""
+        self._closed = error
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+
     async def acquire(self) -> Slot:
         """A slot: at once when one is free and nobody waits, else after the requests queued before this one;
-        `Busy` (429 with `Retry-After`) when the queue is full too."""
+        `Busy` (429 with `Retry-After`) when the queue is full too; the error of `close` once closed."""
+        if self._closed is not None:
+            raise self._closed
         if self.running < self.max_running and not self._waiters:
             self.running += 1
             return Slot(self)
@@ -106,8 +121,9 @@ class Admission:
         try:
             await waiter  # `_release` hands its slot over by setting the result (`running` unchanged)
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():  # granted just as it was cancelled: pass it on
-                Slot(self).release()
+            if waiter.done() and not waiter.cancelled():
+                if waiter.exception() is None:  # granted just as it was cancelled: pass it on
+                    Slot(self).release()
             else:
                 self._waiters.remove(waiter)
             raise

@@ -276,7 +276,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
             state = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
             state.live = LiveCollector(_live_sources(state))
             app.state.vr = state
-            life.attach(service.runs, engine)
+            life.attach(service.runs, engine, service.admission)
             try:
                 yield
             finally:

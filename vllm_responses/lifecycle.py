@@ -17,6 +17,7 @@ from typing import Any, Literal
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vllm_responses.admission import Admission
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import APIError, Unavailable
 from vllm_responses.runs import Run
@@ -95,12 +96,15 @@ class Lifecycle:
         self.exit_code = 0
         self.monitor: EngineMonitor | None = None
         self._runs: dict[str, Run] = {}
+        self._admission: Admission | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def attach(self, runs: dict[str, Run], engine: Engine) -> None:
-        """Start serving: `runs` are the service's running responses; the engine is watched."""
+    def attach(self, runs: dict[str, Run], engine: Engine, admission: Admission | None = None) -> None:
+        """Start serving: `runs` are the service's running responses; the engine is watched; `admission`'s
+        queue is refused (503) once the server drains or fails."""
         self._runs = runs
+        self._admission = admission
         self._loop = asyncio.get_running_loop()
         self.state = "serving"
         self.monitor = EngineMonitor(engine)
@@ -143,6 +147,7 @@ class Lifecycle:
         if self.state != "serving":
             return
         self.state, self.reason = "draining", "shutting down"
+        self._close_admission()
         logger.info(
             "shutdown requested: draining %d running response(s), grace %g s",
             len(self._running_runs()),
@@ -177,6 +182,7 @@ class Lifecycle:
                 run.end(error)
             return  # the drain goes on and stops the server with status 0
         self.state, self.reason = "failed", f"the engine died ({reason})"
+        self._close_admission()
         logger.critical(
             "the engine died (%s): failing running responses and exiting with status %d",
             reason,
@@ -184,6 +190,12 @@ class Lifecycle:
         )
         await self._settle(ENGINE_DEAD_SETTLE_S, error)
         self._stop(ENGINE_DEAD_EXIT)
+
+    def _close_admission(self) -> None:
+        """Requests waiting for a slot get the refusal new requests get (they were never started)."""
+        error = self.refusal()
+        if self._admission is not None and error is not None:
+            self._admission.close(error)
 
     def _running_runs(self) -> list[Run]:
         return [r for r in list(self._runs.values()) if r.task is not None and not r.task.done()]
