@@ -216,6 +216,48 @@ def test_load_quick(tmp_path: Path) -> None:
     assert data["levels"]["4"]["code_turns_completed"] == 1, data["levels"]
 
 
+def test_default_model_scoring_on_set_responses() -> None:
+    """A turn is scored from what the response holds: code without a traceback, the value in the logs and in
+    the answer (as a whole number), completed; shares are over the turns that have the score."""
+    from bench_default_model import TASKS, score_turn, summarize
+
+    task = next(t for t in TASKS if t.id == "pow2_10")
+
+    def response(logs: str, answer: str, status: str = "completed") -> dict[str, Any]:
+        call = {"type": "code_interpreter_call", "outputs": [{"type": "logs", "logs": logs}]}
+        message = {"type": "message", "content": [{"type": "output_text", "text": answer}]}
+        return {"status": status, "output": [call, message]}
+
+    good = score_turn(task, 0, response("1024\n", "2 to the power of 10 is 1,024."))
+    assert (good.code_ok, good.logs_right, good.answer_right, good.completed) == (True, True, True, True)
+    broken = score_turn(task, 0, response("  File x\nSyntaxError: invalid decimal literal", "10240"))
+    assert (broken.code_ok, broken.logs_right, broken.answer_right) == (False, False, False)
+    cut = score_turn(task, 0, {"status": "incomplete", "output": []})
+    assert (cut.code_ok, cut.calls, cut.completed) == (False, 0, False)
+    plot = next(t for t in TASKS if t.kind == "plot")
+    drawn = score_turn(plot, 0, {"status": "completed", "output": [
+        {"type": "code_interpreter_call", "outputs": [{"type": "image", "url": "data:image/png;base64,"}]}
+    ]})  # fmt: skip
+    assert drawn.logs_right and drawn.answer_right is None
+    summary = summarize([good, broken, cut, drawn])
+    assert summary["overall"] == {
+        "turns": 4, "code_ok": 0.5, "logs_right": 0.5, "answer_right": 0.333, "completed": 0.75
+    }  # fmt: skip
+    assert summary["by_kind"]["plot"]["answer_right"] is None
+    assert len(TASKS) >= 30 and {t.kind for t in TASKS} >= {"arithmetic", "numpy", "plot", "follow_up"}
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.sandbox
+def test_default_model_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_default_model.py", tmp_path)
+    assert data["config"]["tasks"] == 4 and data["overall"]["turns"] == 5
+    assert [t["error"] for t in data["turns"]] == [None] * 5  # every turn answered (scores may be low)
+    for key in ("code_ok", "logs_right", "answer_right", "completed"):
+        assert 0 <= data["overall"][key] <= 1
+
+
 def test_report_renders_quick_results(tmp_path: Path) -> None:
     """The report script renders tables from result files (here: a minimal synthetic gateway run)."""
     from bench_report import render
