@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import openai
@@ -45,6 +46,11 @@ def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
 def real_server() -> Iterator[LiveServer]:
     """vLLM (tiny model) and real sandbox workers, one server per module that asks (tests/clients shares one)."""
     server = tiny_model_server()
+    # Let the pool's background worker starts (Deno + Pyodide, seconds of CPU) end before the tests: on 2
+    # cores they starve the server's reader, and vLLM then merges a stream's deltas into one.
+    deadline = time.monotonic() + 120
+    while server.interpreter.stats()["workers_starting"] and time.monotonic() < deadline:
+        time.sleep(0.2)
     yield server
     server.stop()
 
