@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,9 @@ from benchlib import (
     BenchError,
     ServerProcess,
     engine_flags,
+    exactly,
     free_port,
+    hermes_call,
     machine_info,
     model_path,
     percentile,
@@ -51,14 +52,6 @@ MARKS = {
     "text_done": b"event: response.output_text.done",
 }
 PHASES = ("total_ms", "engine_ms", "sandbox_ms", "gateway_ms", "engine_calls")
-
-
-def exactly(text: str) -> dict[str, str]:
-    return {"regex": re.escape(text)}
-
-
-def hermes_call(code: str) -> str:
-    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
 
 
 async def turn(port: int, body: dict[str, Any], timings: Path) -> tuple[dict[str, float], str | None, str]:

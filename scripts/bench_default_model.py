@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import re
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import ServerProcess, engine_flags, free_port, machine_info, model_path, write_json
+from benchlib import (
+    ServerProcess,
+    engine_flags,
+    free_port,
+    machine_info,
+    model_path,
+    our_server_argv,
+    write_json,
+)
 
 __all__ = ["TASKS", "Task", "main", "score_turn", "summarize"]
 
@@ -257,13 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     model = model_path(ns.model)
     flags, env = engine_flags(model, max_model_len=ns.max_model_len)
     port = free_port()
-    import shlex
-
-    argv_ = [
-        sys.executable, "-m", "vllm_responses", "serve", *flags, "--port", str(port), "--db", ":memory:",
-        "--log-level", "warning", "--code-interpreter-workers", str(max(2, ns.concurrency)),
-        *shlex.split(ns.server_args),
-    ]  # fmt: skip
+    workers = max(2, ns.concurrency)
+    argv_ = our_server_argv(flags, port, *shlex.split(ns.server_args), sandbox_workers=workers)
     result: dict[str, Any] = {
         "benchmark": "default_model",
         "machine": machine_info(),

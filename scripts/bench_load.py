@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shlex
 import sys
 import time
@@ -32,9 +31,13 @@ from benchlib import (
     HTTPStatusError,
     ServerProcess,
     engine_flags,
+    exactly,
     free_port,
+    get_text,
+    hermes_call,
     machine_info,
     model_path,
+    our_server_argv,
     percentile,
     post_sse,
     ratio,
@@ -76,14 +79,6 @@ class Sample:
     code_ran: bool = False  # a code stream saw its call completed (the sandbox ran it)
 
 
-def _exactly(text: str) -> dict[str, str]:
-    return {"regex": re.escape(text)}
-
-
-def _hermes_call(code: str) -> str:
-    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
-
-
 def request_body(model: str, code: bool, max_output_tokens: int, forced: bool) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
@@ -98,8 +93,8 @@ def request_body(model: str, code: bool, max_output_tokens: int, forced: bool) -
         body["tool_choice"] = {"type": "code_interpreter"}
         body["max_output_tokens"] = 2 * max_output_tokens  # the call and the answer after it
     if forced:
-        outputs = [_hermes_call(FORCED_CODE), FORCED_ANSWER] if code else [FORCED_TEXT]
-        body["structured_outputs"] = [_exactly(text) for text in outputs]
+        outputs = [hermes_call(FORCED_CODE), FORCED_ANSWER] if code else [FORCED_TEXT]
+        body["structured_outputs"] = [exactly(text) for text in outputs]
         body["max_output_tokens"] = 256
     return body
 
@@ -239,22 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     flags, env = engine_flags(model, max_model_len=ns.max_model_len, extra=ns.engine_args)
     flags = [f for f in flags if f != "--disable-log-stats"]  # /metrics keeps vLLM's figures
     port = free_port()
-    argv_ = [
-        sys.executable,
-        "-m",
-        "vllm_responses",
-        "serve",
-        *flags,
-        "--port",
-        str(port),
-        "--db",
-        ":memory:",
-        "--log-level",
-        "warning",
-        "--code-interpreter-workers",
-        str(ns.workers),
-        *shlex.split(ns.server_args),
-    ]
+    argv_ = our_server_argv(flags, port, *shlex.split(ns.server_args), sandbox_workers=ns.workers)
     if ns.model == "tiny":
         argv_ += ["--tool-call-parser", "hermes"]
     result: dict[str, Any] = {
@@ -277,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(ns.out)
     with ServerProcess("ours", argv_, port, env, out / "logs" / "load-ours.log") as server:
         result["server_ready_s"] = round(server.ready_s, 1)
-        served = json.loads(_get(port, "/v1/models"))["data"][0]["id"]
+        served = json.loads(get_text(port, "/v1/models"))["data"][0]["id"]
         forced = ns.model == "tiny"
         result.update(asyncio.run(measure(port, served, levels, ns.max_output_tokens, ns.timeout, forced)))
         result["metrics_sample"] = _metrics_sample(port)
@@ -290,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
 def _metrics_sample(port: int) -> dict[str, float]:
     """A few of the server's own counters after the run (from /metrics), when it has them."""
     try:
-        text = _get(port, "/metrics")
+        text = get_text(port, "/metrics")
     except OSError:
         return {}
     keep = ("vllm_responses_responses_total", "vllm_responses_admission_rejected_total")
@@ -300,13 +280,6 @@ def _metrics_sample(port: int) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             found[name] = float(value)
     return found
-
-
-def _get(port: int, path: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return r.read().decode()  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":

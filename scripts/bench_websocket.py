@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,9 @@ from benchlib import (
     BenchError,
     ServerProcess,
     engine_flags,
+    exactly,
     free_port,
+    get_text,
     machine_info,
     model_path,
     our_server_argv,
@@ -49,10 +50,6 @@ TOOL = {
 }
 ANSWER = "All steps are done."
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-
-
-def exactly(text: str) -> dict[str, str]:
-    return {"regex": re.escape(text)}
 
 
 def tool_call(n: int) -> str:
@@ -209,19 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     with ServerProcess("ours", argv_, port, env, out / "logs" / "websocket-ours.log") as server:
         result["server_ready_s"] = round(server.ready_s, 1)
-        served = json.loads(_get(port, "/v1/models"))["data"][0]["id"]
+        served = json.loads(get_text(port, "/v1/models"))["data"][0]["id"]
         result.update(asyncio.run(measure(port, served, ns.turns, ns.rounds)))
     path = write_json(ns.out, "websocket-quick" if ns.quick else "websocket", result)
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
     print(f"wrote {path}")
     return 0
-
-
-def _get(port: int, path: str) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
-        return r.read().decode()  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import socket
@@ -31,6 +32,9 @@ __all__ = [
     "HTTPStatusError",
     "ServerProcess",
     "engine_flags",
+    "exactly",
+    "get_text",
+    "hermes_call",
     "free_port",
     "machine_info",
     "model_path",
@@ -183,6 +187,25 @@ def engine_flags(model: str, *, max_model_len: int, extra: str = "") -> tuple[li
     return flags, env
 
 
+# -- forced outputs and small requests ------------------------------------------------------------------
+
+
+def exactly(text: str) -> dict[str, str]:
+    """A `structured_outputs` constraint that makes the model write exactly `text`."""
+    return {"regex": re.escape(text)}
+
+
+def hermes_call(code: str) -> str:
+    """The tiny model's tool-call text (Hermes format) for a code-interpreter call running `code`."""
+    return "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
+
+
+def get_text(port: int, path: str) -> str:
+    """GET `path` on a local server, the body as text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return r.read().decode()  # type: ignore[no-any-return]
+
+
 # -- child server processes ---------------------------------------------------------------------------
 
 
@@ -192,9 +215,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def our_server_argv(flags: Sequence[str], port: int, *extra: str, isolated: bool = False) -> list[str]:
-    """`vllm-responses serve` as the benchmarks run it: `flags` (the engine's), no sandbox pool, an in-memory
-    store, quiet logs; `extra` flags of ours; `isolated` (`python -P`): a PYTHONPATH tree wins over this one."""
+def our_server_argv(
+    flags: Sequence[str], port: int, *extra: str, isolated: bool = False, sandbox_workers: int | None = None
+) -> list[str]:
+    """`vllm-responses serve` as the benchmarks run it: `flags` (the engine's), no sandbox pool (or one of
+    `sandbox_workers` warm workers), an in-memory store, quiet logs; `extra` flags of ours; `isolated`
+    (`python -P`): a PYTHONPATH tree wins over this one."""
+    sandbox = (
+        ["--no-code-interpreter"]
+        if sandbox_workers is None
+        else ["--code-interpreter-workers", str(sandbox_workers)]
+    )
     return [
         sys.executable,
         *(["-P"] if isolated else []),
@@ -205,7 +236,7 @@ def our_server_argv(flags: Sequence[str], port: int, *extra: str, isolated: bool
         *extra,
         "--port",
         str(port),
-        "--no-code-interpreter",
+        *sandbox,
         "--db",
         ":memory:",
         "--log-level",
