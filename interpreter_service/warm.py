@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Callable
@@ -16,8 +17,10 @@ log = logging.getLogger("interpreter_service.pool")
 
 class WarmWorkers:
     """Warm workers of one configuration (`cfg`), started in the background up to `target()` plus the
-    callers waiting in `take`; surplus ones (the target shrank) are killed. Workers that fail to start are
-    counted (`start_failures`) and logged with the reason (`start_errors` keeps the last ones)."""
+    callers waiting in `take`; surplus ones (the target shrank) are killed. Callers are served first come,
+    first served: a worker that finishes starting goes to the longest waiting caller, and a newcomer takes
+    an idle worker only when nobody waits. Workers that fail to start are counted (`start_failures`) and
+    logged with the reason (`start_errors` keeps the last ones)."""
 
     def __init__(self, cfg: WorkerConfig, target: Callable[[], int]) -> None:
         self.cfg = cfg
@@ -28,8 +31,13 @@ class WarmWorkers:
         self.start_failures = 0
         self.closed = False
         self._cv = asyncio.Condition()
-        self._awaiting = 0  # callers in `take`
+        self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
+
+    @property
+    def waiting(self) -> int:
+        """Callers in `take` still waiting for a worker."""
+        return sum(1 for f in self._waiters if not f.done())
 
     @property
     def idle_count(self) -> int:
@@ -40,7 +48,7 @@ class WarmWorkers:
         if self.closed:
             return
         self.idle = [w for w in self.idle if w.alive]
-        target = max(0, self._target()) + self._awaiting
+        target = max(0, self._target()) + self.waiting
         starting = [t for t in self.starting if not t.cancelling()]
         excess = len(self.idle) + len(starting) - target
         for t in starting[: max(0, excess)]:  # not needed any more: stop those first (nothing warm is lost)
@@ -76,37 +84,60 @@ class WarmWorkers:
             w = await self.start_worker(self.cfg)
         except WorkerDied:
             return
-        async with self._cv:
-            if self.closed:
-                await w.kill()
+        # No longer "starting": else the replenish below counts this start twice and cancels another one
+        # in progress (its caller then waits a whole start longer).
+        self.starting.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]
+        if self.closed:
+            await w.kill()
+            return
+        self._hand_over(w)
+        self.replenish()  # kills it again if its room went to a larger container meanwhile
+
+    def _hand_over(self, w: WorkerProcess) -> None:
+        """Give `w` to the longest waiting caller, or keep it idle when nobody waits."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(w)
                 return
-            self.idle.append(w)
-            self._cv.notify()
-            self.replenish()  # kills it again if its room went to a larger container meanwhile
+        self.idle.append(w)
 
     async def take(self, timeout_s: float) -> WorkerProcess:
-        """A warm worker (waits for one being started; starts one if none is). `TimeoutError` past timeout_s."""
-        self._awaiting += 1
-        counted = True
+        """A warm worker (waits for one being started; starts one if none is), first come first served.
+        `TimeoutError` past timeout_s."""
+        self.idle = [w for w in self.idle if w.alive]
+        if self.idle and not self.waiting:
+            w = self.idle.pop(0)
+            self.replenish()
+            return w
+        waiter: asyncio.Future[WorkerProcess] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
         try:
-            async with asyncio.timeout(timeout_s), self._cv:
+            async with asyncio.timeout(timeout_s):
                 while True:
-                    self.idle = [w for w in self.idle if w.alive]
-                    if self.idle:
-                        w = self.idle.pop(0)
-                        self._awaiting -= 1
-                        counted = False
-                        self.replenish()
-                        return w
                     self.replenish()
                     if not self.starting:  # e.g. every start failed: try again
                         self._spawn()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(1.0):  # also re-check after failed starts
-                            await self._cv.wait()
+                            await asyncio.shield(waiter)
+                    if not waiter.done():
+                        continue
+                    w = waiter.result()
+                    if w.alive:
+                        return w
+                    # it died before we woke: wait for another, still first in line
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._waiters.appendleft(waiter)
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():  # handed over as we gave up: pass it on
+                self._hand_over(waiter.result())
+            else:
+                waiter.cancel()
+            raise
         finally:
-            if counted:
-                self._awaiting -= 1
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
 
     def discard(self, w: WorkerProcess | None) -> None:
         """Kill a worker in the background."""

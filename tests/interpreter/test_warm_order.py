@@ -1,0 +1,95 @@
+"""`WarmWorkers.take` serves callers first come, first served: a worker that finishes starting goes to the
+longest waiting caller, never to a newcomer (stand-in workers whose starts the test releases one by one)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from interpreter_service.warm import WarmWorkers
+from interpreter_service.worker import WorkerConfig, WorkerProcess
+
+
+class StubWorker:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.alive = True
+
+    async def kill(self) -> None:
+        self.alive = False
+
+
+class GatedWarm(WarmWorkers):
+    """Starts finish only when the test releases them (`release(i)`: the i-th start, from 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(WorkerConfig(dist_dir=Path("/nonexistent")), target=lambda: 0)
+        self.gates: list[asyncio.Event] = []
+
+    async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
+        n = len(self.gates)
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        return StubWorker(n)  # type: ignore[return-value]
+
+    async def release(self, i: int) -> None:
+        self.gates[i].set()
+        await settle()
+
+
+async def settle() -> None:
+    """Let every ready task run (starts, hand-overs, wake-ups)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_started_worker_goes_to_the_longest_waiting_caller() -> None:
+    warm = GatedWarm()
+    first = asyncio.create_task(warm.take(30))
+    await settle()
+    second = asyncio.create_task(warm.take(30))
+    await settle()
+    assert warm.waiting == 2 and len(warm.gates) == 2  # one start per waiting caller
+    await warm.release(1)  # the later start finishes first: it still goes to the first caller
+    assert first.done() and not second.done()
+    newcomer = asyncio.create_task(warm.take(30))  # arrives while the second caller waits
+    await settle()
+    await warm.release(0)
+    assert second.done() and not newcomer.done()  # the newcomer does not jump the queue
+    assert [(await first).n, (await second).n] == [1, 0]  # type: ignore[attr-defined]
+    await warm.release(2)
+    assert (await newcomer).n == 2  # type: ignore[attr-defined]
+    assert warm.waiting == 0 and warm.idle == []
+    await warm.aclose()
+
+
+async def test_a_caller_that_gives_up_leaves_the_line() -> None:
+    warm = GatedWarm()
+    with pytest.raises(TimeoutError):
+        await warm.take(0.05)
+    assert warm.waiting == 0
+    later = asyncio.create_task(warm.take(30))
+    await settle()
+    await warm.release(0)  # the start begun for the caller that left serves the next one
+    assert later.done() and (await later).n == 0  # type: ignore[attr-defined]
+    await warm.aclose()
+
+
+async def test_a_worker_handed_to_a_cancelled_caller_passes_to_the_next() -> None:
+    warm = GatedWarm()
+    first = asyncio.create_task(warm.take(30))
+    await settle()
+    second = asyncio.create_task(warm.take(30))
+    await settle()
+    warm.gates[0].set()
+    await asyncio.sleep(0)  # the start ends and hands its worker to the first caller ...
+    await asyncio.sleep(0)
+    first.cancel()  # ... which is cancelled before it wakes
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.sleep(0)
+    assert second.done() and (await second).n == 0  # type: ignore[attr-defined]
+    await warm.aclose()
