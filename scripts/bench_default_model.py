@@ -4,7 +4,9 @@ A fixed set of small tasks of the kinds a newcomer tries (arithmetic, powers, st
 comprehensions, numpy, a matplotlib plot, "run exactly this code", a follow-up turn that uses a variable from
 the turn before), each run `--repeats` times with the openai SDK against `vllm-responses serve` on the
 default model (SmolLM2-135M-Instruct), the code interpreter offered and its outputs included. Per turn:
-  code_ok     the model called the interpreter and no call raised (no traceback in the logs);
+  code_ok     the model called the interpreter and its last call ran without error (no traceback in its
+              logs; a call retried after a syntax error counts by its retry);
+  first_ok    the same for its first call;
   logs_right  the expected value is in the logs (for a plot: an image came back);
   answer_right the final answer states the expected value (plots: not scored);
   completed   the response ended `completed` (not cut off by the output cap, not failed).
@@ -135,6 +137,7 @@ class TurnScore:
     kind: str
     turn: int
     code_ok: bool = False
+    first_ok: bool = False
     logs_right: bool = False
     answer_right: bool | None = None  # None: not scored (plots)
     completed: bool = False
@@ -144,6 +147,7 @@ class TurnScore:
     error: str | None = None
     answer: str = ""
     logs: list[str] = field(default_factory=list)
+    code: list[str] = field(default_factory=list)
 
 
 def score_turn(task: Task, turn: int, response: dict[str, Any]) -> TurnScore:
@@ -160,7 +164,13 @@ def score_turn(task: Task, turn: int, response: dict[str, Any]) -> TurnScore:
         if part.get("type") == "output_text"
     )
     score = TurnScore(task.id, task.kind, turn, status=response.get("status"), calls=len(calls))
-    score.code_ok = bool(calls) and not any(_ERROR.search(text) for text in logs)
+    failed = [
+        any(_ERROR.search(str(o.get("logs", ""))) for o in c.get("outputs") or [] if o.get("type") == "logs")
+        for c in calls
+    ]
+    score.code_ok = bool(calls) and not failed[-1]
+    score.first_ok = bool(calls) and not failed[0]
+    score.code = [str(c.get("code") or "")[:400] for c in calls]
     if expect == "image":
         score.logs_right = bool(images)
     else:
@@ -176,7 +186,7 @@ def _share(scores: list[TurnScore], key: str) -> float | None:
     return round(sum(bool(v) for v in values) / len(values), 3) if values else None
 
 
-KEYS = ("code_ok", "logs_right", "answer_right", "completed")
+KEYS = ("code_ok", "first_ok", "logs_right", "answer_right", "completed")
 
 
 def summarize(scores: list[TurnScore]) -> dict[str, Any]:

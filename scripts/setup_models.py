@@ -10,7 +10,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vllm_responses.engine.models import DEFAULT_MODEL_NAME, models_dir, save_model_folder  # noqa: E402
+from vllm_responses.engine.models import (  # noqa: E402
+    DEFAULT_MODEL_GENERATION,
+    DEFAULT_MODEL_NAME,
+    models_dir,
+    save_model_folder,
+    set_generation_defaults,
+)
 
 __all__ = ["convert_default_model", "find_gguf", "main"]
 
@@ -37,8 +43,11 @@ def find_gguf() -> Path:
 
 
 def convert_default_model(out: Path, *, force: bool = False) -> Path:
-    """Dequantize the gguf into a bf16 safetensors folder at `out` (skipped when already there)."""
+    """Dequantize the gguf into a bf16 safetensors folder at `out` (skipped when already there), with our
+    sampling defaults in its generation config (also brought up to date in a folder already there)."""
     if not force and (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        if set_generation_defaults(out, DEFAULT_MODEL_GENERATION):
+            log(f"sampling defaults set: {DEFAULT_MODEL_GENERATION}")
         log(f"default model already set up: {out}")
         return out
     gguf = find_gguf()
@@ -59,6 +68,7 @@ def convert_default_model(out: Path, *, force: bool = False) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     log(f"loaded in {time.monotonic() - t0:.1f} s; saving")
     save_model_folder(model, tokenizer, out)
+    set_generation_defaults(out, DEFAULT_MODEL_GENERATION)
     log(f"default model ready in {time.monotonic() - t0:.1f} s: {out}")
     return out
 

@@ -239,9 +239,15 @@ def test_default_model_scoring_on_set_responses() -> None:
         {"type": "code_interpreter_call", "outputs": [{"type": "image", "url": "data:image/png;base64,"}]}
     ]})  # fmt: skip
     assert drawn.logs_right and drawn.answer_right is None
+    retried = score_turn(task, 0, {"status": "completed", "output": [
+        {"type": "code_interpreter_call", "code": "2**10 = x", "outputs": [{"type": "logs", "logs": "SyntaxError: no"}]},
+        {"type": "code_interpreter_call", "code": "print(2**10)", "outputs": [{"type": "logs", "logs": "1024"}]},
+    ]})  # fmt: skip
+    assert (retried.code_ok, retried.first_ok, retried.logs_right, retried.calls) == (True, False, True, 2)
+    assert retried.code == ["2**10 = x", "print(2**10)"]
     summary = summarize([good, broken, cut, drawn])
     assert summary["overall"] == {
-        "turns": 4, "code_ok": 0.5, "logs_right": 0.5, "answer_right": 0.333, "completed": 0.75
+        "turns": 4, "code_ok": 0.5, "first_ok": 0.5, "logs_right": 0.5, "answer_right": 0.333, "completed": 0.75
     }  # fmt: skip
     assert summary["by_kind"]["plot"]["answer_right"] is None
     assert len(TASKS) >= 30 and {t.kind for t in TASKS} >= {"arithmetic", "numpy", "plot", "follow_up"}
@@ -254,7 +260,7 @@ def test_default_model_quick(tmp_path: Path) -> None:
     data = run_quick("bench_default_model.py", tmp_path)
     assert data["config"]["tasks"] == 4 and data["overall"]["turns"] == 5
     assert [t["error"] for t in data["turns"]] == [None] * 5  # every turn answered (scores may be low)
-    for key in ("code_ok", "logs_right", "answer_right", "completed"):
+    for key in ("code_ok", "first_ok", "logs_right", "answer_right", "completed"):
         assert 0 <= data["overall"][key] <= 1
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.request_sampling import echoed_sampling
+from vllm_responses.request_sampling import echoed_sampling, max_output_tokens
 
 __all__ = ["response_echo"]
 
@@ -38,7 +38,7 @@ def response_echo(
         "presence_penalty": sampling["presence_penalty"],
         "frequency_penalty": sampling["frequency_penalty"],
         "store": req.store,
-        "max_output_tokens": req.max_output_tokens,
+        "max_output_tokens": max_output_tokens(req, default_sampling),  # the budget in effect
         "max_tool_calls": req.max_tool_calls,
         "previous_response_id": req.previous_response_id,
         "metadata": req.metadata or {},

@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 from vllm_responses.chat import Sampling
 from vllm_responses.protocol.requests import CreateResponseRequest
 
-__all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "request_sampling"]
+__all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "max_output_tokens", "request_sampling"]
 
 # vLLM's own defaults for the sampling fields a response echoes (`SamplingParams`, and its `/v1/responses`).
 VLLM_DEFAULTS: dict[str, float] = {
@@ -62,3 +62,12 @@ def echoed_sampling(req: CreateResponseRequest, defaults: Mapping[str, Any]) -> 
         "presence_penalty": value("presence_penalty", req.presence_penalty),
         "frequency_penalty": value("frequency_penalty", req.frequency_penalty),
     }
+
+
+def max_output_tokens(req: CreateResponseRequest, defaults: Mapping[str, Any]) -> int | None:
+    """The response's output-token budget: the request's, else the model's generation config
+    (`max_new_tokens`, which vLLM reports as `max_tokens`; the embedded default model sets one), else none."""
+    if req.max_output_tokens is not None:
+        return req.max_output_tokens
+    value = defaults.get("max_tokens")
+    return int(value) if value is not None else None

@@ -39,7 +39,7 @@ from vllm_responses.protocol.requests import (
 )
 from vllm_responses.records import fail_interrupted, response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
-from vllm_responses.request_sampling import request_sampling
+from vllm_responses.request_sampling import max_output_tokens, request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
@@ -115,7 +115,8 @@ class ResponsesService:
             tools = [t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter)]
         if req.truncation == "auto":  # the oldest turns dropped to fit the context window
             first = self._first_call(req, turns, tools)
-            turns = list(await fit_context(self.engine, first, req.max_output_tokens))
+            budget = max_output_tokens(req, self.engine.default_sampling)
+            turns = list(await fit_context(self.engine, first, budget))
         return history, input_items, turns, tools
 
     async def count_input_tokens(self, req: CreateResponseRequest) -> int:
@@ -191,7 +192,7 @@ class ResponsesService:
                 tool_choice=_tool_choice(req),
                 parallel_tool_calls=req.parallel_tool_calls,
                 sampling=request_sampling(req, text_format),
-                max_output_tokens=req.max_output_tokens,
+                max_output_tokens=max_output_tokens(req, self.engine.default_sampling),
                 max_tool_calls=req.max_tool_calls,
                 max_turns=self.config.max_turns,
                 code_timeout_s=self.config.code_interpreter_timeout,

@@ -11,6 +11,7 @@ from vllm_responses.engine.prompt import (
     CODE_PREFILL,
     TemplateCaps,
     choose_parser,
+    code_retry_due,
     probe_template,
     render_prompt,
     should_prefill_code,
@@ -79,6 +80,29 @@ def test_no_tool_role_folds_calls_and_results(chatml_tok):
     assert prompt.endswith("<|im_start|>assistant\n" + CODE_PREFILL)
 
 
+def test_a_template_without_tools_gets_the_hint_and_one_worked_example(chatml_tok):
+    parser = get_parser("markdown_code")()
+    turns = (Message("developer", "be brief"), Message("user", "2**10?"))
+    prompt = render_prompt(
+        chatml_tok, GenerateRequest("r", turns, tools=(CODE,)), TemplateCaps(False, False), parser
+    )
+    example = (
+        "<|im_start|>user\nWhat is 6 * 7? Use Python.<|im_end|>\n"
+        "<|im_start|>assistant\n```python\nprint(6 * 7)\n```<|im_end|>\n"
+        f"<|im_start|>user\n{parser.render_result(ToolResult('x', 'python', '42'))}<|im_end|>\n"
+        "<|im_start|>assistant\n6 * 7 is 42.<|im_end|>\n"
+    )
+    system = "<|im_start|>system\nbe brief\n\nYou can run Python code"
+    assert prompt.startswith(system) and "Print the result with print()." in prompt.split("<|im_end|>")[0]
+    assert prompt.endswith(example + "<|im_start|>user\n2**10?<|im_end|>\n" + GEN)  # after the system turn
+    off = GenerateRequest("r", turns, tools=(CODE,), tool_choice="none")  # no tools offered: neither
+    assert "6 * 7" not in render_prompt(chatml_tok, off, TemplateCaps(False, False), parser)
+    native = render_prompt(
+        chatml_tok, GenerateRequest("r", turns, tools=(CODE,)), TemplateCaps(True, True), parser
+    )
+    assert "6 * 7" not in native  # a template with a tools section shows the tools its own way
+
+
 def test_folding_merges_adjacent_calls_and_results():
     parser = get_parser("hermes")()
     turns = (Message("user", "u"), Message("assistant", "let me run"), CALL, CALL, RESULT, RESULT)
@@ -109,3 +133,27 @@ def test_prefill_policy():
     assert not prefill(user, choice="none")
     assert not prefill(user, tools=())
     assert not prefill(user, md=False)
+
+
+def test_code_that_does_not_parse_is_retried_once():
+    user = (Message("user", "hi"),)
+    bad = ToolResult(
+        "c1", "python", '  File "<cell>", line 1\n    2**100 = x\n    ^^^^^^\nSyntaxError: cannot assign'
+    )
+    bad_again = ToolResult("c2", "python", "IndentationError: unexpected indent")
+    runtime = ToolResult(
+        "c1", "python", "Traceback (most recent call last):\nNameError: name 'x' is not defined"
+    )
+    call2 = ToolCall("c2", "python", json.dumps({"code": "2**100 = x"}))
+
+    def due(*turns):
+        return code_retry_due(GenerateRequest("r", user + turns, tools=(CODE,)))
+
+    assert due(CALL, bad)
+    assert not due(CALL, bad, call2, bad_again)  # one retry, then the model answers
+    assert not due(CALL, runtime)  # it parsed: the model answers from the traceback
+    assert not due(CALL, RESULT)
+    assert not due(CALL, bad, Message("assistant", "sorry"), Message("user", "next"))  # a new question
+    request = GenerateRequest("r", user + (CALL, bad), tools=(CODE,))
+    assert should_prefill_code(request, markdown_format=True, policy=True)  # the retry is prefilled again
+    assert not should_prefill_code(request, markdown_format=True, policy=False)

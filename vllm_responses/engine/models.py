@@ -11,7 +11,9 @@ from vllm_responses.engine.base import EngineError
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "TINY_MODEL_NAME",
+    "DEFAULT_MODEL_GENERATION",
     "default_model_path",
+    "set_generation_defaults",
     "save_model_folder",
     "models_dir",
     "repo_root",
@@ -20,6 +22,11 @@ __all__ = [
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 TINY_MODEL_NAME = "tiny-tool-model"
+# The embedded model's sampling defaults, written into its generation_config.json at setup (the gguf has none,
+# so vLLM would sample at temperature 1.0): greedy decoding, and a 512-token budget per response. Measured on
+# the first-minute benchmark (docs/benchmarks.md). Overridable per request, or for the server with vLLM's
+# `--override-generation-config '{"temperature": 0.7}'`.
+DEFAULT_MODEL_GENERATION: dict[str, Any] = {"temperature": 0.0, "max_new_tokens": 512}
 
 
 def models_dir() -> Path:
@@ -74,3 +81,15 @@ def save_model_folder(model: Any, tokenizer: Any, out: Path, extra: dict[str, st
         if tmp.exists():
             shutil.rmtree(tmp)
     return out
+
+
+def set_generation_defaults(folder: Path, values: dict[str, Any]) -> bool:
+    """Merge `values` into `folder`'s generation_config.json (created if missing); whether it changed."""
+    import json
+
+    path = folder / "generation_config.json"
+    config = json.loads(path.read_text()) if path.is_file() else {}
+    if all(config.get(k) == v for k, v in values.items()):
+        return False
+    path.write_text(json.dumps({**config, **values}, indent=2) + "\n")
+    return True

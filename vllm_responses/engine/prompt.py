@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,12 +21,17 @@ from vllm_responses.parsers.base import ToolParser
 from vllm_responses.parsers.select import pick_parser
 
 __all__ = [
+    "ANSWER_BAD_WORDS",
+    "ANSWER_STOP",
     "CODE_PREFILL",
+    "CODE_RETRIES",
     "CODE_STOP",
+    "code_retry_due",
     "ChatTokenizer",
     "choose_parser",
     "TemplateCaps",
     "code_hint",
+    "worked_example",
     "probe_template",
     "render_prompt",
     "code_ran_since_user",
@@ -36,6 +42,13 @@ __all__ = [
 
 CODE_PREFILL = "```python\n"
 CODE_STOP = "```"
+# After the code ran, the answer of a markdown-format model may not open a code block nor parrot the tool
+# response (a weak model's habits: it echoes its code instead of answering), and it ends at its first blank
+# line (it rambles on after the answer). Measured on the default model: answers that state the value, up.
+ANSWER_BAD_WORDS = ("```", "<tool_response>", "</tool_response>")
+ANSWER_STOP = "\n\n"
+CODE_RETRIES = 1  # a code call that does not parse is retried once, as a new call the client sees
+_PARSE_ERROR = re.compile(r"^(SyntaxError|IndentationError|TabError): ", re.M)
 _SENTINEL = "zq9Sentinel"
 
 
@@ -154,9 +167,31 @@ def code_hint(tools: Sequence[ToolSpec]) -> str | None:
     if any(t.code_interpreter for t in tools):
         return (
             "You can run Python code: write it in a ```python code block and stop; what it prints "
-            "comes back in <tool_response> tags."
+            "comes back in <tool_response> tags. Print the result with print()."
         )
     return None
+
+
+# One worked exchange shown (as chat turns) to a model whose template has no tool format, before the
+# conversation: the call as a fenced block with print(), its output as the user turn, a short answer that
+# states the value. Measured on the default model (docs/benchmarks.md): code that prints its result, and
+# answers that state it, both up. Built with `MarkdownCodeParser.render_result`'s words (see `worked_example`).
+EXAMPLE_QUESTION = "What is 6 * 7? Use Python."
+EXAMPLE_CODE = "print(6 * 7)"
+EXAMPLE_OUTPUT = "42"
+EXAMPLE_ANSWER = "6 * 7 is 42."
+
+
+def worked_example(parser: ToolParser, tool_name: str) -> list[dict[str, Any]]:
+    """The worked exchange as chat messages, rendered with `parser` as the conversation's own calls are."""
+    call = ToolCall("example", tool_name, json.dumps({"code": EXAMPLE_CODE}))
+    result = ToolResult("example", tool_name, EXAMPLE_OUTPUT)
+    return [
+        {"role": "user", "content": EXAMPLE_QUESTION},
+        {"role": "assistant", "content": parser.render_call(call)},
+        {"role": "user", "content": parser.render_result(result)},
+        {"role": "assistant", "content": EXAMPLE_ANSWER},
+    ]
 
 
 def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, policy: bool) -> bool:
@@ -172,7 +207,23 @@ def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, poli
         return True
     if isinstance(choice, ForcedTool) or not policy:
         return False
-    return not code_ran_since_user(request)
+    return not code_ran_since_user(request) or code_retry_due(request)
+
+
+def code_retry_due(request: GenerateRequest) -> bool:
+    """Whether the last code call since the last user message did not parse (its output ends in a
+    SyntaxError) and fewer than `CODE_RETRIES` retries were made: the model gets to write the code again."""
+    code_tools = {t.name for t in request.tools if t.code_interpreter}
+    calls = 0
+    last: ToolResult | None = None
+    for turn in reversed(request.turns):
+        if isinstance(turn, Message) and turn.role == "user":
+            break
+        if isinstance(turn, ToolCall) and turn.name in code_tools:
+            calls += 1
+        elif isinstance(turn, ToolResult) and turn.name in code_tools and last is None:
+            last = turn
+    return last is not None and calls <= CODE_RETRIES and _PARSE_ERROR.search(last.output) is not None
 
 
 def code_ran_since_user(request: GenerateRequest) -> bool:
@@ -202,7 +253,10 @@ def render_prompt(
     if tools and caps.tools_section:
         kwargs["tools"] = tools_to_openai(tools)
     elif tools and (hint := code_hint(tools)):
-        if messages and messages[0]["role"] == "system":
+        start = 1 if messages and messages[0]["role"] == "system" else 0
+        code_tool = next(t.name for t in tools if t.code_interpreter)
+        messages[start:start] = worked_example(parser, code_tool)
+        if start:
             messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + hint}
         else:
             messages.insert(0, {"role": "system", "content": hint})

@@ -158,11 +158,12 @@ def to_sampling_params(
     max_tokens: int,
     structured: dict[str, Any] | None = None,
     stop: Sequence[str] = (),
+    bad_words: Sequence[str] = (),
     defaults: Mapping[str, Any] | None = None,
 ) -> SamplingParams:
     """vLLM `SamplingParams` streaming DELTA outputs. A field the request leaves unset takes `defaults` (the
     model's generation config, `Engine.default_sampling`), else vLLM's own default. `stop` (the engine's own
-    stop strings) is added to the request's."""
+    stop strings) is added to the request's; `bad_words` (the engine's) are never generated."""
     from vllm import SamplingParams
     from vllm.exceptions import VLLMClientError
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -172,6 +173,8 @@ def to_sampling_params(
     kwargs.update({k: getattr(sampling, k) for k in _OPTIONAL if getattr(sampling, k) is not None})
     if sampling.stop or stop:
         kwargs["stop"] = [*sampling.stop, *(s for s in stop if s not in sampling.stop)]
+    if bad_words:
+        kwargs["bad_words"] = list(bad_words)
     if sampling.stop_token_ids:
         kwargs["stop_token_ids"] = list(sampling.stop_token_ids)
     kwargs["ignore_eos"] = sampling.ignore_eos

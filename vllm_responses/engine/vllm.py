@@ -6,6 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vllm import SamplingParams
@@ -29,6 +30,8 @@ from vllm_responses.chat import (
 )
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.prompt import (
+    ANSWER_BAD_WORDS,
+    ANSWER_STOP,
     CODE_PREFILL,
     CODE_STOP,
     TemplateCaps,
@@ -61,6 +64,18 @@ def _load_parser(name: str) -> type[ToolParser]:
         raise EngineError(
             f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
         ) from exc
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One model call before tokenizing: prompt text (prefill included), prefill, the engine's own stop
+    strings and banned words, and the parser of its output."""
+
+    prompt: str
+    prefill: str
+    stop: list[str]
+    bad_words: list[str]
+    parser: ToolParser
 
 
 class _Tally:
@@ -133,7 +148,8 @@ class VLLMEngine:
         # The model's generation config (`--generation-config`, `--override-generation-config` applied), as
         # vLLM's own server applies it to requests that leave a sampling field unset.
         diff = llm.model_config.get_diff_sampling_param()
-        self._default_sampling = {k: v for k, v in diff.items() if k in GENERATION_DEFAULTS}
+        # `max_tokens` (the config's `max_new_tokens`) is the default budget of a whole response here.
+        self._default_sampling = {k: v for k, v in diff.items() if k in (*GENERATION_DEFAULTS, "max_tokens")}
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
@@ -223,34 +239,35 @@ class VLLMEngine:
                 code="invalid_prompt",
             ) from exc
 
-    def _prepare(self, request: GenerateRequest) -> tuple[str, str, list[str], ToolParser]:
-        """One call's prompt text (prefill included), its prefill, stop strings and output parser."""
+    def _prepare(self, request: GenerateRequest) -> Prepared:
+        """One call's prompt text (prefill included), its prefill, stop strings, banned words and parser."""
         tools = request.tools if request.tool_choice != "none" else ()
         parser: ToolParser = self._parser_cls(tools)
         prefill = ""
         stop: list[str] = []
+        bad_words: list[str] = []
         markdown = self.parser_name in MARKDOWN_FORMATS
         if should_prefill_code(request, markdown_format=markdown, policy=self.prefill_code):
             prefill, stop = CODE_PREFILL, [CODE_STOP]
         elif markdown and self.prefill_code and code_ran_since_user(request):
-            # With the prefill policy a markdown-format model gets one code call per user message: once
-            # its code has run, a python block it writes is part of its answer, not another call (weak
-            # models otherwise re-run the same cell until the token budget is gone).
+            # With the prefill policy a markdown-format model gets one code call per user message (and a
+            # retry when it did not parse): once its code has run, it answers in plain text (weak models
+            # otherwise re-run the same cell, or echo it, until the token budget is gone).
             parser = PlainTextParser(())
+            stop, bad_words = [ANSWER_STOP], list(ANSWER_BAD_WORDS)
         prompt = self.render(request, prefill)
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
-        return prompt, prefill, stop, parser
+        return Prepared(prompt, prefill, stop, bad_words, parser)
 
     async def count_tokens(self, request: GenerateRequest) -> int:
-        prompt, _prefill, _stop, _parser = self._prepare(request)
-        return len(self._encode(prompt))
+        return len(self._encode(self._prepare(request).prompt))
 
     def _call(self, request: GenerateRequest) -> tuple[list[int], str, ToolParser, SamplingParams]:
         """One call as vLLM gets it: prompt tokens, prefill, output parser, sampling parameters; refused
         (`EngineRejected`) when the prompt leaves no room in the context or a sampling value is out of range."""
-        prompt, prefill, stop, parser = self._prepare(request)
-        prompt_ids = self._encode(prompt)
+        prepared = self._prepare(request)
+        prompt_ids = self._encode(prepared.prompt)
         room = self._max_model_len - len(prompt_ids)
         if room < 1:  # vLLM refuses a prompt as long as the context: nothing could be generated
             raise EngineRejected(
@@ -264,10 +281,11 @@ class VLLMEngine:
             request.sampling,
             max_tokens=min(wanted, room) if wanted else room,
             structured=structured_constraint(request, self.parser_name),
-            stop=stop,
+            stop=prepared.stop,
+            bad_words=prepared.bad_words,
             defaults=self._default_sampling,
         )
-        return prompt_ids, prefill, parser, params
+        return prompt_ids, prepared.prefill, prepared.parser, params
 
     # --- admission (issue 16) ---
     @property
