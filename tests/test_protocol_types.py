@@ -10,6 +10,7 @@ from openai.types.responses import (
     Response,
     ResponseCodeInterpreterToolCall,
     ResponseCompactionItem,
+    ResponseCustomToolCall,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -34,6 +35,7 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ContainerFileCitation, AnnotationContainerFileCitation),
     (items.ReasoningItem, ResponseReasoningItem),
     (items.FunctionCallItem, ResponseFunctionToolCall),
+    (items.CustomToolCallItem, ResponseCustomToolCall),
     (items.CodeInterpreterCallItem, ResponseCodeInterpreterToolCall),
     (items.LogsOutput, OutputLogs),
     (items.ImageOutput, OutputImage),
@@ -73,7 +75,7 @@ def test_items_match_the_sdk(td: Any, model: type[BaseModel]) -> None:
 def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
-    assert len(ours) == 21  # the lifecycle TypedDict covers five types
+    assert len(ours) == 23  # the lifecycle TypedDict covers five types
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

@@ -93,6 +93,7 @@ class AgentLoop:
         self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
+        self._custom_names = frozenset(t.name for t in plan.tools if t.custom)
         self._pinned: str | None = None  # the container this response uses, kept from eviction until it ends
 
     async def _container(self) -> str:
@@ -136,7 +137,10 @@ class AgentLoop:
                         yield ev
                     return
                 tracker = CallTracker(
-                    builder, self._code_names, self._container if self.plan.container else None
+                    builder,
+                    self._code_names,
+                    self._container if self.plan.container else None,
+                    self._custom_names,
                 )
                 async for ev in self._call_model(request, tracker):
                     yield ev

@@ -12,6 +12,7 @@ from typing import Any, Literal, Union
 
 __all__ = [
     "CODE_TOOL_NAME",
+    "CUSTOM_INPUT_KEY",
     "Delta",
     "EngineEvent",
     "Finish",
@@ -37,6 +38,8 @@ __all__ = [
 
 # The name under which the built-in code interpreter is offered to models (a `{"code": str}` tool).
 CODE_TOOL_NAME = "python"
+# A custom tool is offered to models as a function taking one string, its input, under this key.
+CUSTOM_INPUT_KEY = "input"
 
 Role = Literal["system", "developer", "user", "assistant"]
 
@@ -78,13 +81,17 @@ Turn = Union[Message, ToolCall, ToolResult]
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool offered to the model. `parameters` is a JSON schema for the arguments object."""
+    """A tool offered to the model. `parameters` is a JSON schema for the arguments object. A custom tool
+    (`custom`) takes `{"input": str}`; `grammar`, when set, is its input's `(syntax, definition)`, syntax
+    "lark" or "regex" (custom_tools.py)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     code_interpreter: bool = False
     strict: bool = False
+    custom: bool = False
+    grammar: tuple[str, str] | None = None
 
 
 def code_tool_spec(name: str = CODE_TOOL_NAME, description: str | None = None) -> ToolSpec:

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from interpreter_service import ExecutionResult
-from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult, Turn
+from vllm_responses.chat import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
+from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem
 from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import (
     CodeInterpreterCallItem,
@@ -42,7 +43,11 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
             d.setdefault("status", "completed")
         d.setdefault(
             "id",
-            new_id({"message": "msg", "function_call": "fc", "compaction": "cmp"}.get(d["type"], "item")),
+            new_id(
+                {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc", "compaction": "cmp"}.get(
+                    d["type"], "item"
+                )
+            ),
         )
         items.append(d)
     return items
@@ -102,6 +107,13 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
         elif kind == "function_call_output":
             out = FunctionCallOutputItem.model_validate(raw)
             turns.append(ToolResult(out.call_id, names.get(out.call_id, ""), out.text()))
+        elif kind == "custom_tool_call":  # offered as a function taking {"input": str}: so it reads
+            ct = CustomToolCallItem.model_validate(raw)
+            names[ct.call_id] = ct.name
+            turns.append(ToolCall(ct.call_id, ct.name, json.dumps({CUSTOM_INPUT_KEY: ct.input})))
+        elif kind == "custom_tool_call_output":
+            cout = CustomToolCallOutputItem.model_validate(raw)
+            turns.append(ToolResult(cout.call_id, names.get(cout.call_id, ""), cout.text()))
         elif kind == "code_interpreter_call":
             ci = CodeInterpreterCallItem.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))

@@ -34,14 +34,25 @@ async def resolve_stored_items(
     return resolved
 
 
+# Each kind of call output, the kind of call it answers, and how OpenAI's message names it.
+_ANSWERS = {
+    "function_call_output": ("function_call", "function"),
+    "custom_tool_call_output": ("custom_tool_call", "custom tool"),
+}
+
+
 def check_call_outputs(history: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
-    """Each `function_call_output` among the input `items` must answer a `function_call` of the history
-    (previous response or conversation) or of the input: a 400 otherwise, worded and placed as OpenAI's."""
-    calls = {it.get("call_id") for it in [*history, *items] if it.get("type") == "function_call"}
+    """Each `function_call_output` (`custom_tool_call_output`) among the input `items` must answer a
+    `function_call` (`custom_tool_call`) of the history (previous response or conversation) or of the input:
+    a 400 otherwise, worded and placed as OpenAI's."""
+    calls = {(it.get("type"), it.get("call_id")) for it in [*history, *items]}
     for i, item in enumerate(items):
-        if item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+        answered = _ANSWERS.get(str(item.get("type")))
+        if answered is None:
+            continue
+        kind, words = answered
+        if (kind, item.get("call_id")) not in calls:
             raise InvalidRequest(
-                f"No tool call found for function call output with call_id {item.get('call_id')} "
-                f"(input[{i}]).",
+                f"No tool call found for {words} call output with call_id {item.get('call_id')} (input[{i}]).",
                 param="input",
             )

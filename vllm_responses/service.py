@@ -25,6 +25,7 @@ from vllm_responses.compaction import Compaction, compact, compact_over_threshol
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
 from vllm_responses.conversations import ConversationService
+from vllm_responses.custom_tools import check_grammar, custom_tool_spec
 from vllm_responses.driver import RunDriver, no_generation
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
@@ -35,6 +36,7 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
+    ToolChoiceCustom,
     ToolChoiceFunction,
 )
 from vllm_responses.records import fail_interrupted, response_record
@@ -110,9 +112,17 @@ class ResponsesService:
             )
             for t in req.function_tools
         ]
+        for i, tool in enumerate(req.tools):  # --- custom tools (issue 17) ---
+            if tool.type == "custom":
+                check_grammar(tool, f"tools[{i}]")
+                tools.append(custom_tool_spec(tool))
         if isinstance(req.tool_choice, ToolChoiceAllowed):  # only the allowed tools are offered
             allowed = req.tool_choice
-            tools = [t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter)]
+            tools = [
+                t
+                for t in tools
+                if allowed.allows(t.name, code_interpreter=t.code_interpreter, custom=t.custom)
+            ]
         if req.truncation == "auto":  # the oldest turns dropped to fit the context window
             first = self._first_call(req, turns, tools)
             budget = max_output_tokens(req, self.engine.default_sampling)
@@ -357,7 +367,7 @@ def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn
 
 def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
     choice = req.tool_choice
-    if isinstance(choice, ToolChoiceFunction):
+    if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
         return ForcedTool(choice.name)
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)

@@ -25,6 +25,8 @@ from vllm_responses.protocol.events import (
     CodeDone,
     ContentPartAdded,
     ContentPartDone,
+    CustomInputDelta,
+    CustomInputDone,
     Event,
     FunctionArgumentsDelta,
     FunctionArgumentsDone,
@@ -38,6 +40,7 @@ from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
     CompactionItem,
+    CustomToolCallItem,
     FunctionCallItem,
     ItemStatus,
     MessageItem,
@@ -87,6 +90,11 @@ class ResponseBuilder(BuilderCore):
         for index, item in enumerate(self.output):
             if item["type"] == "compaction":
                 continue  # finished when added
+            if item["type"] == "custom_tool_call":  # no status: one still streaming is ended as it stands
+                if index in self._custom_open:
+                    self._custom_open.discard(index)
+                    events.append(self._item_done(index))
+                continue
             if item["type"] == "code_interpreter_call":
                 if item["status"] in ("in_progress", "interpreting"):
                     item["status"] = "failed"
@@ -278,6 +286,41 @@ class ResponseBuilder(BuilderCore):
             "type": "response.function_call_arguments.done",
             "sequence_number": self._next(),
             "arguments": item["arguments"],
+            **self._ref(index),
+        }
+        return [done, self._item_done(index)]
+
+    # --- custom tool calls -----------------------------------------------------------------------------
+
+    def custom_call_start(self, name: str) -> tuple[int, list[Event]]:
+        events = self.close_open()
+        new: CustomToolCallItem = {
+            "id": new_id("ctc"),
+            "type": "custom_tool_call",
+            "call_id": new_id("call"),
+            "name": name,
+            "input": "",
+        }
+        index, added = self._add_item(new)
+        self._custom_open.add(index)
+        return index, [*events, added]
+
+    def custom_call_delta(self, index: int, delta: str) -> list[Event]:
+        self._custom_item(index)["input"] += delta
+        event: CustomInputDelta = {
+            "type": "response.custom_tool_call_input.delta",
+            "sequence_number": self._next(),
+            "delta": delta,
+            **self._ref(index),
+        }
+        return [event]
+
+    def custom_call_done(self, index: int) -> list[Event]:
+        self._custom_open.discard(index)
+        done: CustomInputDone = {
+            "type": "response.custom_tool_call_input.done",
+            "sequence_number": self._next(),
+            "input": self._custom_item(index)["input"],
             **self._ref(index),
         }
         return [done, self._item_done(index)]

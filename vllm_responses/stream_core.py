@@ -20,6 +20,7 @@ from vllm_responses.protocol.events import (
 )
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
+    CustomToolCallItem,
     FunctionCallItem,
     ItemStatus,
     MessageItem,
@@ -93,6 +94,7 @@ class BuilderCore:
         self._seq = 0
         self._message: int | None = None  # output_index of the open message, if any
         self._reasoning: int | None = None  # output_index of the open reasoning item, if any
+        self._custom_open: set[int] = set()  # output_index of custom tool calls whose input still streams
         # Files the response's code wrote (cited in messages, see citations.py) and the ids cited so far.
         self.files: list[WrittenFile] = []
         self._cited: set[str] = set()
@@ -146,6 +148,11 @@ class BuilderCore:
     def _function_item(self, index: int) -> FunctionCallItem:
         item = self.output[index]
         assert item["type"] == "function_call"
+        return item
+
+    def _custom_item(self, index: int) -> CustomToolCallItem:
+        item = self.output[index]
+        assert item["type"] == "custom_tool_call"
         return item
 
     def code_item(self, index: int) -> CodeInterpreterCallItem:

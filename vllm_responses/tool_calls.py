@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from interpreter_service import InterpreterError
-from vllm_responses.chat import FinishReason, ToolCallDelta, ToolCallStart
+from vllm_responses.chat import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
 from vllm_responses.parsers.partial_json import JsonStringField
 from vllm_responses.protocol.events import Event
 from vllm_responses.stream import ResponseBuilder
 
-__all__ = ["CallTracker", "OpenCall"]
+__all__ = ["CallTracker", "OpenCall", "custom_input"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ class OpenCall:
     index: int  # output_index of the item
     name: str
     code: JsonStringField | None = None  # set for code-interpreter calls: decodes the code as it streams
+    custom: JsonStringField | None = None  # set for custom tool calls: decodes the input as it streams
     arguments: str = ""
     ended: bool = False
     error: str | None = (
@@ -43,6 +44,8 @@ class CallTracker:
     ----------
     builder: the response's event builder.
     code_names: tool names that are the code interpreter (their calls become code_interpreter_call items).
+    custom_names: names of custom tools (their calls become custom_tool_call items, `input` decoded from the
+        `{"input": "..."}` arguments as they stream).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
         the sandbox is full); None when the response has no code interpreter. When it raises an
         `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
@@ -54,9 +57,11 @@ class CallTracker:
         builder: ResponseBuilder,
         code_names: frozenset[str],
         container: Callable[[], Awaitable[str]] | None,
+        custom_names: frozenset[str] = frozenset(),
     ) -> None:
         self.builder = builder
         self.code_names = code_names
+        self.custom_names = custom_names
         self.container = container
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
@@ -84,6 +89,9 @@ class CallTracker:
             call = OpenCall(index, event.name, code=JsonStringField("code"))
             call.error = None if container_id else self._container_error
             self._open[event.index] = call
+        elif event.name in self.custom_names:
+            index, events = self.builder.custom_call_start(event.name)
+            self._open[event.index] = OpenCall(index, event.name, custom=JsonStringField(CUSTOM_INPUT_KEY))
         else:
             index, events = self.builder.function_call_start(event.name)
             self._open[event.index] = OpenCall(index, event.name)
@@ -97,6 +105,9 @@ class CallTracker:
         if call.code is not None:
             text = call.code.feed(event.arguments)
             return self.builder.code_delta(call.index, text) if text else []
+        if call.custom is not None:
+            text = call.custom.feed(event.arguments)
+            return self.builder.custom_call_delta(call.index, text) if text else []
         return self.builder.function_call_delta(call.index, event.arguments)
 
     def end(self, parser_index: int) -> list[Event]:
@@ -110,6 +121,11 @@ class CallTracker:
             return (self.builder.code_delta(call.index, rest) if rest else []) + self.builder.code_done(
                 call.index
             )
+        if call.custom is not None:
+            rest = call.custom.finish() if call.custom.value else custom_input(call.arguments)
+            return (self.builder.custom_call_delta(call.index, rest) if rest else []) + (
+                self.builder.custom_call_done(call.index)
+            )
         return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
 
     def close_dangling(self) -> list[Event]:
@@ -118,6 +134,18 @@ class CallTracker:
         for parser_index in list(self._open):
             events += self.end(parser_index)
         return events
+
+
+def custom_input(arguments: str) -> str:
+    """A custom call's input when its arguments held no `input` string: the one string value of the object
+    the model wrote (under another key), else the arguments text itself."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    if isinstance(value, dict) and len(value) == 1 and isinstance(next(iter(value.values())), str):
+        return str(next(iter(value.values())))
+    return value if isinstance(value, str) else arguments
 
 
 def normalize_arguments(arguments: str) -> str:

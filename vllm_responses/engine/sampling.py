@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
 from vllm_responses.engine.base import EngineRejected
+from vllm_responses.engine.call_tags import constrains_free_calls, forced_calls_tag, free_calls_tag
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -51,26 +51,8 @@ def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:
 
 def hermes_call_constraint(tools: Sequence[ToolSpec], *, parallel: bool = False) -> dict[str, Any]:
     """An xgrammar structural tag forcing well-formed Hermes calls to `tools` and nothing else: exactly
-    one call, or with `parallel` one or more separated by newlines."""
-    tags = []
-    for tool in tools:
-        schema = tool.parameters or {"type": "object"}
-        tags.append(
-            {
-                "type": "tag",
-                "begin": f'<tool_call>\n{{"name": {json.dumps(tool.name)}, "arguments": ',
-                "content": {"type": "json_schema", "json_schema": schema},
-                "end": "}\n</tool_call>",
-            }
-        )
-    fmt = {
-        "type": "tags_with_separator",
-        "tags": tags,
-        "separator": "\n",
-        "at_least_one": True,
-        "stop_after_first": not parallel,
-    }
-    return {"structural_tag": json.dumps({"type": "structural_tag", "format": fmt})}
+    one call, or with `parallel` one or more separated by newlines (`call_tags.forced_calls_tag`)."""
+    return forced_calls_tag(tools, parallel=parallel)
 
 
 def _user_structured(structured: dict[str, Any]) -> dict[str, Any]:
@@ -112,8 +94,9 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
 
     Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
     for well-formed calls only, one or several with `parallel_tool_calls`; markdown formats: None, the
-    engine prefills "```python\\n"; other formats: None, unconstrained); then `text_format`
-    (json_schema / json_object).
+    engine prefills "```python\\n"; other formats: None, unconstrained); then, for Hermes formats offering
+    a strict function or a custom tool with a grammar, a structural tag holding free calls to them once
+    `<tool_call>` is written; then `text_format` (json_schema / json_object).
     """
     sampling = request.sampling
     if sampling.structured is not None:
@@ -123,6 +106,9 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
         if parser_name in HERMES_FORMATS:
             return hermes_call_constraint(forced, parallel=request.parallel_tool_calls)
         return None
+    offered = request.tools if request.tool_choice != "none" else ()
+    if parser_name in HERMES_FORMATS and constrains_free_calls(offered):
+        return free_calls_tag(offered, parallel=request.parallel_tool_calls)
     if sampling.text_format:
         return _text_format(sampling.text_format)
     return None

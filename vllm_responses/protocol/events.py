@@ -25,6 +25,8 @@ __all__ = [
     "CodeDone",
     "ContentPartAdded",
     "ContentPartDone",
+    "CustomInputDelta",
+    "CustomInputDone",
     "Event",
     "FunctionArgumentsDelta",
     "FunctionArgumentsDone",
@@ -165,6 +167,22 @@ class FunctionArgumentsDone(TypedDict):
     arguments: str
 
 
+class CustomInputDelta(TypedDict):
+    type: Literal["response.custom_tool_call_input.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class CustomInputDone(TypedDict):
+    type: Literal["response.custom_tool_call_input.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    input: str
+
+
 class CodeCallInProgress(TypedDict):
     type: Literal["response.code_interpreter_call.in_progress"]
     sequence_number: int
@@ -215,6 +233,8 @@ Event = Union[
     ReasoningTextDone,
     FunctionArgumentsDelta,
     FunctionArgumentsDone,
+    CustomInputDelta,
+    CustomInputDone,
     CodeCallInProgress,
     CodeDelta,
     CodeDone,

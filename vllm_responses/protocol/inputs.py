@@ -15,6 +15,9 @@ __all__ = [
     "CodeInterpreterCallItem",
     "CodeInterpreterTool",
     "ContainerAuto",
+    "CustomTool",
+    "CustomToolCallItem",
+    "CustomToolCallOutputItem",
     "ContentPart",
     "FunctionCallItem",
     "FunctionCallOutputItem",
@@ -102,6 +105,26 @@ class FunctionCallOutputItem(LenientModel):
         return "".join(p.text for p in self.output)
 
 
+class CustomToolCallItem(LenientModel):
+    type: Literal["custom_tool_call"]
+    call_id: str
+    name: str
+    input: str
+    id: str | None = None
+
+
+class CustomToolCallOutputItem(LenientModel):
+    type: Literal["custom_tool_call_output"]
+    call_id: str
+    output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
+    id: str | None = None
+
+    def text(self) -> str:
+        if isinstance(self.output, str):
+            return self.output
+        return "".join(p.text for p in self.output)
+
+
 class LogsOutput(LenientModel):
     type: Literal["logs"]
     logs: str
@@ -153,6 +176,8 @@ InputItem = Annotated[
         MessageItem,
         FunctionCallItem,
         FunctionCallOutputItem,
+        CustomToolCallItem,
+        CustomToolCallOutputItem,
         CodeInterpreterCallItem,
         ReasoningItem,
         ItemReference,
@@ -188,7 +213,32 @@ class FunctionTool(LenientModel):
     strict: bool | None = None
 
 
-Tool = Annotated[Union[CodeInterpreterTool, FunctionTool], Field(discriminator="type")]
+class TextInputFormat(LenientModel):
+    type: Literal["text"]
+
+
+class GrammarInputFormat(LenientModel):
+    """A custom tool's input grammar: Lark (as OpenAI's, a Lark grammar whose start rule is `start`) or a regex."""
+
+    type: Literal["grammar"]
+    syntax: Literal["lark", "regex"]
+    definition: str = Field(min_length=1)
+
+
+class CustomTool(LenientModel):
+    """A tool taking free-form text (`input`), optionally constrained by a grammar (custom_tools.py)."""
+
+    type: Literal["custom"]
+    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,128}$")
+    description: str | None = None
+    format: Annotated[Union[TextInputFormat, GrammarInputFormat], Field(discriminator="type")] | None = None
+
+    @property
+    def grammar(self) -> GrammarInputFormat | None:
+        return self.format if isinstance(self.format, GrammarInputFormat) else None
+
+
+Tool = Annotated[Union[CodeInterpreterTool, FunctionTool, CustomTool], Field(discriminator="type")]
 
 
 def _type_tags(union: Any) -> tuple[str, ...]:

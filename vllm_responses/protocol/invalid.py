@@ -16,11 +16,12 @@ _TAG_ERRORS = ("union_tag_invalid", "union_tag_not_found")
 
 
 @functools.cache
-def _labels() -> tuple[frozenset[str], frozenset[str]]:
-    """Names of this package's pydantic models (the labels pydantic gives a plain union's branches) and their
-    `type` tags (the labels of a tagged union's branches)."""
+def _labels() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """Names of this package's pydantic models (the labels pydantic gives a plain union's branches), their
+    `type` tags (the labels of a tagged union's branches) and their field names."""
     names: set[str] = set()
     tags: set[str] = set()
+    fields: set[str] = set()
     todo: list[type[BaseModel]] = [BaseModel]
     while todo:
         cls = todo.pop()
@@ -28,10 +29,11 @@ def _labels() -> tuple[frozenset[str], frozenset[str]]:
             todo.append(sub)
             if sub.__module__.startswith("vllm_responses."):
                 names.add(sub.__name__)
+                fields.update(sub.model_fields)
                 kind = sub.model_fields.get("type")
                 if kind is not None and get_origin(kind.annotation) is Literal:
                     tags.update(str(t) for t in get_args(kind.annotation))
-    return frozenset(names), frozenset(tags)
+    return frozenset(names), frozenset(tags), frozenset(fields)
 
 
 def param_path(error: Any) -> str:
@@ -39,22 +41,28 @@ def param_path(error: Any) -> str:
     and containers; a tagged union's missing or unknown tag is named by its field (`...content[0].type`)."""
     out = ""
     skip_tag = after_index = False  # the next label may name the branch of a tagged union
-    models, tags = _labels()
+    models, tags, fields = _labels()
+    after_field = False  # a tagged union in a field of its own (`tools[0].format`): its tag follows the field
     for part in error["loc"]:
         if isinstance(part, int):
             out += f"[{part}]"
-            after_index = True
+            after_index, after_field = True, False
             continue
-        if skip_tag or (after_index and part in tags):
-            skip_tag = after_index = False
+        if (
+            skip_tag
+            or (after_index and part in tags)
+            or (after_field and part in tags and part not in fields)
+        ):
+            skip_tag = after_index = after_field = False
             continue
-        after_index = False
+        after_index = after_field = False
         if "[" in part:  # `tagged-union[...]`, `list[...]`, `literal[...]`: labels, not fields
             skip_tag = part.startswith("tagged-union[")
             continue
         if part in ("str", "int", "float", "bool", "list", "dict") or part in models:
             continue
         out += f".{part}" if out else part
+        after_field = True
     if error["type"] in _TAG_ERRORS:
         field = str(error.get("ctx", {}).get("discriminator", "'type'")).strip("'")
         out += f".{field}" if out else field

@@ -17,6 +17,7 @@ __all__ = [
     "CompactionItem",
     "ContainerFileCitation",
     "ConversationRef",
+    "CustomToolCallItem",
     "FunctionCallItem",
     "ImageOutput",
     "InputTokensDetails",
@@ -101,6 +102,16 @@ class FunctionCallItem(TypedDict):
     status: ItemStatus
 
 
+class CustomToolCallItem(TypedDict):
+    """`ResponseCustomToolCall` (which has no `status`)"""
+
+    id: str
+    type: Literal["custom_tool_call"]
+    call_id: str
+    name: str
+    input: str
+
+
 class LogsOutput(TypedDict):
     """`response_code_interpreter_tool_call.OutputLogs`"""
 
@@ -137,7 +148,9 @@ class CompactionItem(TypedDict):
     encrypted_content: str
 
 
-OutputItem = Union[MessageItem, ReasoningItem, FunctionCallItem, CodeInterpreterCallItem, CompactionItem]
+OutputItem = Union[
+    MessageItem, ReasoningItem, FunctionCallItem, CustomToolCallItem, CodeInterpreterCallItem, CompactionItem
+]
 
 
 class InputTokensDetails(TypedDict):

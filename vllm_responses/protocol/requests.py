@@ -20,6 +20,7 @@ from vllm_responses.protocol.inputs import (
     CodeInterpreterTool,
     ContainerAuto,
     ContentPart,
+    CustomTool,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionTool,
@@ -34,6 +35,7 @@ from vllm_responses.protocol.invalid import invalid_request
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
+    ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceObject,
     check_allowed_tools,
@@ -58,6 +60,7 @@ __all__ = [
     "TOOL_TYPES",
     "ToolChoiceAllowed",
     "ToolChoiceBuiltin",
+    "ToolChoiceCustom",
     "ToolChoiceFunction",
     "check_includes",
     "parse_create_request",
@@ -215,6 +218,10 @@ class CreateResponseRequest(LenientModel):
     def function_tools(self) -> list[FunctionTool]:
         return [t for t in self.tools if isinstance(t, FunctionTool)]
 
+    @property
+    def custom_tools(self) -> list[CustomTool]:
+        return [t for t in self.tools if isinstance(t, CustomTool)]
+
 
 _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
@@ -259,8 +266,9 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if req.background and not req.store:
         raise InvalidRequest("background responses must be stored (store: true).", param="background")
     names = [t.name for t in req.function_tools]
-    if len(set(names)) != len(names):
-        raise InvalidRequest("Function tool names must be unique.", param="tools")
+    customs = [t.name for t in req.custom_tools]
+    if len(set(names + customs)) != len(names + customs):
+        raise InvalidRequest("Function and custom tool names must be unique.", param="tools")
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
     for i, tool in enumerate(req.tools):
@@ -280,12 +288,17 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
             f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.",
             param="tool_choice",
         )
+    if isinstance(req.tool_choice, ToolChoiceCustom) and req.tool_choice.name not in customs:
+        raise InvalidRequest(
+            f"tool_choice names custom tool {req.tool_choice.name!r}, which is not in tools.",
+            param="tool_choice",
+        )
     if isinstance(req.tool_choice, ToolChoiceBuiltin) and req.code_tool is None:
         raise InvalidRequest(
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
     if isinstance(req.tool_choice, ToolChoiceAllowed):
-        check_allowed_tools(req.tool_choice, {t.name for t in req.function_tools}, req.code_tool is not None)
+        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs))
     if req.tool_choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
     fmt = req.text.format if req.text else None
@@ -311,7 +324,7 @@ def _refuse_unsupported_items(items: Any) -> None:
                 code="unsupported_value",
             )
         assert isinstance(item, dict)
-        field = "output" if kind == "function_call_output" else "content"
+        field = "output" if kind in ("function_call_output", "custom_tool_call_output") else "content"
         parts = item.get(field)
         for j, part in enumerate(parts if isinstance(parts, list) else []):
             if isinstance(part, dict) and part.get("type") in _UNSUPPORTED_PARTS:

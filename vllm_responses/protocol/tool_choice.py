@@ -12,6 +12,7 @@ from vllm_responses.errors import InvalidRequest
 __all__ = [
     "ToolChoiceAllowed",
     "ToolChoiceBuiltin",
+    "ToolChoiceCustom",
     "ToolChoiceFunction",
     "ToolChoiceObject",
     "check_allowed_tools",
@@ -27,6 +28,11 @@ class ToolChoiceFunction(_Model):
     name: str
 
 
+class ToolChoiceCustom(_Model):
+    type: Literal["custom"]
+    name: str
+
+
 class ToolChoiceBuiltin(_Model):
     type: Literal["code_interpreter"]
 
@@ -38,22 +44,26 @@ class ToolChoiceAllowed(_Model):
     mode: Literal["auto", "required"]
     tools: list[dict[str, Any]]
 
-    def allows(self, name: str, *, code_interpreter: bool) -> bool:
+    def allows(self, name: str, *, code_interpreter: bool, custom: bool = False) -> bool:
         """Whether the tool offered to the model as `name` is among the allowed ones."""
         if code_interpreter:
             return any(t.get("type") == "code_interpreter" for t in self.tools)
-        return any(t.get("type") == "function" and t.get("name") == name for t in self.tools)
+        kind = "custom" if custom else "function"
+        return any(t.get("type") == kind and t.get("name") == name for t in self.tools)
 
 
 # The object forms, told apart by `type` (an unknown one is a 400 naming `tool_choice.type`).
 ToolChoiceObject = Annotated[
-    Union[ToolChoiceFunction, ToolChoiceBuiltin, ToolChoiceAllowed], Field(discriminator="type")
+    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceAllowed],
+    Field(discriminator="type"),
 ]
 
 
-def check_allowed_tools(choice: ToolChoiceAllowed, functions: Collection[str], has_code_tool: bool) -> None:
-    """Each `tool_choice.tools[i]` must name a function of `tools` or the code interpreter given there:
-    an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when it is empty)."""
+def check_allowed_tools(
+    choice: ToolChoiceAllowed, functions: Collection[str], has_code_tool: bool, customs: Collection[str] = ()
+) -> None:
+    """Each `tool_choice.tools[i]` must name a function or custom tool of `tools` or the code interpreter given
+    there: an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
     if not choice.tools:
         raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
     for i, entry in enumerate(choice.tools):
@@ -62,7 +72,9 @@ def check_allowed_tools(choice: ToolChoiceAllowed, functions: Collection[str], h
             continue
         if kind == "code_interpreter" and has_code_tool:
             continue
-        what = f"function {entry.get('name')!r}" if kind == "function" else f"a {kind!r} tool"
+        if kind == "custom" and entry.get("name") in customs:
+            continue
+        what = f"{kind} {entry.get('name')!r}" if kind in ("function", "custom") else f"a {kind!r} tool"
         raise InvalidRequest(
             f"tool_choice.tools[{i}] names {what}, which is not in tools.", param=f"tool_choice.tools[{i}]"
         )
