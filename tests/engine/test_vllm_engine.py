@@ -23,6 +23,7 @@ from vllm_responses.chat import (
     ToolCallEnd,
     ToolCallStart,
     ToolResult,
+    ToolSpec,
     code_tool_spec,
 )
 from vllm_responses.engine.base import Engine, EngineError, EngineRejected
@@ -108,6 +109,21 @@ async def test_forced_text_streams_exactly(engine):
     # byte-level tokenizer: one token per byte, plus the end-of-turn token the grammar ends with
     assert finish.usage.output_tokens == len(want.encode()) + 1
     assert finish.usage.input_tokens == await engine.count_tokens(request)
+
+
+async def test_free_calls_to_a_strict_tool_run_under_a_triggered_tag(engine):
+    schema = {"type": "object", "properties": {"c": {"enum": ["red", "blue"]}}, "required": ["c"]}
+    strict = ToolSpec("pick", "", schema, strict=True)
+    request = GenerateRequest("t-strict", USER, tools=(strict,), sampling=Sampling(max_tokens=24))
+    _ids, _prefill, _parser, params = engine._call(request)
+    assert params.structured_outputs is not None
+    tag = json.loads(params.structured_outputs.structural_tag)
+    assert tag["format"]["type"] == "triggered_tags" and tag["format"]["triggers"] == ["<tool_call>"]
+    assert await engine.precheck(request) > 0  # xgrammar compiles it
+    events = await collect(engine, request)  # and vLLM decodes under it (free text: the model calls nothing)
+    assert isinstance(events[-1], Finish) and events[-1].usage.output_tokens > 0
+    loose = GenerateRequest("t-loose", USER, tools=(ToolSpec("pick", "", schema),))
+    assert engine._call(loose)[3].structured_outputs is None  # not strict: free decoding
 
 
 async def test_forced_hermes_call_becomes_tool_call_events(engine):
