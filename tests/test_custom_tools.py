@@ -4,6 +4,7 @@ input events as the SDK types them, the client's `custom_tool_call_output`, forc
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -13,9 +14,12 @@ from openai.types.responses import (
     ResponseCustomToolCall,
     ResponseCustomToolCallInputDeltaEvent,
     ResponseCustomToolCallInputDoneEvent,
+    ResponseCustomToolCallItem,
+    ResponseCustomToolCallOutputItem,
 )
 
 from tests.fakes import FakeEngine, chunks, function_call, say
+from tests.metrics_text import parse, value
 from tests.serving import LiveServer
 from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.chat import (
@@ -137,6 +141,14 @@ def test_a_stateless_client_resends_the_call_with_its_output(
     listed = client.responses.input_items.list(resp.id, order="asc").data
     assert [it.type for it in listed] == ["custom_tool_call", "custom_tool_call_output"]
     assert listed[0].id is not None and listed[0].id.startswith("ctc_")
+    page = httpx.get(f"{client.base_url}responses/{resp.id}/input_items?order=asc").json()
+    for item in page["data"]:  # as the SDK types a listed item (with its status), no field it does not know
+        validate_as(
+            ResponseCustomToolCallItem
+            if item["type"] == "custom_tool_call"
+            else ResponseCustomToolCallOutputItem,
+            item,
+        )
 
 
 def test_tool_choice_custom_forces_the_named_tool(client: openai.OpenAI, engine: FakeEngine) -> None:
@@ -238,3 +250,17 @@ def test_refused_choices_and_outputs(fake_server: LiveServer, engine: FakeEngine
     assert (
         "No tool call found for custom tool call output with call_id call_x" in r.json()["error"]["message"]
     )
+
+
+def test_custom_calls_are_counted(fake_server: LiveServer, client: openai.OpenAI, engine: FakeEngine) -> None:
+    def count() -> float:
+        samples, _ = parse(httpx.get(fake_server.base_url + "/metrics", timeout=30).text)
+        return value(samples, "vllm_responses_tool_calls_total", type="custom", outcome="returned")
+
+    before = count()
+    engine.reset(custom_call("shell", "ls"))
+    client.responses.create(model=MODEL, input="x", tools=[FREEFORM])  # type: ignore[list-item]
+    deadline = time.monotonic() + 10  # counted when the run ends, just after the reply
+    while count() != before + 1:
+        assert time.monotonic() < deadline, "the custom call was not counted"
+        time.sleep(0.02)

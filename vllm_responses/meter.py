@@ -42,11 +42,13 @@ class ResponseMeter:
         metrics.RESPONSES.labels(builder.status).inc()
         if turns:
             metrics.TURNS.observe(turns)
-        # code calls are counted where they run (agent.py); function calls are handed to the client
+        # code calls are counted where they run (agent.py); function and custom calls are handed to the client
         outcome = "returned" if builder.status == "completed" else builder.status
         for item in builder.output:
             if item["type"] == "function_call":
                 metrics.TOOL_CALLS.labels("function", outcome).inc()
+            elif item["type"] == "custom_tool_call":
+                metrics.TOOL_CALLS.labels("custom", outcome).inc()
         line = {
             "id": builder.id,
             "status": builder.status,

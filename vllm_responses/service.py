@@ -49,6 +49,8 @@ from vllm_responses.truncation import fit_context
 
 __all__ = ["ResponsesService"]
 
+_LISTED_WITH_STATUS = ("custom_tool_call", "custom_tool_call_output")
+
 logger = logging.getLogger(__name__)
 
 
@@ -315,7 +317,11 @@ class ResponsesService:
         stored = await self.store.get(response_id)
         if stored is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
-        return stored.input_items
+        # Listed as the SDK's `ResponseItem`s, whose custom tool call items carry a status (issue 17).
+        return [
+            {**it, "status": it.get("status", "completed")} if it.get("type") in _LISTED_WITH_STATUS else it
+            for it in stored.input_items
+        ]
 
     async def delete(self, response_id: str) -> None:
         run = self.runs.pop(response_id, None)
