@@ -61,7 +61,8 @@ def test_a_forced_custom_call_follows_its_regex(client: openai.OpenAI) -> None:
             input="Three digits, please.",
             tools=[DIGITS, SHELL],  # type: ignore[list-item]
             tool_choice={"type": "custom", "name": "digits"},
-            max_output_tokens=64,
+            parallel_tool_calls=False,
+            max_output_tokens=256,  # one token a byte: room for the whole call
             temperature=1.0,
         )
         validate_response(resp.model_dump(mode="json", exclude_unset=True, by_alias=True))
@@ -78,7 +79,8 @@ def test_a_forced_custom_call_follows_its_lark_grammar_streamed(
         "input": "Query.",
         "tools": [SQL],
         "tool_choice": {"type": "custom", "name": "run_sql"},
-        "max_output_tokens": 96,
+        "max_output_tokens": 256,
+        "parallel_tool_calls": False,  # exactly one call
         "stream": True,
     }
     r = httpx.post(server.base_url + "/v1/responses", json=body, timeout=300)
@@ -139,7 +141,8 @@ def test_a_forced_strict_function_follows_its_schema(client: openai.OpenAI) -> N
         input="Pick.",
         tools=[tool],
         tool_choice="required",
-        max_output_tokens=64,  # type: ignore[list-item]
+        max_output_tokens=256,  # type: ignore[list-item]
+        parallel_tool_calls=False,
     )
     (call,) = resp.output
     assert isinstance(call, ResponseFunctionToolCall) and json.loads(call.arguments)["color"] in (
