@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.conversations import ConversationItemList
 from openai.types.responses import (
     ResponseCustomToolCall,
     ResponseCustomToolCallInputDeltaEvent,
@@ -264,3 +265,28 @@ def test_custom_calls_are_counted(fake_server: LiveServer, client: openai.OpenAI
     while count() != before + 1:
         assert time.monotonic() < deadline, "the custom call was not counted"
         time.sleep(0.02)
+
+
+def test_custom_calls_in_a_conversation(client: openai.OpenAI, engine: FakeEngine) -> None:
+    conv = client.conversations.create()
+    engine.reset(custom_call("shell", "uptime"), say("Up 3 days."))
+    first = client.responses.create(model=MODEL, input="Uptime?", tools=[FREEFORM], conversation=conv.id)  # type: ignore[list-item]
+    (call,) = first.output
+    assert isinstance(call, ResponseCustomToolCall)
+    answer = {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "up 3 days"}
+    second = client.responses.create(model=MODEL, input=[answer], tools=[FREEFORM], conversation=conv.id)  # type: ignore[list-item]
+    assert second.output_text == "Up 3 days."
+    assert engine.requests[1].turns[-2:] == (
+        ToolCall(call.call_id, "shell", json.dumps({"input": "uptime"})),
+        ToolResult(call.call_id, "shell", "up 3 days"),
+    )
+    body = httpx.get(
+        f"{client.base_url}conversations/{conv.id}/items", params={"order": "asc"}, timeout=10
+    ).json()
+    validate_as(ConversationItemList, body)  # as the SDK types them, no field it does not know
+    assert [it["type"] for it in body["data"]] == [
+        "message",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "message",
+    ]
