@@ -13,7 +13,8 @@ default model (SmolLM2-135M-Instruct), the code interpreter offered and its outp
 Per task, per kind and overall: the share of turns with each. Sampling is the server's default (the model's
 generation config, as a user gets it) unless `--temperature` is given; every response gets
 `max_output_tokens` `--max-output-tokens` (400) so that a rambling model cannot run for minutes.
-Run: `python scripts/bench_default_model.py [--repeats 3] [--concurrency 4] [--quick] [--out bench-results]`.
+Run: `python scripts/bench_default_model.py [--repeats 3] [--concurrency 4] [--quick] [--tasks ID,...]
+[--out bench-results]`.
 """
 
 from __future__ import annotations
@@ -261,9 +262,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-args", default="", help="extra flags of ours (quoted)")
     ap.add_argument("--label", default="", help="a name for this configuration, kept in the JSON")
     ap.add_argument("--quick", action="store_true", help=f"tasks {', '.join(QUICK)}, once each")
+    ap.add_argument("--tasks", default="", help="only these task ids (comma-separated), e.g. pow2_100")
     ap.add_argument("--out", default="bench-results")
     ns = ap.parse_args(argv)
     tasks = [t for t in TASKS if t.id in QUICK] if ns.quick else list(TASKS)
+    if ns.tasks:
+        wanted = set(ns.tasks.split(","))
+        if unknown := wanted - {t.id for t in TASKS}:
+            ap.error(f"unknown task ids: {sorted(unknown)}")
+        tasks = [t for t in tasks if t.id in wanted]
     repeats = 1 if ns.quick else ns.repeats
     body: dict[str, Any] = {
         "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
@@ -290,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             "concurrency": ns.concurrency,
             "request": {k: v for k, v in body.items() if k != "tools"},
             "quick": ns.quick,
+            "only": ns.tasks,
         },
     }
     out = Path(ns.out)
