@@ -94,9 +94,9 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
 
     Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
     for well-formed calls only, one or several with `parallel_tool_calls`; markdown formats: None, the
-    engine prefills "```python\\n"; other formats: None, unconstrained); then, for Hermes formats offering
-    a strict function or a custom tool with a grammar, a structural tag holding free calls to them once
-    `<tool_call>` is written; then `text_format` (json_schema / json_object).
+    engine prefills "```python\\n"; other formats: None, unconstrained); then `text_format` (json_schema /
+    json_object); then, for Hermes formats offering a strict function or a custom tool with a grammar, a
+    structural tag holding free calls to them once `<tool_call>` is written.
     """
     sampling = request.sampling
     if sampling.structured is not None:
@@ -106,11 +106,11 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
         if parser_name in HERMES_FORMATS:
             return hermes_call_constraint(forced, parallel=request.parallel_tool_calls)
         return None
+    if sampling.text_format and (text := _text_format(sampling.text_format)) is not None:
+        return text  # the output format the client asked for wins over holding free calls to their tools
     offered = request.tools if request.tool_choice != "none" else ()
     if parser_name in HERMES_FORMATS and constrains_free_calls(offered):
         return free_calls_tag(offered, parallel=request.parallel_tool_calls)
-    if sampling.text_format:
-        return _text_format(sampling.text_format)
     return None
 
 
