@@ -30,7 +30,6 @@ class WarmWorkers:
         self.start_errors: list[str] = []
         self.start_failures = 0
         self.closed = False
-        self._cv = asyncio.Condition()
         self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
 

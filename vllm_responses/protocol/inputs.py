@@ -92,6 +92,11 @@ class FunctionCallItem(LenientModel):
     status: ItemStatus | None = None
 
 
+def _output_text(output: str | list[InputText]) -> str:
+    """A call output's text: the string, or its text parts joined."""
+    return output if isinstance(output, str) else "".join(p.text for p in output)
+
+
 class FunctionCallOutputItem(LenientModel):
     type: Literal["function_call_output"]
     call_id: str
@@ -100,9 +105,7 @@ class FunctionCallOutputItem(LenientModel):
     status: ItemStatus | None = None
 
     def text(self) -> str:
-        if isinstance(self.output, str):
-            return self.output
-        return "".join(p.text for p in self.output)
+        return _output_text(self.output)
 
 
 class CustomToolCallItem(LenientModel):
@@ -120,9 +123,7 @@ class CustomToolCallOutputItem(LenientModel):
     id: str | None = None
 
     def text(self) -> str:
-        if isinstance(self.output, str):
-            return self.output
-        return "".join(p.text for p in self.output)
+        return _output_text(self.output)
 
 
 class LogsOutput(LenientModel):
