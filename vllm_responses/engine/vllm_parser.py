@@ -36,7 +36,9 @@ def chat_request(tools: Sequence[ToolSpec]) -> Any:
         }
         for t in tools
     ]
-    return ChatCompletionRequest(messages=[], model="model", tools=specs or None, tool_choice="auto")
+    return ChatCompletionRequest.model_validate(
+        {"messages": [], "model": "model", "tools": specs or None, "tool_choice": "auto"}
+    )
 
 
 class VllmParserAdapter(ToolParser):
