@@ -98,7 +98,8 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "tool_parser",
         {
             "help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
-            "...); default: chosen from the chat template."
+            "..., or any of vLLM's tool-call parser names, e.g. qwen3_xml, kimi_k2, glm45; see docs/parsers.md); "
+            "default: chosen from the chat template."
         },
     ),
     (
@@ -233,8 +234,12 @@ def config_from_args(ns: argparse.Namespace) -> Config:
     from vllm_responses.engine.args import engine_args_from_namespace
     from vllm_responses.engine.models import default_model_path
 
+    from vllm_responses.engine.parser_names import check_parser_names
+
     model = getattr(ns, "model", None)
     args = engine_args_from_namespace(ns, str(default_model_path()) if model is None else model)
+    # --- vLLM parsers (issue 17): an unknown parser name fails here, before the model loads ---
+    check_parser_names(ns.tool_call_parser, getattr(args, "reasoning_parser", None) or None)
     served = getattr(ns, "served_model_name", None) or []
     if isinstance(served, str):
         served = [served]

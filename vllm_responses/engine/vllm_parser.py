@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vllm_responses.chat import (
@@ -20,7 +21,7 @@ from vllm_responses.chat import (
 from vllm_responses.parsers.base import ToolParser
 from vllm_responses.parsers.scan import merge_deltas
 
-__all__ = ["VllmParserAdapter", "vllm_parser_factory"]
+__all__ = ["VllmParserAdapter", "added_tokens", "split_at_added_tokens", "vllm_parser_factory"]
 
 _log = logging.getLogger(__name__)
 
@@ -37,8 +38,50 @@ def chat_request(tools: Sequence[ToolSpec]) -> Any:
         for t in tools
     ]
     return ChatCompletionRequest.model_validate(
-        {"messages": [], "model": "model", "tools": specs or None, "tool_choice": "auto"}
+        {"messages": [], "model": "model", **({"tools": specs, "tool_choice": "auto"} if specs else {})}
     )
+
+
+def added_tokens(tokenizer: Any) -> dict[int, str]:
+    """The tokenizer's added tokens (the special markers of most formats), by id."""
+    get = getattr(tokenizer, "get_added_vocab", None)
+    return {i: t for t, i in get().items()} if get is not None else {}
+
+
+def split_at_added_tokens(text: str, ids: list[int], added: Mapping[int, str]) -> list[tuple[str, list[int]]]:
+    """A several-token delta cut so that each added token (a format's marker) arrives as a delta of its own,
+    as it does when the engine streams one token at a time: several of vLLM's parsers drop or misfile the
+    text that shares a delta with a marker. Left whole when the text does not show the markers."""
+    if len(ids) < 2 or not any(i in added for i in ids):
+        return [(text, ids)]
+    out: list[tuple[str, list[int]]] = []
+    rest, run = text, []
+    for i in ids:
+        if i not in added:
+            run.append(i)
+            continue
+        at = rest.find(added[i])
+        if at < 0:
+            return [(text, ids)]
+        if run or at:
+            out.append((rest[:at], run))
+        out.append((added[i], [i]))
+        rest, run = rest[at + len(added[i]) :], []
+    if run or rest:
+        out.append((rest, run))
+    return out
+
+
+def _without_repeat(sent: str, more: str) -> str:
+    """`more` up to the end of the JSON object that `sent + more` completes: at the end of the output, vLLM
+    hands over the arguments a parser has not marked as streamed, which some parsers had streamed already."""
+    total = sent + more
+    start = len(total) - len(total.lstrip())
+    try:
+        _value, end = json.JSONDecoder().raw_decode(total, start)
+    except ValueError:
+        return more
+    return more[: max(0, end - len(sent))] if total[end:].strip() else more
 
 
 class VllmParserAdapter(ToolParser):
@@ -51,6 +94,7 @@ class VllmParserAdapter(ToolParser):
     - vLLM's call indices become ours, 0, 1, ...; a call ends when the next one starts or at `finish()`.
       Arguments are the JSON text fragments vLLM streams, so a code-interpreter call's `{"code": "..."}`
       streams its code. A call with no argument text gets `{}`.
+    - A several-token delta is cut at the added tokens (`split_at_added_tokens`).
     - `finish()` flushes the parser (`finished=True`); when streaming produced no call at all, the whole
       output is parsed once more non-streaming and the calls found there are emitted.
     - `see_prompt(ids)` before the first feed tells a reasoning parser where the prompt left off.
@@ -65,6 +109,7 @@ class VllmParserAdapter(ToolParser):
         tokenizer: Any,
         tools: Sequence[ToolSpec] = (),
         inner: ToolParser | None = None,
+        added: Mapping[int, str] | None = None,
     ) -> None:
         super().__init__(tools)
         self._tokenizer = tokenizer
@@ -79,6 +124,8 @@ class VllmParserAdapter(ToolParser):
         self._pending: dict[int, str] = {}  # vLLM index -> argument text seen before the call's name
         self._open: int | None = None
         self._broken = False
+        self._finishing = False
+        self._added = added if added is not None else added_tokens(tokenizer)
         self._prompt_ids: list[int] | None = []  # given to the parser with the first delta, then None
 
     def see_prompt(self, token_ids: Sequence[int]) -> None:
@@ -96,9 +143,13 @@ class VllmParserAdapter(ToolParser):
             return []
         self._text += text
         self._ids += ids
-        return merge_deltas(self._step(text, ids, finished=False))
+        out: list[Delta] = []
+        for piece, piece_ids in split_at_added_tokens(text, ids, self._added):
+            out += self._step(piece, piece_ids, finished=False)
+        return merge_deltas(out)
 
     def finish(self) -> list[Delta]:
+        self._finishing = True
         out = self._step("", [], finished=True)
         if not self._calls and not self._broken:
             out += self._whole_output_calls()
@@ -165,6 +216,10 @@ class VllmParserAdapter(ToolParser):
             if ours != self._open:
                 _log.warning("vLLM parser sent arguments for call %d after it ended; dropped", ours)
                 return out
+            if self._finishing:
+                arguments = _without_repeat(self._args[ours], arguments)
+                if not arguments:
+                    return out
             self._args[ours] += arguments
             out.append(ToolCallDelta(ours, arguments))
         return out
@@ -212,7 +267,11 @@ def vllm_parser_factory(
     if parser_cls is None:
         raise TypeError("no vLLM parser named")
 
+    added = added_tokens(tokenizer)
+
     def build(tools: Sequence[ToolSpec] = ()) -> ToolParser:
-        return VllmParserAdapter(parser_cls, tokenizer, tools, inner(tools) if inner is not None else None)
+        return VllmParserAdapter(
+            parser_cls, tokenizer, tools, inner(tools) if inner is not None else None, added
+        )
 
     return build
