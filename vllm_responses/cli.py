@@ -233,7 +233,6 @@ def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
 def config_from_args(ns: argparse.Namespace) -> Config:
     from vllm_responses.engine.args import engine_args_from_namespace
     from vllm_responses.engine.models import default_model_path
-
     from vllm_responses.engine.parser_names import check_parser_names
 
     model = getattr(ns, "model", None)
