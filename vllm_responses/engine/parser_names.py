@@ -10,8 +10,10 @@ __all__ = [
     "HARMONY_REASONING_PARSERS",
     "THINK_REASONING_PARSERS",
     "check_parser_names",
+    "reasoning_parser_table",
     "reasoning_parser_route",
     "tool_parser_route",
+    "tool_parser_table",
     "vllm_reasoning_parser_names",
     "vllm_tool_parser_names",
 ]
@@ -76,3 +78,18 @@ def check_parser_names(tool_parser: str | None, reasoning_parser: str | None) ->
         tool_parser_route(tool_parser)
     if reasoning_parser:
         reasoning_parser_route(reasoning_parser)
+
+
+def tool_parser_table() -> list[tuple[str, ToolRoute]]:
+    """Every `--tool-call-parser` name (ours and vLLM's) with the path it takes."""
+    import vllm_responses.parsers  # noqa: F401
+    from vllm_responses.parsers.base import parser_names
+
+    names = sorted(set(parser_names()) | set(vllm_tool_parser_names()))
+    return [(n, tool_parser_route(n)) for n in names]
+
+
+def reasoning_parser_table() -> list[tuple[str, ReasoningRoute]]:
+    """Every `--reasoning-parser` name (vLLM's, and the aliases we take) with the path it takes."""
+    names = sorted(THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS | set(vllm_reasoning_parser_names()))
+    return [(n, reasoning_parser_route(n)) for n in names]
