@@ -21,6 +21,12 @@ TESTED_TOOL = {
     "internlm", "xlam", "minimax_m2", "llama3_json", "pythonic", "phi4_mini_json",
 }  # fmt: skip
 TESTED_REASONING = {"deepseek_r1", "qwen3", "granite", "mistral"}
+# Names that cannot be used in this installation, whatever the model (found by building each parser).
+NOT_USABLE_HERE = {
+    "cohere_command3": "not usable here: vLLM's parser needs the `cohere_melody` package, not installed",
+    "cohere_command4": "not usable here: vLLM's parser needs the `cohere_melody` package, not installed",
+    "hf": "only with a tokenizer whose config carries `response_template` metadata",
+}
 
 
 def table() -> str:
@@ -32,17 +38,18 @@ def table() -> str:
     )
 
     vllm_names = set(vllm_tool_parser_names())
-    lines = ["| `--tool-call-parser` | path | vLLM's parser tested on a transcript |", "|---|---|---|"]
+    head = "| path | vLLM's parser tested on a transcript | note |"
+    lines = [f"| `--tool-call-parser` {head}", "|---|---|---|---|"]
     for name, route in tool_parser_table():
         path = TOOL_PATHS[route] + (
             " (vLLM has one of this name too)" if route == "ours" and name in vllm_names else ""
         )
-        lines.append(f"| `{name}` | {path} | {'yes' if name in TESTED_TOOL else ''} |")
-    lines += ["", "| `--reasoning-parser` | path | vLLM's parser tested on a transcript |", "|---|---|---|"]
+        tested = "yes" if name in TESTED_TOOL else ""
+        lines.append(f"| `{name}` | {path} | {tested} | {NOT_USABLE_HERE.get(name, '')} |")
+    lines += ["", f"| `--reasoning-parser` {head}", "|---|---|---|---|"]
     for name, rroute in reasoning_parser_table():
-        lines.append(
-            f"| `{name}` | {REASONING_PATHS[rroute]} | {'yes' if name in TESTED_REASONING else ''} |"
-        )
+        tested = "yes" if name in TESTED_REASONING else ""
+        lines.append(f"| `{name}` | {REASONING_PATHS[rroute]} | {tested} | {NOT_USABLE_HERE.get(name, '')} |")
     return "\n".join(lines)
 
 

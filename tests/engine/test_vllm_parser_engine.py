@@ -3,14 +3,18 @@ deltas come out as ours (a stub in place of vLLM's AsyncLLM; vLLM's parser code 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from tests.parsers.helpers import summarize
 from tests.parsers.vllm_transcripts import CASES, TOOLS, token_chunks, tokenizer
 from vllm_responses.chat import Finish, GenerateRequest, Message, ToolCallDelta
+from vllm_responses.engine.base import EngineError
 
 TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}<assistant>"
 
@@ -78,3 +82,24 @@ async def test_a_vllm_reasoning_parser_in_front_of_our_tool_parser() -> None:
     got = summarize([e for e in events if not isinstance(e, Finish)])
     assert got.reasoning == " Look it up. "
     assert got.calls == [("get_weather", {"city": "Paris"})] and got.text.strip() == ""
+
+
+def test_a_tokenizer_without_the_parsers_tokens_is_a_start_up_error() -> None:
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    llm = StubLLM(_tokenizer(()), "")
+    with pytest.raises(EngineError, match="deepseek_v3 cannot be used with the tokenizer of 'm'"):
+        VLLMEngine(llm, "m", tool_parser="deepseek_v3")  # type: ignore[arg-type]
+    with pytest.raises(EngineError, match="ernie45 cannot be used with the tokenizer"):
+        VLLMEngine(llm, "m", reasoning_parser="ernie45", tool_parser="xlam")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("cohere_melody") is not None, reason="cohere_melody is installed"
+)
+def test_a_parser_needing_a_missing_package_is_a_start_up_error() -> None:
+    """Listed as "not usable here" in docs/parsers.md."""
+    from vllm_responses.engine.vllm import VLLMEngine
+
+    with pytest.raises(EngineError, match="cohere_melody"):
+        VLLMEngine(StubLLM(_tokenizer(()), ""), "m", tool_parser="cohere_command3")  # type: ignore[arg-type]

@@ -113,8 +113,9 @@ class VllmParserAdapter(ToolParser):
     ) -> None:
         super().__init__(tools)
         self._tokenizer = tokenizer
-        self._parser = parser_cls(tokenizer, chat_request(self.tools).tools)
-        self._request = self._parser.adjust_request(chat_request(self.tools))
+        request = chat_request(self.tools)
+        self._parser = parser_cls(tokenizer, request.tools)
+        self._request = self._parser.adjust_request(request)
         self.keep_special_tokens = not self._request.skip_special_tokens
         self.inner = inner
         self._text = ""
@@ -151,7 +152,7 @@ class VllmParserAdapter(ToolParser):
     def finish(self) -> list[Delta]:
         self._finishing = True
         out = self._step("", [], finished=True)
-        if not self._calls and not self._broken:
+        if not self._calls and not self._broken and self.inner is None:
             out += self._whole_output_calls()
         if self._open is not None:
             out += self._end(self._open)
