@@ -119,7 +119,6 @@ class VllmParserAdapter(ToolParser):
         self.keep_special_tokens = not self._request.skip_special_tokens
         self.inner = inner
         self._text = ""
-        self._ids: list[int] = []
         self._calls: dict[int, int] = {}  # vLLM's call index -> ours
         self._args: dict[int, str] = {}  # our index -> arguments sent
         self._pending: dict[int, str] = {}  # vLLM index -> argument text seen before the call's name
@@ -143,7 +142,6 @@ class VllmParserAdapter(ToolParser):
         if not text and not ids:
             return []
         self._text += text
-        self._ids += ids
         out: list[Delta] = []
         for piece, piece_ids in split_at_added_tokens(text, ids, self._added):
             out += self._step(piece, piece_ids, finished=False)
