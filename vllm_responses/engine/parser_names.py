@@ -1,15 +1,19 @@
-"""Which path a `--tool-call-parser` / `--reasoning-parser` name takes: our parsers, or vLLM's through the adapter."""
+"""Parser names: the path each `--tool-call-parser` / `--reasoning-parser` name takes, and the parser it builds."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from vllm_responses.engine.base import EngineError
+from vllm_responses.parsers.base import ToolParser, get_parser
 
 __all__ = [
     "HARMONY_REASONING_PARSERS",
     "THINK_REASONING_PARSERS",
     "check_parser_names",
+    "load_parser",
+    "parser_factory",
     "reasoning_parser_table",
     "reasoning_parser_route",
     "tool_parser_route",
@@ -93,3 +97,34 @@ def reasoning_parser_table() -> list[tuple[str, ReasoningRoute]]:
     """Every `--reasoning-parser` name (vLLM's, and the aliases we take) with the path it takes."""
     names = sorted(THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS | set(vllm_reasoning_parser_names()))
     return [(n, reasoning_parser_route(n)) for n in names]
+
+
+def load_parser(name: str) -> type[ToolParser]:
+    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
+
+    try:
+        return get_parser(name)
+    except KeyError as exc:
+        raise EngineError(
+            f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
+        ) from exc
+
+
+def parser_factory(
+    tool_parser: str, reasoning_parser: str | None, tokenizer: Any, model_name: str
+) -> Callable[..., ToolParser]:
+    """Builds the parser of one model call: ours by name, or vLLM's (tool-call and/or reasoning parser) through
+    `VllmParserAdapter` where the name is only vLLM's (`parser_names.py` decides)."""
+    vllm_tool = tool_parser if tool_parser_route(tool_parser) == "vllm" else None
+    vllm_reasoning = (
+        reasoning_parser if reasoning_parser and reasoning_parser_route(reasoning_parser) == "vllm" else None
+    )
+    if vllm_tool is None and vllm_reasoning is None:
+        return load_parser(tool_parser)
+    from vllm_responses.engine.vllm_parser import vllm_parser_factory
+
+    inner = None if vllm_tool else load_parser(tool_parser)
+    try:
+        return vllm_parser_factory(vllm_tool, vllm_reasoning, tokenizer, inner, model_name)
+    except Exception as exc:  # vLLM's check against the tokenizer, or a package its parser needs
+        raise EngineError(f"vLLM's parser cannot be used here: {exc}", code="parser_not_found") from exc

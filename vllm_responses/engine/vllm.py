@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +32,8 @@ from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavai
 from vllm_responses.engine.parser_names import (
     HARMONY_REASONING_PARSERS,
     THINK_REASONING_PARSERS,
+    parser_factory,
     reasoning_parser_route,
-    tool_parser_route,
 )
 from vllm_responses.engine.prompt import (
     ANSWER_BAD_WORDS,
@@ -53,43 +53,12 @@ from vllm_responses.engine.sampling import (
     structured_constraint,
     to_sampling_params,
 )
-from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser
+from vllm_responses.parsers.base import PlainTextParser, ToolParser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
 
 __all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
 
 _log = logging.getLogger(__name__)
-
-
-def _load_parser(name: str) -> type[ToolParser]:
-    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
-
-    try:
-        return get_parser(name)
-    except KeyError as exc:
-        raise EngineError(
-            f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
-        ) from exc
-
-
-def _parser_factory(
-    tool_parser: str, reasoning_parser: str | None, tokenizer: Any, model_name: str
-) -> Callable[..., ToolParser]:
-    """Builds the parser of one model call: ours by name, or vLLM's (tool-call and/or reasoning parser) through
-    `VllmParserAdapter` where the name is only vLLM's (`parser_names.py` decides)."""
-    vllm_tool = tool_parser if tool_parser_route(tool_parser) == "vllm" else None
-    vllm_reasoning = (
-        reasoning_parser if reasoning_parser and reasoning_parser_route(reasoning_parser) == "vllm" else None
-    )
-    if vllm_tool is None and vllm_reasoning is None:
-        return _load_parser(tool_parser)
-    from vllm_responses.engine.vllm_parser import vllm_parser_factory
-
-    inner = None if vllm_tool else _load_parser(tool_parser)
-    try:
-        return vllm_parser_factory(vllm_tool, vllm_reasoning, tokenizer, inner, model_name)
-    except Exception as exc:  # vLLM's check against the tokenizer, or a package its parser needs
-        raise EngineError(f"vLLM's parser cannot be used here: {exc}", code="parser_not_found") from exc
 
 
 @dataclass(frozen=True)
@@ -173,7 +142,7 @@ class VLLMEngine:
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
         template = template if isinstance(template, str) else None
         self.parser_name = choose_parser(tool_parser, template, model_name)
-        self._parser_cls = _parser_factory(self.parser_name, reasoning_parser, self._tokenizer, model_name)
+        self._parser_cls = parser_factory(self.parser_name, reasoning_parser, self._tokenizer, model_name)
         self._renderer = self._parser_cls()  # renders earlier calls and results into prompts
         # Our <think> splitter, unless vLLM's reasoning parser (inside the adapter) reads the reasoning.
         vllm_reasoning = bool(reasoning_parser) and reasoning_parser_route(reasoning_parser or "") == "vllm"
