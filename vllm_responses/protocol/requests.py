@@ -32,6 +32,7 @@ from vllm_responses.protocol.inputs import (
     Tool,
 )
 from vllm_responses.protocol.invalid import invalid_request
+from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
@@ -221,6 +222,10 @@ class CreateResponseRequest(LenientModel):
     @property
     def custom_tools(self) -> list[CustomTool]:
         return [t for t in self.tools if isinstance(t, CustomTool)]
+
+    @property
+    def mcp_tools(self) -> list[McpTool]:
+        return [t for t in self.tools if isinstance(t, McpTool)]
 
 
 _UNSUPPORTED = {

@@ -14,6 +14,7 @@ __all__ = [
     "ToolChoiceBuiltin",
     "ToolChoiceCustom",
     "ToolChoiceFunction",
+    "ToolChoiceMcp",
     "ToolChoiceObject",
     "check_allowed_tools",
 ]
@@ -37,6 +38,14 @@ class ToolChoiceBuiltin(_Model):
     type: Literal["code_interpreter"]
 
 
+class ToolChoiceMcp(_Model):
+    """A tool of a remote MCP server must be called: `name`, or (absent) any of the server's."""
+
+    type: Literal["mcp"]
+    server_label: str
+    name: str | None = None
+
+
 class ToolChoiceAllowed(_Model):
     """`allowed_tools`: only the listed tools may be called (`mode: required`: one of them must be)."""
 
@@ -54,7 +63,7 @@ class ToolChoiceAllowed(_Model):
 
 # The object forms, told apart by `type` (an unknown one is a 400 naming `tool_choice.type`).
 ToolChoiceObject = Annotated[
-    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceAllowed],
+    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceMcp, ToolChoiceAllowed],
     Field(discriminator="type"),
 ]
 
