@@ -109,7 +109,11 @@ async def list_tools(server: McpServer) -> list[dict[str, Any]]:
         for _page in range(100):  # a server whose pages never end cannot hang the response
             result = await client.list_tools(cursor=cursor)
             for tool in result.tools:
-                annotations = tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else None
+                annotations = (
+                    tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    if tool.annotations
+                    else None
+                )
                 tools.append(
                     {
                         "name": tool.name,

@@ -48,7 +48,9 @@ class McpSteps(BuilderCore):
         assert item["type"] == "mcp_list_tools"
         item["tools"], item["error"] = tools, error
         self._custom_open.discard(index)
-        kind: McpItemEventType = "response.mcp_list_tools.failed" if error else "response.mcp_list_tools.completed"
+        kind: McpItemEventType = (
+            "response.mcp_list_tools.failed" if error else "response.mcp_list_tools.completed"
+        )
         return [self._mcp_event(kind, index), self._item_done(index)]
 
     # --- calls ----------------------------------------------------------------------------------------
@@ -102,7 +104,9 @@ class McpSteps(BuilderCore):
         item = self.mcp_call_item(index)
         item["output"], item["error"] = output, error
         item["status"] = "failed" if error is not None else "completed"
-        kind: McpItemEventType = "response.mcp_call.failed" if error is not None else "response.mcp_call.completed"
+        kind: McpItemEventType = (
+            "response.mcp_call.failed" if error is not None else "response.mcp_call.completed"
+        )
         return [self._mcp_event(kind, index), self._item_done(index)]
 
     # --- approval requests ----------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceBuiltin,
     ToolChoiceCustom,
     ToolChoiceFunction,
+    ToolChoiceMcp,
     ToolChoiceObject,
     check_allowed_tools,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "ToolChoiceBuiltin",
     "ToolChoiceCustom",
     "ToolChoiceFunction",
+    "ToolChoiceMcp",
     "check_includes",
     "parse_create_request",
 ]
