@@ -245,6 +245,25 @@ def test_allowed_tools_filters_what_is_offered(
     assert [t.name for t in engine.requests[1].tools] == ["add"]
 
 
+def test_tool_choice_allowed_tools_names_mcp_tools(
+    client: openai.OpenAI, engine: FakeEngine, mcp_server: McpTestServer, live: LiveServer
+) -> None:
+    engine.reset(say("ok"))
+    fn = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    allowed = {
+        "type": "allowed_tools",
+        "mode": "required",
+        "tools": [{"type": "mcp", "server_label": "calc", "name": "add"}],
+    }
+    client.responses.create(model=MODEL, input="hi", tools=[fn, mcp_tool(mcp_server)], tool_choice=allowed)  # type: ignore[arg-type, list-item]
+    assert [t.name for t in engine.requests[0].tools] == ["add"] and engine.requests[
+        0
+    ].tool_choice == "required"
+    allowed["tools"] = [{"type": "mcp", "server_label": "nope"}]
+    r = post(live, {"input": "hi", "tools": [mcp_tool(mcp_server)], "tool_choice": allowed})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice.tools[0]", r.text
+
+
 def test_headers_reach_the_server(
     client: openai.OpenAI, engine: FakeEngine, mcp_server: McpTestServer
 ) -> None:

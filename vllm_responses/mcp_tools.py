@@ -24,7 +24,7 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import McpListedTool
 from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.protocol.tool_choice import ToolChoiceMcp
+from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
 from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["McpPlan", "McpRoute", "McpRun", "check_mcp_request", "mcp_plan", "url_allowed"]
@@ -148,6 +148,7 @@ class McpPlan:
     reused: Mapping[str, list[McpListedTool]]
     approved: tuple[Approved, ...] = ()
     choice: ToolChoiceMcp | None = None
+    allowed: ToolChoiceAllowed | None = None  # `tool_choice: allowed_tools`: only the MCP tools it names
 
 
 def mcp_plan(
@@ -181,7 +182,8 @@ def mcp_plan(
         if asked is not None
     )
     choice = req.tool_choice if isinstance(req.tool_choice, ToolChoiceMcp) else None
-    return McpPlan(tools, servers, reused, approved, choice)
+    allowed = req.tool_choice if isinstance(req.tool_choice, ToolChoiceAllowed) else None
+    return McpPlan(tools, servers, reused, approved, choice, allowed)
 
 
 def _read_only(tool: Mapping[str, Any]) -> bool:
@@ -234,13 +236,18 @@ class McpRun:
                 yield ev
 
     def _offer(self, taken: set[str]) -> None:
-        """The tools offered to the model: each server's allowed ones, in `tools` order. A name already taken
+        """The tools offered to the model: each server's allowed ones (by its `allowed_tools`, and by a
+        `tool_choice` of type `allowed_tools`), in `tools` order. A name already taken
         (a function, custom or code tool, or an earlier server's tool) is not offered again (logged)."""
         for tool in self.plan.tools:
             for listed in self.listings.get(tool.server_label, []):
                 name = listed["name"]
                 read_only = _read_only(listed)
                 if not tool.allows(name, read_only):
+                    continue
+                if self.plan.allowed is not None and not self.plan.allowed.allows_mcp(
+                    tool.server_label, name
+                ):
                     continue
                 if name in taken:
                     logger.warning(

@@ -305,7 +305,8 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
     if isinstance(req.tool_choice, ToolChoiceAllowed):
-        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs))
+        labels = {t.server_label for t in req.mcp_tools}
+        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs), labels)
     if req.tool_choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
     fmt = req.text.format if req.text else None
