@@ -12,6 +12,7 @@ import httpx
 import openai
 import pydantic
 import pytest
+from openai.types.conversations import ConversationItem
 from openai.types.responses import ResponseItem, ResponseOutputItem
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
@@ -25,6 +26,7 @@ from vllm_responses.config import Config
 MODEL = "fake-model"
 _OUTPUT_ITEM: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseOutputItem)
 _ITEM: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseItem)
+_CONVERSATION_ITEM: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ConversationItem)
 
 
 @pytest.fixture(scope="module")
@@ -382,6 +384,9 @@ def test_mcp_items_in_a_conversation(
     assert mcp_server.count("tools/list") == lists
     items = client.conversations.items.list(conv.id)
     assert {"mcp_list_tools", "mcp_call"} <= {i.type for i in items.data}
+    raw = httpx.get(f"{client.base_url}conversations/{conv.id}/items", timeout=10).json()["data"]
+    for item in raw:
+        _no_extras(_CONVERSATION_ITEM.validate_python(item), item["type"])
     assert (
         ToolResult(next(i.id for i in items.data if i.type == "mcp_call"), "add", "2.0")
         in engine.requests[0].turns
@@ -452,3 +457,21 @@ def test_every_output_item_validates(
     validate_response(raw)
     for item in raw["output"]:
         _no_extras(_OUTPUT_ITEM.validate_python(item), item["type"])
+
+
+def test_an_approval_request_streams(live: LiveServer, engine: FakeEngine, mcp_server: McpTestServer) -> None:
+    engine.reset(function_call("add", {"a": 1, "b": 2}))
+    r = post(
+        live, {"input": "1+2", "tools": [mcp_tool(mcp_server, require_approval="always")], "stream": True}
+    )
+    events = parse_sse(r.text)
+    check_stream(events)
+    assert event_runs(e["type"] for e in events)[-3:] == [
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    added, done = events[-3]["item"], events[-2]["item"]
+    assert added["type"] == "mcp_approval_request" and added["arguments"] == ""
+    assert validate_as(McpApprovalRequest, done).arguments == '{"a": 1, "b": 2}'
+    assert events[-1]["response"]["status"] == "completed" and mcp_server.count("tools/call") == calls
