@@ -461,6 +461,7 @@ def test_every_output_item_validates(
 
 def test_an_approval_request_streams(live: LiveServer, engine: FakeEngine, mcp_server: McpTestServer) -> None:
     engine.reset(function_call("add", {"a": 1, "b": 2}))
+    calls = mcp_server.count("tools/call")
     r = post(
         live, {"input": "1+2", "tools": [mcp_tool(mcp_server, require_approval="always")], "stream": True}
     )
