@@ -476,3 +476,25 @@ def test_an_approval_request_streams(live: LiveServer, engine: FakeEngine, mcp_s
     assert added["type"] == "mcp_approval_request" and added["arguments"] == ""
     assert validate_as(McpApprovalRequest, done).arguments == '{"a": 1, "b": 2}'
     assert events[-1]["response"]["status"] == "completed" and mcp_server.count("tools/call") == calls
+
+
+def test_a_stateless_client_approves_by_resending_the_items(
+    client: openai.OpenAI, engine: FakeEngine, mcp_server: McpTestServer
+) -> None:
+    engine.reset(function_call("add", {"a": 5, "b": 6}))
+    tool = mcp_tool(mcp_server, require_approval="always")
+    first = client.responses.create(model=MODEL, input="5+6", tools=[tool], store=False)  # type: ignore[list-item]
+    request = first.output[1]
+    assert isinstance(request, McpApprovalRequest)
+    lists, calls = mcp_server.count("tools/list"), mcp_server.count("tools/call")
+    engine.reset(say("11."))
+    answer = {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}
+    resent = [
+        {"role": "user", "content": "5+6"},
+        *(i.model_dump(exclude_none=True) for i in first.output),
+        answer,
+    ]
+    twice = [*resent, answer]  # the same approval given twice runs the call once
+    second = checked(client.responses.create(model=MODEL, input=twice, tools=[tool], store=False))  # type: ignore[arg-type, list-item]
+    assert [i.type for i in second.output] == ["mcp_call", "message"] and second.output[0].output == "11.0"  # type: ignore[union-attr]
+    assert (mcp_server.count("tools/list"), mcp_server.count("tools/call")) == (lists, calls + 1)

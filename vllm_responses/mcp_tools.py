@@ -172,18 +172,21 @@ def mcp_plan(
             reused[str(item["server_label"])] = list(item.get("tools") or [])
     requests = {it.get("id"): it for it in context if it.get("type") == "mcp_approval_request"}
     ran = {it.get("approval_request_id") for it in context if it.get("type") == "mcp_call"}
-    approved = tuple(
-        Approved(str(asked["id"]), str(asked["server_label"]), str(asked["name"]), str(asked["arguments"]))
-        for it in context
-        if it.get("type") == "mcp_approval_response"
-        and it.get("approve")
-        and it.get("approval_request_id") not in ran
-        for asked in [requests.get(it.get("approval_request_id"))]
-        if asked is not None
-    )
+    approved: list[Approved] = []
+    for it in context:  # each approved request once, unless its call already ran
+        asked = requests.get(it.get("approval_request_id"))
+        if it.get("type") != "mcp_approval_response" or not it.get("approve") or asked is None:
+            continue
+        if asked["id"] in ran or any(a.request_id == asked["id"] for a in approved):
+            continue
+        approved.append(
+            Approved(
+                str(asked["id"]), str(asked["server_label"]), str(asked["name"]), str(asked["arguments"])
+            )
+        )
     choice = req.tool_choice if isinstance(req.tool_choice, ToolChoiceMcp) else None
     allowed = req.tool_choice if isinstance(req.tool_choice, ToolChoiceAllowed) else None
-    return McpPlan(tools, servers, reused, approved, choice, allowed)
+    return McpPlan(tools, servers, reused, tuple(approved), choice, allowed)
 
 
 def _read_only(tool: Mapping[str, Any]) -> bool:
