@@ -148,6 +148,23 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "help": "Requests waiting for a running slot, FIFO (default: twice the former); 429 past them.",
         },
     ),
+    # --- MCP tools (issue 17) ---
+    (
+        "--mcp-timeout",
+        "mcp_timeout",
+        {
+            "type": float,
+            "help": "Seconds one remote MCP tool listing or call may take (connecting included).",
+        },
+    ),
+    (
+        "--mcp-allowed-urls",
+        "mcp_allowed_urls",
+        {
+            "help": "Comma-separated URL prefixes of the remote MCP servers requests may name ('*': any "
+            "http(s) URL; default: none, remote MCP tools are refused)."
+        },
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -275,6 +292,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         # --- admission (issue 16) ---
         max_concurrent_responses=ns.max_concurrent_responses,
         max_queued_responses=ns.max_queued_responses,
+        # --- MCP tools (issue 17) ---
+        mcp_timeout=float(ns.mcp_timeout),
+        mcp_allowed_urls=tuple(u.strip() for u in str(ns.mcp_allowed_urls).split(",") if u.strip()),
     )
 
 
