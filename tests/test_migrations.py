@@ -13,8 +13,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from tests.fakes import FakeEngine
+from tests.serving import LiveServer
 from tests.test_store import record
 from vllm_responses.cli import main
+from vllm_responses.config import Config
 from vllm_responses.migrations import LATEST, SQLITE_MIGRATIONS, SchemaTooNew, is_postgres_url, upgrade
 from vllm_responses.store import store_for
 
@@ -97,6 +100,7 @@ async def test_a_pre_migration_sqlite_file_is_upgraded_in_place(tmp_path: Path) 
     assert "responses_unfinished" in await indexes(db)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn's exit 3
 async def test_a_database_newer_than_the_code_is_refused(
     durable_db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -114,6 +118,9 @@ async def test_a_database_newer_than_the_code_is_refused(
     with pytest.raises(SchemaTooNew, match=f"schema version {LATEST + 1}.*up to {LATEST} only"):
         await newer.open()
     await newer.aclose()  # nothing left open
+    server = LiveServer(Config(), FakeEngine(), None, db=durable_db)
+    with pytest.raises(RuntimeError, match="died during start-up"):  # the server does not start on it
+        await asyncio.to_thread(server.start)
     assert await asyncio.to_thread(main, ["db", "upgrade", "--db", durable_db]) == 2
     assert f"schema version {LATEST + 1}" in capsys.readouterr().err
     assert await versions(durable_db) == [*range(1, LATEST + 1), LATEST + 1]  # untouched
@@ -140,3 +147,12 @@ async def test_db_upgrade_command(durable_db: str, capsys: pytest.CaptureFixture
         await asyncio.to_thread(main, ["db", "upgrade", "--db", "postgresql://postgres@127.0.0.1:1/x"]) == 2
     )
     assert "db upgrade failed" in capsys.readouterr().err
+
+
+def test_the_postgres_fixture_fails_without_the_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tests.postgres
+
+    monkeypatch.setattr(tests.postgres.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(tests.postgres.shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match="run scripts/setup.sh"):
+        tests.postgres.PostgresServer()
