@@ -112,6 +112,8 @@ ENV_VALUES = {
     # --- MCP tools (issue 17) ---
     "--mcp-timeout": ("2.5", 2.5),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
+    # --- Postgres store (issue 18) ---
+    "--db-pool-size": ("3", 3),
 }
 
 
