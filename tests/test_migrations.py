@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -143,9 +146,17 @@ async def test_db_upgrade_command(durable_db: str, capsys: pytest.CaptureFixture
     assert await asyncio.to_thread(main, ["db", "upgrade", "--db", durable_db]) == 0
     assert f"schema version {LATEST}: up to date" in capsys.readouterr().out
     assert await versions(durable_db) == list(range(1, LATEST + 1))
-    assert (
-        await asyncio.to_thread(main, ["db", "upgrade", "--db", "postgresql://postgres@127.0.0.1:1/x"]) == 2
+    done = await asyncio.to_thread(  # the real command, its --db from the environment
+        subprocess.run,
+        [sys.executable, "-m", "vllm_responses", "db", "upgrade"],
+        env={**os.environ, "VLLM_RESPONSES_DB": durable_db},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+    assert done.returncode == 0 and f"schema version {LATEST}: up to date" in done.stdout, done
+    unreachable = "postgresql://postgres@127.0.0.1:1/x"
+    assert await asyncio.to_thread(main, ["db", "upgrade", "--db", unreachable]) == 2
     assert "db upgrade failed" in capsys.readouterr().err
 
 

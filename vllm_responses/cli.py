@@ -37,13 +37,7 @@ def _at_least(least: int) -> Callable[[str], int]:
 _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--host", "host", {"help": "Address to listen on."}),
     ("--port", "port", {"type": int, "help": "Port to listen on."}),
-    (
-        "--db",
-        "db",
-        {
-            "help": "SQLite file for stored responses (':memory:' keeps them in process only), or a Postgres URL."
-        },
-    ),
+    ("--db", "db", {"help": "SQLite file, Postgres URL or ':memory:' (in process) for stored responses."}),
     ("--api-key", "api_key", {"help": "Require 'Authorization: Bearer KEY' on /v1 routes."}),
     (
         "--code-interpreter-workers",
