@@ -1,0 +1,129 @@
+"""How each tool-call format writes a call, as the grammars of `call_tags.py` need it (one `CallShape` per
+format, looked up by parser name; `docs/parsers.md` has the table)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
+
+__all__ = ["CallShape", "PYTHON_KWARGS", "SHAPES", "call_shape"]
+
+# Keyword arguments with Python literal values, as `parsers.pythonic` reads them (`ast.literal_eval`).
+PYTHON_KWARGS = r"""root ::= "" | kw (", " kw)*
+kw ::= [a-zA-Z_] [a-zA-Z0-9_]* "=" value
+value ::= string | number | "True" | "False" | "None" | list | dict
+string ::= "\"" ([^"\\\n] | "\\" [^\n])* "\"" | "'" ([^'\\\n] | "\\" [^\n])* "'"
+number ::= "-"? [0-9]+ ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
+list ::= "[" (value (", " value)*)? "]"
+dict ::= "{" (string ": " value (", " string ": " value)*)? "}"
+"""
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """One format's calls: `spellings` are (opening, closings) pairs, `{name}` / `{qname}` standing for the tool's
+    name bare / JSON-quoted; forced calls write the first, free calls may write any. Arguments are a JSON
+    object (`json`) or Python keyword arguments (`pythonic`).
+
+    - `separator` goes between calls, `wrap` around them all; `several`: more than one call can be written
+      in one model call.
+    - `triggers`: where a free call opens in free text; empty: calls only at the start of the output, and
+      free text there may not start with one of `text_first_not` nor contain one of `text_excludes`.
+    - `lead`: a format allowed before forced calls (harmony's analysis message).
+    - `code_opening`: raw code calls to the code interpreter (its arguments are not JSON).
+    """
+
+    spellings: tuple[tuple[str, tuple[str, ...]], ...]
+    arguments: Literal["json", "pythonic"] = "json"
+    separator: str = "\n"
+    wrap: tuple[str, str] = ("", "")
+    several: bool = True
+    triggers: tuple[str, ...] = ()
+    text_first_not: str = ""
+    text_excludes: tuple[str, ...] = ()
+    lead: dict[str, Any] | None = None
+    code_opening: str | None = None
+
+    def openings(self, tool: ToolSpec, *, forced: bool) -> list[tuple[str, tuple[str, ...]]]:
+        """(opening, closings) of calls to `tool` in this format."""
+        spellings = self.spellings[:1] if forced else self.spellings
+        if self.code_opening is not None and tool.code_interpreter and tool.name == CODE_TOOL_NAME:
+            return [(self.code_opening, spellings[0][1])]
+        return [
+            (opening.replace("{qname}", json.dumps(tool.name)).replace("{name}", tool.name), closings)
+            for opening, closings in spellings
+        ]
+
+
+_HARMONY_ENDS = (
+    "<|call|>",
+    "",
+)  # `<|call|>` is a stop token of gpt-oss: the call may end at the output's end
+_HARMONY_FUNCTION = "<|channel|>{channel} to=functions.{name} <|constrain|>json<|message|>"
+
+HERMES = CallShape(
+    spellings=(
+        ('<tool_call>\n{"name": {qname}, "arguments": ', ("}\n</tool_call>",)),
+        ('<tool_call>{"name": {qname}, "arguments": ', ("}</tool_call>",)),
+    ),
+    triggers=("<tool_call>",),
+)
+FUNCTION_TAG = CallShape(spellings=(("<function={name}>", ("</function>",)),), triggers=("<function=",))
+LLAMA3_JSON = CallShape(
+    spellings=(('{"name": {qname}, "parameters": ', ("}",)),),
+    text_first_not="{[",
+    text_excludes=("<|python_tag|>{", "<|python_tag|>[", "<|python_tag|> {", "<|python_tag|>\n{"),
+)
+PYTHONIC = CallShape(
+    spellings=(("{name}(", (")",)),),
+    arguments="pythonic",
+    separator=", ",
+    wrap=("[", "]"),
+    text_first_not="[",
+)
+MISTRAL = CallShape(
+    spellings=(("[TOOL_CALLS]{name}[ARGS]", ("",)),), separator="", triggers=("[TOOL_CALLS]",)
+)
+HARMONY = CallShape(
+    spellings=(
+        (_HARMONY_FUNCTION.replace("{channel}", "commentary"), _HARMONY_ENDS),
+        (_HARMONY_FUNCTION.replace("{channel}", "analysis"), _HARMONY_ENDS),
+    ),
+    several=False,
+    triggers=("<|channel|>commentary to=", "<|channel|>analysis to="),
+    lead={
+        "type": "optional",
+        "content": {
+            "type": "sequence",
+            "elements": [
+                {
+                    "type": "tag",
+                    "begin": "<|channel|>analysis<|message|>",
+                    "content": {"type": "any_text"},
+                    "end": "<|end|>",
+                },
+                {"type": "const_string", "value": "<|start|>assistant"},
+            ],
+        },
+    },
+    code_opening="<|channel|>analysis to=python code<|message|>",
+)
+
+# Parser name (aliases included) -> its shape. The markdown formats have none: their one call, the code
+# interpreter's, is forced by a prefill (engine/prompt.py).
+SHAPES: dict[str, CallShape] = {
+    **dict.fromkeys(("hermes", "qwen", "qwen2_5", "qwen3"), HERMES),
+    **dict.fromkeys(("function_tag", "llama3_function_tag"), FUNCTION_TAG),
+    **dict.fromkeys(("llama3_json", "json", "llama4_json"), LLAMA3_JSON),
+    **dict.fromkeys(("pythonic", "llama4_pythonic"), PYTHONIC),
+    **dict.fromkeys(("harmony", "openai", "gpt_oss"), HARMONY),
+    "mistral": MISTRAL,
+}
+
+
+def call_shape(parser_name: str) -> CallShape | None:
+    """The shape of calls in the format of `parser_name`, or None for a format no grammar writes."""
+    return SHAPES.get(parser_name)
