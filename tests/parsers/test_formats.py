@@ -123,7 +123,7 @@ def test_python_tag_code_is_escaped_in_pieces():
         ("{% for m in messages %}<tool_call>{{ tools }}</tool_call>", "", "hermes"),
         ("<|start|>{{ m.role }}<|channel|>final<|message|>", "", "harmony"),
         ("{% if tools %}<|python_tag|>{% endif %}ipython", "", "llama3_json"),
-        ("{{ '[TOOL_CALLS]' }} {% if tools %}", "", "auto"),
+        ("{{ '[TOOL_CALLS]' }} {% if tools %}", "", "mistral"),
         ("<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>", "", "markdown_code"),
         ("{% if tools %}{{ tools | tojson }}{% endif %}", "", "auto"),
         (None, "openai/gpt-oss-20b", "harmony"),

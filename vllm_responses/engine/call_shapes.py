@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
 
-__all__ = ["CallShape", "PYTHON_KWARGS", "SHAPES", "call_shape"]
+__all__ = ["CallShape", "FORCED_ONLY", "PYTHON_KWARGS", "SHAPES", "call_shape"]
 
 # Keyword arguments with Python literal values, as `parsers.pythonic` reads them (`ast.literal_eval`).
 PYTHON_KWARGS = r"""root ::= "" | kw (", " kw)*
@@ -124,6 +124,12 @@ SHAPES: dict[str, CallShape] = {
 }
 
 
-def call_shape(parser_name: str) -> CallShape | None:
-    """The shape of calls in the format of `parser_name`, or None for a format no grammar writes."""
-    return SHAPES.get(parser_name)
+# Formats that read several call formats: forced calls are written in Hermes tags (which they read), free
+# calls are left alone (the model may use any of the formats they read).
+FORCED_ONLY: dict[str, CallShape] = dict.fromkeys(("auto", "fallback"), HERMES)
+
+
+def call_shape(parser_name: str, *, forced: bool = False) -> CallShape | None:
+    """The shape of calls (`forced` ones) in the format of `parser_name`, or None for a format no grammar
+    writes."""
+    return SHAPES.get(parser_name) or (FORCED_ONLY.get(parser_name) if forced else None)

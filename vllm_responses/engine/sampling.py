@@ -72,7 +72,7 @@ def forced_call_constraint(
                 code="invalid_request_error",
             )
         return None
-    shape = call_shape(parser_name)
+    shape = call_shape(parser_name, forced=True)
     if shape is None:
         raise EngineRejected(
             f"tool_choice cannot force a call with the {parser_name!r} tool-call format: "

@@ -25,6 +25,7 @@ from vllm_responses.chat import (
     Message,
     ReasoningDelta,
     ToolCall,
+    ToolCallEnd,
     ToolCallStart,
     Usage,
 )
@@ -79,19 +80,29 @@ class Prepared:
 
 
 class _Tally:
-    """Counts the tool calls and collects the reasoning text of one model call's deltas."""
+    """Counts the tool calls and collects the reasoning text of one model call's deltas. With `one_call`
+    (`parallel_tool_calls: false`) it passes nothing after the first call's end and says `cut`: the engine
+    stops the call there, in every format (the grammars stop there too where one applies)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, one_call: bool = False) -> None:
         self.calls = 0
         self.reasoning: list[str] = []
+        self.one_call = one_call
+        self.cut = False
 
     def see(self, deltas: list[Delta]) -> list[Delta]:
+        passed: list[Delta] = []
         for d in deltas:
+            if self.cut:
+                break
+            passed.append(d)
             if isinstance(d, ToolCallStart):
                 self.calls += 1
             elif isinstance(d, ReasoningDelta):
                 self.reasoning.append(d.text)
-        return deltas
+            elif isinstance(d, ToolCallEnd) and self.one_call:
+                self.cut = True
+        return passed
 
 
 # `--reasoning-parser` names (vLLM's) whose models think inside <think>...</think>: our streaming
@@ -321,7 +332,7 @@ class VLLMEngine:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
         prompt_ids, prefill, parser, params = self._call(request)
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
-        tally = _Tally()
+        tally = _Tally(one_call=not request.parallel_tool_calls)
         output_tokens = 0
         cached = 0
         reason: str | None = None
@@ -335,9 +346,12 @@ class VLLMEngine:
                 output_tokens += len(completion.token_ids)
                 for delta in tally.see(parser.feed(completion.text)):
                     yield delta
-                if out.finished:
+                if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
+                if tally.cut and not out.finished:  # one call only: the rest is not generated
+                    await self._abort(stream, vllm_id)
+                    break
             if reason == "abort" or reason is None:
                 raise EngineUnavailable("the engine aborted the request", code="engine_aborted")
             for delta in tally.see(parser.finish()):
