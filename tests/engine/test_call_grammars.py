@@ -130,6 +130,7 @@ def test_the_code_interpreter_forced(fmt: str) -> None:
         text = f"<|channel|>analysis to=python code<|message|>{code}<|call|>"
     elif fmt == "pythonic":
         text = f"[python(code={json.dumps(code)})]"
+        assert not accepts(c, "[python(cmd='ls')]")
     else:
         text = JSON_FORMATS[fmt][0]("python", json.dumps({"code": code}))
     assert accepts(c, text)
@@ -150,20 +151,24 @@ def test_a_forced_custom_call_follows_its_grammar(fmt: str) -> None:
     assert parsed(fmt, good) == [("digits", {"input": "123"})]
 
 
-def test_pythonic_forces_the_name_and_literal_keyword_arguments() -> None:
+def test_pythonic_forces_the_name_and_keyword_arguments_held_to_the_schema() -> None:
     c = structured_constraint(
         request(ADD, NOTE, tool_choice=ForcedTool("add"), parallel_tool_calls=False), "pythonic"
     )
     assert accepts(c, "[add(a=3)]")
     assert parsed("pythonic", "[add(a=3)]") == [("add", {"a": 3})]
-    assert accepts(c, "[add(a=[1, 'x'], b={\"k\": None})]")  # the schema is not held in this format
+    assert not accepts(c, '[add(a="3")]')  # the schema holds
+    assert not accepts(c, "[add(a=3, b=4)]")
+    assert not accepts(c, "[add()]")  # `a` is required
     assert not accepts(c, "[note(text='x')]")
     assert not accepts(c, "[add(a=x)]")  # literals only
     assert not accepts(c, "[add(a=1), add(a=2)]")
     assert not accepts(c, "Sure. [add(a=1)]")
     both = structured_constraint(request(ADD, NOTE, tool_choice="required"), "pythonic")
-    assert accepts(both, "[add(a=1), note(text='x')]")
-    assert parsed("pythonic", "[add(a=1), note(text='x')]") == [("add", {"a": 1}), ("note", {"text": "x"})]
+    assert accepts(both, '[add(a=1), note(text="x")]')
+    assert accepts(both, "[note()]")  # `text` is optional
+    assert not accepts(both, "[note(text=1)]")
+    assert parsed("pythonic", '[add(a=1), note(text="x")]') == [("add", {"a": 1}), ("note", {"text": "x"})]
 
 
 def test_pythonic_free_calls_open_the_output_or_it_is_text() -> None:

@@ -9,18 +9,7 @@ from typing import Any, Literal
 
 from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
 
-__all__ = ["CallShape", "FORCED_ONLY", "PYTHON_KWARGS", "SHAPES", "call_shape"]
-
-# Keyword arguments with Python literal values, as `parsers.pythonic` reads them (`ast.literal_eval`).
-PYTHON_KWARGS = r"""root ::= "" | kw (", " kw)*
-kw ::= [a-zA-Z_] [a-zA-Z0-9_]* "=" value
-value ::= string | number | "True" | "False" | "None" | list | dict
-string ::= "\"" ([^"\\\n] | "\\" [^\n])* "\"" | "'" ([^'\\\n] | "\\" [^\n])* "'"
-number ::= "-"? [0-9]+ ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
-list ::= "[" (value (", " value)*)? "]"
-dict ::= "{" (string ": " value (", " string ": " value)*)? "}"
-"""
-
+__all__ = ["CallShape", "FORCED_ONLY", "SHAPES", "call_shape"]
 
 @dataclass(frozen=True)
 class CallShape:

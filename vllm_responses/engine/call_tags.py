@@ -11,7 +11,8 @@ from typing import Any
 from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
 from vllm_responses.custom_tools import grammar_format
 from vllm_responses.engine.base import EngineRejected
-from vllm_responses.engine.call_shapes import HERMES, PYTHON_KWARGS, CallShape
+from vllm_responses.engine.call_shapes import HERMES, CallShape
+from vllm_responses.engine.pythonic_grammar import ANY_KWARGS, kwargs_grammar
 
 __all__ = ["ANY_OBJECT", "TRIGGER", "constrains_free_calls", "forced_calls_tag", "free_calls_tag"]
 
@@ -38,16 +39,17 @@ def _grammar(tool: ToolSpec) -> dict[str, Any]:
 
 def _arguments(tool: ToolSpec, shape: CallShape, *, schema_for_all: bool) -> tuple[str, dict[str, Any], str]:
     """(text before, format, text after) of the arguments of a call to `tool`: a grammar tool's input inside
-    `{"input": "..."}` (pythonic: `input="..."`) matches its grammar; otherwise JSON arguments match the tool's
-    schema (a non-strict function's, only with `schema_for_all`; else any JSON object), and pythonic ones are
-    any keyword arguments with literal values (the schema is not held)."""
+    `{"input": "..."}` (pythonic: `input="..."`) matches its grammar; otherwise the arguments match the tool's
+    schema (a non-strict function's, only with `schema_for_all`; else any JSON object / any literal keyword
+    arguments)."""
     if tool.grammar is not None:
         if shape.arguments == "pythonic":
             return f'{CUSTOM_INPUT_KEY}="', _grammar(tool), '"'
         return f'{{"{CUSTOM_INPUT_KEY}": "', _grammar(tool), '"}'
-    if shape.arguments == "pythonic":
-        return "", {"type": "grammar", "grammar": PYTHON_KWARGS}, ""
     own = schema_for_all or tool.strict or tool.custom or tool.code_interpreter
+    if shape.arguments == "pythonic":
+        kwargs = kwargs_grammar(tool.parameters) if own else ANY_KWARGS
+        return "", {"type": "grammar", "grammar": kwargs}, ""
     schema = (tool.parameters or ANY_OBJECT) if own else ANY_OBJECT
     return "", {"type": "json_schema", "json_schema": schema}, ""
 
