@@ -142,10 +142,17 @@ def test_forced_calls_in_every_format(server: LiveServer, client: openai.OpenAI,
     (call,) = calls(client.responses.create(**base, tool_choice="required", parallel_tool_calls=False))
     assert call.name in SCHEMAS
     held(call, fmt)
-    # `required` with parallel calls: one or more, each held (harmony: one, its call ends the turn).
-    several = calls(client.responses.create(**base, tool_choice="required", parallel_tool_calls=True))
-    assert several and all(c.name in SCHEMAS for c in several)
-    for c in several:
+    # `required` with parallel calls: one or more, each held (harmony: one, its call ends the turn). The random
+    # model may go on writing calls until the token budget ends the response: the calls made are still held.
+    resp = client.responses.create(**base, tool_choice="required", parallel_tool_calls=True)
+    validate_response(resp.model_dump(mode="json", exclude_unset=True, by_alias=True))
+    assert all(isinstance(item, ResponseFunctionToolCall) for item in resp.output), resp.output
+    done = list(resp.output)
+    if resp.status == "incomplete":  # the last call may be cut short (its arguments closed as they were)
+        assert resp.incomplete_details is not None and resp.incomplete_details.reason == "max_output_tokens"
+        done = done[:-1]
+    assert len(resp.output) >= 1 and all(c.name in SCHEMAS for c in done)
+    for c in done:
         held(c, fmt)
 
 
@@ -169,7 +176,7 @@ def test_parallel_false_keeps_the_first_call_only(server: LiveServer, client: op
     # Free calls, no grammar: the model writes two calls (forced by the `structured_outputs` extension, which
     # comes first), and parallel_tool_calls false cuts the model call after the first (function_tag format).
     use(server, "function_tag")
-    two = '<function=note>{"ok": true}</function>\n<function=note>{"ok": false}</function>'
+    two = '<function=note>{"ok": true}</function><function=note>{"ok": false}</function>'
     kw: dict[str, Any] = {"model": TINY, "input": "Note.", "tools": [NOTE]}
     both = calls(client.responses.create(**kw, extra_body={"structured_outputs": exactly(two)}))
     assert [json.loads(c.arguments) for c in both] == [{"ok": True}, {"ok": False}]

@@ -32,9 +32,9 @@ CODE = code_tool_spec()
 Writer = Callable[[str, str], str]
 # How each format writes one call (name, JSON arguments), and what goes between two calls.
 JSON_FORMATS: dict[str, tuple[Writer, str]] = {
-    "hermes": (lambda n, a: f'<tool_call>\n{{"name": "{n}", "arguments": {a}}}\n</tool_call>', "\n"),
-    "function_tag": (lambda n, a: f"<function={n}>{a}</function>", "\n"),
-    "llama3_json": (lambda n, a: f'{{"name": "{n}", "parameters": {a}}}', "\n"),
+    "hermes": (lambda n, a: f'<tool_call>\n{{"name": "{n}", "arguments": {a}}}\n</tool_call>', ""),
+    "function_tag": (lambda n, a: f"<function={n}>{a}</function>", ""),
+    "llama3_json": (lambda n, a: f'{{"name": "{n}", "parameters": {a}}}', ""),
     "mistral": (lambda n, a: f"[TOOL_CALLS]{n}[ARGS]{a}", ""),
     "harmony": (
         lambda n, a: f"<|channel|>commentary to=functions.{n} <|constrain|>json<|message|>{a}<|call|>",
@@ -113,13 +113,13 @@ def test_free_strict_calls_hold_the_schema_and_parallel_off_stops_after_one(fmt:
     assert not accepts(one, write("add", '{"a": 1}') + sep + write("add", '{"a": 2}'))
 
 
-def test_harmony_allows_analysis_before_a_forced_call() -> None:
+def test_a_forced_harmony_call_comes_first_and_may_end_at_the_stop_token() -> None:
     write, _ = JSON_FORMATS["harmony"]
     c = structured_constraint(request(ADD, tool_choice="required"), "harmony")
-    text = "<|channel|>analysis<|message|>think<|end|><|start|>assistant" + write("add", '{"a": 1}')
-    assert accepts(c, text)
-    assert accepts(c, write("add", '{"a": 1}').removesuffix("<|call|>"))  # the stop token ends it
-    assert parsed("harmony", text) == [("add", {"a": 1})]
+    assert accepts(c, write("add", '{"a": 1}').removesuffix("<|call|>"))  # `<|call|>`, a stop token, ends it
+    analysis = "<|channel|>analysis<|message|>think<|end|><|start|>assistant"
+    assert not accepts(c, analysis + write("add", '{"a": 1}'))  # forced: the call first, as in every format
+    assert parsed("harmony", analysis + write("add", '{"a": 1}')) == [("add", {"a": 1})]
 
 
 @pytest.mark.parametrize("fmt", [*JSON_FORMATS, "pythonic"])

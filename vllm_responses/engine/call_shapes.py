@@ -11,6 +11,7 @@ from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
 
 __all__ = ["CallShape", "FORCED_ONLY", "SHAPES", "call_shape"]
 
+
 @dataclass(frozen=True)
 class CallShape:
     """One format's calls: `spellings` are (opening, closings) pairs, `{name}` / `{qname}` standing for the tool's
@@ -21,19 +22,17 @@ class CallShape:
       in one model call.
     - `triggers`: where a free call opens in free text; empty: calls only at the start of the output, and
       free text there may not start with one of `text_first_not` nor contain one of `text_excludes`.
-    - `lead`: a format allowed before forced calls (harmony's analysis message).
     - `code_opening`: raw code calls to the code interpreter (its arguments are not JSON).
     """
 
     spellings: tuple[tuple[str, tuple[str, ...]], ...]
     arguments: Literal["json", "pythonic"] = "json"
-    separator: str = "\n"
+    separator: str = ""  # text between calls would be a message item of its own
     wrap: tuple[str, str] = ("", "")
     several: bool = True
     triggers: tuple[str, ...] = ()
     text_first_not: str = ""
     text_excludes: tuple[str, ...] = ()
-    lead: dict[str, Any] | None = None
     code_opening: str | None = None
 
     def openings(self, tool: ToolSpec, *, forced: bool) -> list[tuple[str, tuple[str, ...]]]:
@@ -83,21 +82,6 @@ HARMONY = CallShape(
     ),
     several=False,
     triggers=("<|channel|>commentary to=", "<|channel|>analysis to="),
-    lead={
-        "type": "optional",
-        "content": {
-            "type": "sequence",
-            "elements": [
-                {
-                    "type": "tag",
-                    "begin": "<|channel|>analysis<|message|>",
-                    "content": {"type": "any_text"},
-                    "end": "<|end|>",
-                },
-                {"type": "const_string", "value": "<|start|>assistant"},
-            ],
-        },
-    },
     code_opening="<|channel|>analysis to=python code<|message|>",
 )
 

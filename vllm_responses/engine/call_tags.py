@@ -101,13 +101,10 @@ def _const(text: str) -> dict[str, Any]:
 def forced_calls_tag(
     tools: Sequence[ToolSpec], *, parallel: bool = False, shape: CallShape = HERMES
 ) -> dict[str, Any]:
-    """A structural tag forcing well-formed calls to `tools` in `shape`'s format and nothing else (but the
-    format's `lead`): exactly one call, or with `parallel` one or more; each call's arguments match its tool's
-    schema (pythonic: any literal keyword arguments)."""
-    calls = _calls(tools, shape, parallel=parallel, forced=True)
-    if shape.lead is not None:
-        calls = {"type": "sequence", "elements": [shape.lead, calls]}
-    return _structural_tag(calls)
+    """A structural tag forcing well-formed calls to `tools` in `shape`'s format and nothing else (no text, no
+    reasoning before them): exactly one call, or with `parallel` one or more; each call's arguments match its
+    tool's schema."""
+    return _structural_tag(_calls(tools, shape, parallel=parallel, forced=True))
 
 
 def free_calls_tag(

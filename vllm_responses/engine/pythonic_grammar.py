@@ -90,7 +90,11 @@ class _Rules:
 
 def kwargs_grammar(schema: dict[str, Any] | None) -> str:
     """The grammar of keyword arguments holding `schema` (an object schema with properties), else any."""
-    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict) or not schema["properties"]:
+    if (
+        not isinstance(schema, dict)
+        or not isinstance(schema.get("properties"), dict)
+        or not schema["properties"]
+    ):
         return ANY_KWARGS
     rules = _Rules()
     root = rules.fields(schema, lambda k: _quote(f"{k}="), 0)
