@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
 
