@@ -46,10 +46,8 @@ class CallShape:
         ]
 
 
-_HARMONY_ENDS = (
-    "<|call|>",
-    "",
-)  # `<|call|>` is a stop token of gpt-oss: the call may end at the output's end
+# `<|call|>` is a stop token of gpt-oss (never text under a grammar): a call may end at the output's end.
+_HARMONY_ENDS = ("<|call|>", "")
 _HARMONY_FUNCTION = "<|channel|>{channel} to=functions.{name} <|constrain|>json<|message|>"
 
 HERMES = CallShape(
@@ -72,9 +70,7 @@ PYTHONIC = CallShape(
     wrap=("[", "]"),
     text_first_not="[",
 )
-MISTRAL = CallShape(
-    spellings=(("[TOOL_CALLS]{name}[ARGS]", ("",)),), separator="", triggers=("[TOOL_CALLS]",)
-)
+MISTRAL = CallShape(spellings=(("[TOOL_CALLS]{name}[ARGS]", ("",)),), triggers=("[TOOL_CALLS]",))
 HARMONY = CallShape(
     spellings=(
         (_HARMONY_FUNCTION.replace("{channel}", "commentary"), _HARMONY_ENDS),
