@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -21,7 +22,7 @@ from openai.types.responses import ResponseCodeInterpreterToolCall, ResponseFunc
 
 from tests.real import TINY, exactly
 from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.wire import check_stream, event_runs, parse_sse, validate_response
 from vllm_responses.config import Config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -154,6 +155,28 @@ def test_forced_calls_in_every_format(server: LiveServer, client: openai.OpenAI,
     assert len(resp.output) >= 1 and all(c.name in SCHEMAS for c in done)
     for c in done:
         held(c, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["mistral", "pythonic"])
+def test_a_forced_call_streams(server: LiveServer, fmt: str) -> None:
+    use(server, fmt)
+    body = {
+        "model": TINY,
+        "input": "Plan a trip.",
+        "tools": [TRIP],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "max_output_tokens": 200,
+        "stream": True,
+    }
+    r = httpx.post(server.base_url + "/v1/responses", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    events = parse_sse(r.text)
+    check_stream(events)  # every event validates against the SDK's types
+    assert "response.function_call_arguments.delta" in event_runs(e["type"] for e in events)
+    (item,) = events[-1]["response"]["output"]
+    assert item["type"] == "function_call" and item["name"] == "trip"
+    jsonschema.validate(json.loads(item["arguments"]), SCHEMA)
 
 
 @pytest.mark.parametrize("fmt", ["mistral", "function_tag"])

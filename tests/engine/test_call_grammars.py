@@ -207,3 +207,12 @@ def test_the_fallback_forces_hermes_calls_and_leaves_free_calls_alone() -> None:
 def test_a_format_that_writes_no_calls_cannot_force() -> None:
     with pytest.raises(EngineRejected, match="tool_choice cannot force a call with the 'none'"):
         structured_constraint(request(ADD, tool_choice="required"), "none")
+
+
+def test_formats_whose_markers_are_special_tokens_keep_them_in_the_text() -> None:
+    from vllm_responses.chat import Sampling
+    from vllm_responses.engine.sampling import with_format_tokens
+
+    assert not with_format_tokens(Sampling(), "mistral").skip_special_tokens
+    assert not with_format_tokens(Sampling(), "harmony").skip_special_tokens
+    assert with_format_tokens(Sampling(), "hermes").skip_special_tokens

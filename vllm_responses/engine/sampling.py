@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
@@ -18,11 +19,13 @@ __all__ = [
     "MARKDOWN_FORMATS",
     "GENERATION_DEFAULTS",
     "STRUCTURED_KEYS",
+    "SPECIAL_TOKEN_FORMATS",
     "forced_call_constraint",
     "forced_tools",
     "hermes_call_constraint",
     "structured_constraint",
     "to_sampling_params",
+    "with_format_tokens",
 ]
 
 STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
@@ -30,6 +33,10 @@ STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
 HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
 # Parser names whose (only) call is a ```python fenced block: forced by prefill, not by a grammar.
 MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
+
+# Parser names whose call markers are special tokens of their models (Mistral's `[TOOL_CALLS]` / `[ARGS]`,
+# gpt-oss's `<|channel|>` ...): the output text keeps special tokens, or the parser would never see them.
+SPECIAL_TOKEN_FORMATS = frozenset({"mistral", "harmony", "openai", "gpt_oss"})
 
 
 def _bad_request(message: str) -> EngineRejected:
@@ -138,6 +145,13 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     if shape is not None and constrains_free_calls(offered):
         return free_calls_tag(offered, parallel=request.parallel_tool_calls, shape=shape)
     return None
+
+
+def with_format_tokens(sampling: Sampling, parser_name: str) -> Sampling:
+    """`sampling` with special tokens kept in the output text where the format's markers are special tokens."""
+    if parser_name in SPECIAL_TOKEN_FORMATS and sampling.skip_special_tokens:
+        return replace(sampling, skip_special_tokens=False)
+    return sampling
 
 
 # `Sampling` fields passed to `SamplingParams` under the same name when set (None: the engine's default).

@@ -47,6 +47,7 @@ from vllm_responses.engine.sampling import (
     MARKDOWN_FORMATS,
     structured_constraint,
     to_sampling_params,
+    with_format_tokens,
 )
 from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
@@ -289,7 +290,7 @@ class VLLMEngine:
             )
         wanted = request.sampling.max_tokens
         params = to_sampling_params(
-            request.sampling,
+            with_format_tokens(request.sampling, self.parser_name),
             max_tokens=min(wanted, room) if wanted else room,
             structured=structured_constraint(request, self.parser_name),
             stop=prepared.stop,
