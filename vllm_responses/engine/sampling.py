@@ -8,29 +8,25 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
 from vllm_responses.engine.base import EngineRejected
-from vllm_responses.engine.call_shapes import HERMES, call_shape
+from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tags import constrains_free_calls, forced_calls_tag, free_calls_tag
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
 __all__ = [
-    "HERMES_FORMATS",
     "MARKDOWN_FORMATS",
     "GENERATION_DEFAULTS",
     "STRUCTURED_KEYS",
     "SPECIAL_TOKEN_FORMATS",
     "forced_call_constraint",
     "forced_tools",
-    "hermes_call_constraint",
     "structured_constraint",
     "to_sampling_params",
     "with_format_tokens",
 ]
 
 STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
-# Parser names whose calls are `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
-HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
 # Parser names whose (only) call is a ```python fenced block: forced by prefill, not by a grammar.
 MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
 
@@ -56,12 +52,6 @@ def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:
             raise _bad_request(f"tool_choice names {choice.name!r}, which is not among the tools offered")
         return named
     raise _bad_request(f"unsupported tool_choice {choice!r}")
-
-
-def hermes_call_constraint(tools: Sequence[ToolSpec], *, parallel: bool = False) -> dict[str, Any]:
-    """An xgrammar structural tag forcing well-formed Hermes calls to `tools` and nothing else: exactly
-    one call, or with `parallel` one or more separated by newlines (`call_tags.forced_calls_tag`)."""
-    return forced_calls_tag(tools, parallel=parallel, shape=HERMES)
 
 
 def forced_call_constraint(
