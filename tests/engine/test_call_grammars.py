@@ -216,3 +216,12 @@ def test_formats_whose_markers_are_special_tokens_keep_them_in_the_text() -> Non
     assert not with_format_tokens(Sampling(), "mistral").skip_special_tokens
     assert not with_format_tokens(Sampling(), "harmony").skip_special_tokens
     assert with_format_tokens(Sampling(), "hermes").skip_special_tokens
+
+
+def test_mistral_free_calls_may_use_the_pre_v11_list_held_too() -> None:
+    c = structured_constraint(request(ADD, NOTE), "mistral")
+    old = '[TOOL_CALLS][{"name": "add", "arguments": {"a": 1}}]'
+    assert accepts(c, "Sure. " + old) and parsed("mistral", old) == [("add", {"a": 1})]
+    assert not accepts(c, '[TOOL_CALLS][{"name": "add", "arguments": {"a": "1"}}]')
+    forced = structured_constraint(request(ADD, tool_choice="required"), "mistral")
+    assert not accepts(forced, old)  # forced calls use the v11 spelling

@@ -70,7 +70,13 @@ PYTHONIC = CallShape(
     wrap=("[", "]"),
     text_first_not="[",
 )
-MISTRAL = CallShape(spellings=(("[TOOL_CALLS]{name}[ARGS]", ("",)),), triggers=("[TOOL_CALLS]",))
+MISTRAL = CallShape(
+    spellings=(
+        ("[TOOL_CALLS]{name}[ARGS]", ("",)),
+        ('[TOOL_CALLS][{"name": {qname}, "arguments": ', ("}]",)),  # before v11: a list (of one, held)
+    ),
+    triggers=("[TOOL_CALLS]",),
+)
 HARMONY = CallShape(
     spellings=(
         (_HARMONY_FUNCTION.replace("{channel}", "commentary"), _HARMONY_ENDS),
