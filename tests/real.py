@@ -38,9 +38,11 @@ def tiny_model_server(
     max_model_len: int = 2048,
     engine_flags: Sequence[str] = (),
     config: Config | None = None,
+    tool_parser: str = "hermes",
 ) -> LiveServer:
     """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool (none with
-    `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings."""
+    `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings;
+    `tool_parser` is the `--tool-call-parser` name (ours or vLLM's)."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
@@ -61,7 +63,7 @@ def tiny_model_server(
             parser = add_engine_cli_args(argparse.ArgumentParser())
             flags = ["--max-model-len", str(max_model_len), "--seed", "0", *engine_flags]
             args = engine_args_from_namespace(parser.parse_args(flags), str(path))
-            engine = await VLLMEngine.start(args, model_name=TINY, tool_parser="hermes")
+            engine = await VLLMEngine.start(args, model_name=TINY, tool_parser=tool_parser)
             stack.push_async_callback(engine.aclose)
             yield engine, pool, MemoryStore()
 

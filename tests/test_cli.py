@@ -109,6 +109,9 @@ ENV_VALUES = {
     # --- admission (issue 16) ---
     "--max-concurrent-responses": ("4", 4),
     "--max-queued-responses": ("0", 0),
+    # --- MCP tools (issue 17) ---
+    "--mcp-timeout": ("2.5", 2.5),
+    "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
 }
 
 
@@ -173,6 +176,18 @@ def test_sandbox_pool_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tm
     assert (first.code_interpreter_max_workers, first.code_interpreter_memory_budget) == (5, "6g")
     assert first.code_interpreter_queue_timeout == 7.0 and first.code_interpreter_user == "daemon"
     assert second.code_interpreter_user == "" and second.code_interpreter_max_workers is None
+
+
+def test_mcp_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[Config] = []
+    monkeypatch.setattr("vllm_responses.server.run", lambda config: seen.append(config) or 0)
+    argv = ["serve", "--model", str(tmp_path / "m"), "--mcp-timeout", "4"]
+    assert cli.main([*argv, "--mcp-allowed-urls", "http://10.0.0.5:9000/mcp, https://tools.example/"]) == 0
+    assert cli.main(["serve", "--model", str(tmp_path / "m")]) == 0
+    first, second = seen
+    assert first.mcp_timeout == 4.0
+    assert first.mcp_allowed_urls == ("http://10.0.0.5:9000/mcp", "https://tools.example/")
+    assert second.mcp_allowed_urls == () and second.mcp_timeout == 30.0
 
 
 def test_admission_counts_default_to_the_engine_and_refuse_nonsense(

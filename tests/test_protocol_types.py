@@ -20,6 +20,12 @@ from openai.types.responses import (
 )
 from openai.types.responses.response import Conversation as ResponseConversation
 from openai.types.responses.response_code_interpreter_tool_call import OutputImage, OutputLogs
+from openai.types.responses.response_output_item import (
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+    McpListToolsTool,
+)
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
 from pydantic import BaseModel
 
@@ -43,6 +49,10 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ResponseUsage, ResponseUsage),
     (items.ResponseObject, Response),
     (items.ConversationRef, ResponseConversation),
+    (items.McpListToolsItem, McpListTools),
+    (items.McpListedTool, McpListToolsTool),
+    (items.McpCallItem, McpCall),
+    (items.McpApprovalRequestItem, McpApprovalRequest),
 ]
 
 
@@ -75,7 +85,7 @@ def test_items_match_the_sdk(td: Any, model: type[BaseModel]) -> None:
 def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
-    assert len(ours) == 23  # the lifecycle TypedDict covers five types
+    assert len(ours) == 31  # the lifecycle TypedDict covers five types, the MCP item events six
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

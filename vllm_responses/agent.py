@@ -33,6 +33,7 @@ from vllm_responses.citations import WrittenFile
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.errors import DOMAIN_ERRORS, APIError, api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
+from vllm_responses.mcp_tools import McpPlan, McpRun
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.stream import ResponseBuilder
@@ -64,6 +65,8 @@ class AgentPlan:
     # summarising call cost: the item opens the output, the cost counts in the response's usage.
     compaction: CompactionItem | None = None
     compaction_usage: Usage = Usage()
+    # Remote MCP tools (mcp_tools.py): listed, offered and run by the loop; None without any.
+    mcp: McpPlan | None = None
 
 
 class AgentLoop:
@@ -95,6 +98,8 @@ class AgentLoop:
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
         self._custom_names = frozenset(t.name for t in plan.tools if t.custom)
         self._pinned: str | None = None  # the container this response uses, kept from eviction until it ends
+        self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
+        self.tools = plan.tools  # and, once listed, the MCP tools
 
     async def _container(self) -> str:
         """The response's container (`plan.container`), pinned in the interpreter until the loop ends, so
@@ -130,6 +135,11 @@ class AgentLoop:
             for ev in builder.compaction(self.plan.compaction):
                 yield ev
         try:
+            if self.mcp is not None:  # the servers' tools listed, and the calls the client approved run
+                async for ev in self.mcp.prepare(builder, {t.name for t in self.tools}, self.turns):
+                    yield ev
+                self.tools = (*self.plan.tools, *self.mcp.specs)
+                self.tool_calls += len(self.mcp.plan.approved)
             for turn_no in range(self.plan.max_turns):
                 request = self._request(turn_no)
                 if request is None:  # no output tokens left
@@ -141,23 +151,30 @@ class AgentLoop:
                     self._code_names,
                     self._container if self.plan.container else None,
                     self._custom_names,
+                    self.mcp.routes if self.mcp is not None else None,
                 )
                 async for ev in self._call_model(request, tracker):
                     yield ev
                 code_calls, function_calls = tracker.code_calls, tracker.function_calls
-                if tracker.finish_reason == "length" and not code_calls:
+                mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
+                if tracker.finish_reason == "length" and not code_calls and not mcp_calls:
                     # `incomplete` closes an open message as incomplete too.
                     for ev in builder.incomplete("max_output_tokens", self.usage):
                         yield ev
                     return
-                # A message closed with no code left to run is the response's last: it cites every file.
-                last = bool(function_calls) or not code_calls
+                # A message closed with no call left to run is the response's last: it cites every file. Calls
+                # the client answers (function, custom, MCP approval) end the response too.
+                last = bool(function_calls or approvals) or not (code_calls or mcp_calls)
                 for ev in builder.close_open(final=last):
                     yield ev
                 for call in code_calls:
                     async for ev in self._run_code(call):
                         yield ev
-                self.tool_calls += len(code_calls) + len(function_calls)
+                for call in mcp_calls:
+                    assert self.mcp is not None
+                    async for ev in self.mcp.run(builder, call.index, self.turns):
+                        yield ev
+                self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
                 if last:
                     for ev in builder.completed(self.usage):
                         yield ev
@@ -199,7 +216,10 @@ class AgentLoop:
                 return None
         tools_left = plan.max_tool_calls is None or self.tool_calls < plan.max_tool_calls
         choice: ToolChoice = plan.tool_choice if turn_no == 0 else "auto"
-        use_tools = bool(plan.tools) and tools_left and turn_no < plan.max_turns - 1 and choice != "none"
+        tools = self.tools
+        if turn_no == 0 and self.mcp is not None and self.mcp.ready:  # a tool_choice naming an MCP tool
+            tools, choice = self.mcp.first_choice(tools, choice)
+        use_tools = bool(tools) and tools_left and turn_no < plan.max_turns - 1 and choice != "none"
         structured = plan.structured[min(turn_no, len(plan.structured) - 1)] if plan.structured else None
         sampling = replace(
             plan.sampling,
@@ -210,7 +230,7 @@ class AgentLoop:
         return GenerateRequest(
             request_id=f"{self.request_id}-{turn_no}",
             turns=tuple(self.turns),
-            tools=plan.tools if use_tools else (),
+            tools=tools if use_tools else (),
             tool_choice=choice if use_tools else "none",
             parallel_tool_calls=plan.parallel_tool_calls,
             sampling=sampling,

@@ -98,7 +98,8 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "tool_parser",
         {
             "help": "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
-            "...); default: chosen from the chat template."
+            "..., or any of vLLM's tool-call parser names, e.g. qwen3_xml, kimi_k2, glm45; see docs/parsers.md); "
+            "default: chosen from the chat template."
         },
     ),
     (
@@ -145,6 +146,23 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {
             "type": _at_least(0),
             "help": "Requests waiting for a running slot, FIFO (default: twice the former); 429 past them.",
+        },
+    ),
+    # --- MCP tools (issue 17) ---
+    (
+        "--mcp-timeout",
+        "mcp_timeout",
+        {
+            "type": float,
+            "help": "Seconds one remote MCP tool listing or call may take (connecting included).",
+        },
+    ),
+    (
+        "--mcp-allowed-urls",
+        "mcp_allowed_urls",
+        {
+            "help": "Comma-separated URL prefixes of the remote MCP servers requests may name ('*': any "
+            "http(s) URL; default: none, remote MCP tools are refused)."
         },
     ),
 )
@@ -232,9 +250,12 @@ def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
 def config_from_args(ns: argparse.Namespace) -> Config:
     from vllm_responses.engine.args import engine_args_from_namespace
     from vllm_responses.engine.models import default_model_path
+    from vllm_responses.engine.parser_names import check_parser_names
 
     model = getattr(ns, "model", None)
     args = engine_args_from_namespace(ns, str(default_model_path()) if model is None else model)
+    # --- vLLM parsers (issue 17): an unknown parser name fails here, before the model loads ---
+    check_parser_names(ns.tool_call_parser, getattr(args, "reasoning_parser", None) or None)
     served = getattr(ns, "served_model_name", None) or []
     if isinstance(served, str):
         served = [served]
@@ -271,6 +292,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         # --- admission (issue 16) ---
         max_concurrent_responses=ns.max_concurrent_responses,
         max_queued_responses=ns.max_queued_responses,
+        # --- MCP tools (issue 17) ---
+        mcp_timeout=float(ns.mcp_timeout),
+        mcp_allowed_urls=tuple(u.strip() for u in str(ns.mcp_allowed_urls).split(",") if u.strip()),
     )
 
 

@@ -41,6 +41,9 @@ class Config:
     max_upload_bytes: the largest container file upload (multipart), bounded the same way.
     max_concurrent_responses: responses running at once (None: the engine's `max_num_seqs`).
     max_queued_responses: requests waiting for one of those slots, FIFO (None: twice the former); 429 past it.
+    mcp_timeout: seconds one remote MCP listing or call may take (connecting included).
+    mcp_allowed_urls: URL prefixes of the remote MCP servers requests may name ("*": any http(s) URL);
+        empty (the default): remote MCP tools are refused, since the server would fetch any URL a client names.
 
     The defaults here are the CLI's defaults too (`cli.py` reads them).
     """
@@ -76,3 +79,6 @@ class Config:
     # --- admission (issue 16) ---
     max_concurrent_responses: int | None = None
     max_queued_responses: int | None = None
+    # --- MCP tools (issue 17) ---
+    mcp_timeout: float = 30.0
+    mcp_allowed_urls: tuple[str, ...] = ()

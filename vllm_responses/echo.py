@@ -25,6 +25,9 @@ def response_echo(
         if tool["type"] == "function":
             tool.setdefault("description", None)
             tool.setdefault("strict", None)
+        if tool["type"] == "mcp":  # an MCP server's credentials are not echoed (nor stored with the response)
+            tool.pop("headers", None)
+            tool.pop("authorization", None)
     choice = req.tool_choice
     sampling = echoed_sampling(req, default_sampling)  # the values in effect
     echo: ResponseEcho = {

@@ -21,7 +21,18 @@ from vllm_responses.protocol.requests import (
 )
 from vllm_responses.stream import new_id
 
-__all__ = ["SUMMARY_HEADER", "code_outputs", "code_result_text", "input_to_items", "items_to_turns"]
+__all__ = [
+    "MCP_DENIED",
+    "SUMMARY_HEADER",
+    "code_outputs",
+    "code_result_text",
+    "input_to_items",
+    "items_to_turns",
+    "mcp_result_text",
+]
+
+# What the model reads as the result of an MCP call the client did not approve.
+MCP_DENIED = "The user denied this call: it was not run."
 
 # How much of a code cell's output the model gets back (the client gets it all, up to the sandbox cap).
 MODEL_OUTPUT_CHARS = 8000
@@ -44,9 +55,13 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
         d.setdefault(
             "id",
             new_id(
-                {"message": "msg", "function_call": "fc", "custom_tool_call": "ctc", "compaction": "cmp"}.get(
-                    d["type"], "item"
-                )
+                {
+                    "message": "msg",
+                    "function_call": "fc",
+                    "custom_tool_call": "ctc",
+                    "compaction": "cmp",
+                    "mcp_approval_response": "mcpa",
+                }.get(d["type"], "item")
             ),
         )
         items.append(d)
@@ -87,14 +102,31 @@ def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:
     return text or "(no output)"
 
 
+def mcp_result_text(output: str | None, error: Mapping[str, Any] | None) -> str:
+    """What the model is told an MCP call returned: its output, or why it failed."""
+    if error is None:
+        return output if output else "(no output)"
+    if error.get("type") == "mcp_tool_execution_error":
+        content = error.get("content")
+        parts = (
+            [str(p.get("text", "")) for p in content if isinstance(p, dict)]
+            if isinstance(content, list)
+            else []
+        )
+        return "Error: " + ("\n".join(p for p in parts if p) or "the tool failed")
+    return f"Error: {error.get('message', 'the call failed')}"
+
+
 def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = CODE_TOOL_NAME) -> list[Turn]:
-    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped.
+    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped, and so
+    are MCP listings; an MCP approval request becomes a call once denied (an approved one's `mcp_call` follows).
 
     A `compaction` item becomes a user turn holding its summary: every chat template accepts a user turn
     anywhere, while many refuse a system turn after the first (which `instructions` may hold), and the
     summary is conversation content, not instructions to give system authority to."""
     turns: list[Turn] = []
     names: dict[str, str] = {}
+    approvals: dict[str, dict[str, Any]] = {}  # mcp_approval_request items by id, until answered
     for raw in items:
         kind = raw.get("type", "message")
         if kind == "message":
@@ -118,6 +150,18 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
             ci = CodeInterpreterCallItem.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
             turns.append(ToolResult(ci.id, code_tool_name, code_result_text(raw.get("outputs"))))
+        elif kind == "mcp_call":
+            turns.append(ToolCall(raw["id"], raw["name"], raw.get("arguments") or "{}"))
+            turns.append(
+                ToolResult(raw["id"], raw["name"], mcp_result_text(raw.get("output"), raw.get("error")))
+            )
+        elif kind == "mcp_approval_request":  # a turn once answered: approved, its mcp_call follows
+            approvals[raw["id"]] = raw
+        elif kind == "mcp_approval_response":
+            asked = approvals.pop(raw.get("approval_request_id", ""), None)
+            if asked is not None and not raw.get("approve"):
+                turns.append(ToolCall(asked["id"], asked["name"], asked.get("arguments") or "{}"))
+                turns.append(ToolResult(asked["id"], asked["name"], MCP_DENIED))
         elif kind == "compaction":
             turns.append(Message("user", f"{SUMMARY_HEADER}\n{open_summary(raw['encrypted_content'])}"))
     return turns

@@ -42,13 +42,18 @@ class ResponseMeter:
         metrics.RESPONSES.labels(builder.status).inc()
         if turns:
             metrics.TURNS.observe(turns)
-        # code calls are counted where they run (agent.py); function and custom calls are handed to the client
+        # code calls are counted where they run (agent.py); function and custom calls are handed to the client;
+        # MCP calls by their item's status
         outcome = "returned" if builder.status == "completed" else builder.status
         for item in builder.output:
             if item["type"] == "function_call":
                 metrics.TOOL_CALLS.labels("function", outcome).inc()
             elif item["type"] == "custom_tool_call":
                 metrics.TOOL_CALLS.labels("custom", outcome).inc()
+            elif item["type"] == "mcp_call":  # run by the server: counted by how the call ended
+                metrics.TOOL_CALLS.labels("mcp", item["status"]).inc()
+            elif item["type"] == "mcp_approval_request":
+                metrics.TOOL_CALLS.labels("mcp", "approval_requested").inc()
         line = {
             "id": builder.id,
             "status": builder.status,

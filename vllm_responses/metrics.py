@@ -67,7 +67,7 @@ TURNS = Histogram(
 )
 TOOL_CALLS = Counter(
     "vllm_responses_tool_calls",
-    "Tool calls the model made, by type (code_interpreter, function, custom) and outcome.",
+    "Tool calls the model made, by type (code_interpreter, function, custom, mcp) and outcome.",
     ["type", "outcome"],
     registry=REGISTRY,
 )

@@ -31,6 +31,7 @@ from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
@@ -38,6 +39,7 @@ from vllm_responses.protocol.requests import (
     ToolChoiceBuiltin,
     ToolChoiceCustom,
     ToolChoiceFunction,
+    ToolChoiceMcp,
 )
 from vllm_responses.records import fail_interrupted, response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
@@ -96,6 +98,7 @@ class ResponsesService:
             history = await self.conversations.history(req.conversation)
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
         check_call_outputs(history, input_items)
+        check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
         code_tool = req.code_tool
         if code_tool is not None and self.interpreter is None:
             raise InvalidRequest(
@@ -212,6 +215,7 @@ class ResponsesService:
                 structured=(structured,) if isinstance(structured, dict) else tuple(structured or ()),
                 compaction=compacted.item if compacted is not None else None,
                 compaction_usage=compacted.usage if compacted is not None else Usage(),
+                mcp=mcp_plan(req, [*history, *input_items], self.config.mcp_timeout),
             )
             run = Run(builder, background=req.background)
             loop = AgentLoop(plan, builder, self.engine, self.interpreter, run.id)
@@ -379,4 +383,6 @@ def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
         return ForcedTool(CODE_TOOL_NAME)
     if isinstance(choice, ToolChoiceAllowed):  # the tools offered are restricted in `_conversation`
         return choice.mode
+    if isinstance(choice, ToolChoiceMcp):  # the agent loop forces it once the server's tools are listed
+        return "auto"
     return choice

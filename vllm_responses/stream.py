@@ -48,12 +48,13 @@ from vllm_responses.protocol.items import (
     ReasoningItem,
     ResponseStatus,
 )
-from vllm_responses.stream_core import BuilderCore, new_id, seal_reasoning
+from vllm_responses.stream_core import new_id, seal_reasoning
+from vllm_responses.stream_mcp import McpSteps
 
 __all__ = ["ResponseBuilder", "new_id"]
 
 
-class ResponseBuilder(BuilderCore):
+class ResponseBuilder(McpSteps):
     """Builds the events and the snapshot of one response: one method per step of its life (parameters:
     `BuilderCore`'s)."""
 
@@ -90,7 +91,11 @@ class ResponseBuilder(BuilderCore):
         for index, item in enumerate(self.output):
             if item["type"] == "compaction":
                 continue  # finished when added
-            if item["type"] == "custom_tool_call":  # no status: one still streaming is ended as it stands
+            if (
+                item["type"] == "custom_tool_call"
+                or item["type"] == "mcp_list_tools"
+                or item["type"] == "mcp_approval_request"
+            ):  # no status: one still streaming is ended as it stands
                 if index in self._custom_open:
                     self._custom_open.discard(index)
                     events.append(self._item_done(index))

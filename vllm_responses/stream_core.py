@@ -94,7 +94,8 @@ class BuilderCore:
         self._seq = 0
         self._message: int | None = None  # output_index of the open message, if any
         self._reasoning: int | None = None  # output_index of the open reasoning item, if any
-        self._custom_open: set[int] = set()  # output_index of custom tool calls whose input still streams
+        # output_index of the items with no status still open (custom tool calls, MCP listings and approvals)
+        self._custom_open: set[int] = set()
         # Files the response's code wrote (cited in messages, see citations.py) and the ids cited so far.
         self.files: list[WrittenFile] = []
         self._cited: set[str] = set()

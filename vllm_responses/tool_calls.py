@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from interpreter_service import InterpreterError
 from vllm_responses.chat import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
 from vllm_responses.parsers.partial_json import JsonStringField
 from vllm_responses.protocol.events import Event
 from vllm_responses.stream import ResponseBuilder
+
+if TYPE_CHECKING:
+    from vllm_responses.mcp_tools import McpRoute
 
 __all__ = ["CallTracker", "OpenCall", "custom_input"]
 
@@ -31,6 +35,9 @@ class OpenCall:
     error: str | None = (
         None  # a code call that got no container: why (the model is told; the code never runs)
     )
+    mcp: McpRoute | None = (
+        None  # set for calls to a remote MCP tool (an mcp_call or mcp_approval_request item)
+    )
 
     @property
     def is_code(self) -> bool:
@@ -46,6 +53,8 @@ class CallTracker:
     code_names: tool names that are the code interpreter (their calls become code_interpreter_call items).
     custom_names: names of custom tools (their calls become custom_tool_call items, `input` decoded from the
         `{"input": "..."}` arguments as they stream).
+    mcp_routes: the remote MCP tools offered, by name (their calls become mcp_call items, or
+        mcp_approval_request items when the call waits for the client's approval).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
         the sandbox is full); None when the response has no code interpreter. When it raises an
         `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
@@ -58,8 +67,10 @@ class CallTracker:
         code_names: frozenset[str],
         container: Callable[[], Awaitable[str]] | None,
         custom_names: frozenset[str] = frozenset(),
+        mcp_routes: Mapping[str, McpRoute] | None = None,
     ) -> None:
         self.builder = builder
+        self.mcp_routes = mcp_routes or {}
         self.code_names = code_names
         self.custom_names = custom_names
         self.container = container
@@ -74,7 +85,18 @@ class CallTracker:
 
     @property
     def function_calls(self) -> list[OpenCall]:
-        return [c for c in self.ended if not c.is_code]
+        """The calls the client answers: function and custom tool calls."""
+        return [c for c in self.ended if not c.is_code and c.mcp is None]
+
+    @property
+    def mcp_calls(self) -> list[OpenCall]:
+        """The MCP calls the server runs now (those needing no approval)."""
+        return [c for c in self.ended if c.mcp is not None and not c.mcp.approval]
+
+    @property
+    def approval_requests(self) -> list[OpenCall]:
+        """The MCP calls that wait for the client's approval (the response ends with them)."""
+        return [c for c in self.ended if c.mcp is not None and c.mcp.approval]
 
     async def start(self, event: ToolCallStart) -> list[Event]:
         if event.name in self.code_names and self.container is not None:
@@ -89,6 +111,13 @@ class CallTracker:
             call = OpenCall(index, event.name, code=JsonStringField("code"))
             call.error = None if container_id else self._container_error
             self._open[event.index] = call
+        elif event.name in self.mcp_routes:
+            route = self.mcp_routes[event.name]
+            if route.approval:
+                index, events = self.builder.mcp_approval_start(route.server_label, event.name)
+            else:
+                index, events = self.builder.mcp_call_start(route.server_label, event.name)
+            self._open[event.index] = OpenCall(index, event.name, mcp=route)
         elif event.name in self.custom_names:
             index, events = self.builder.custom_call_start(event.name)
             self._open[event.index] = OpenCall(index, event.name, custom=JsonStringField(CUSTOM_INPUT_KEY))
@@ -108,6 +137,8 @@ class CallTracker:
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
             return self.builder.custom_call_delta(call.index, text) if text else []
+        if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
+            return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
         return self.builder.function_call_delta(call.index, event.arguments)
 
     def end(self, parser_index: int) -> list[Event]:
@@ -126,6 +157,11 @@ class CallTracker:
             return (self.builder.custom_call_delta(call.index, rest) if rest else []) + (
                 self.builder.custom_call_done(call.index)
             )
+        if call.mcp is not None:
+            arguments = normalize_arguments(call.arguments)
+            if call.mcp.approval:
+                return self.builder.mcp_approval_done(call.index, arguments)
+            return self.builder.mcp_call_arguments_done(call.index, arguments)
         return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
 
     def close_dangling(self) -> list[Event]:

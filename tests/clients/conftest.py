@@ -9,18 +9,29 @@ from typing import Any
 
 import pytest
 
+from tests.mcp_server import McpTestServer
 from tests.real import tiny_model_server
 from tests.serving import LiveServer
+from vllm_responses.config import Config
 
 
 @pytest.fixture(scope="package")
-def real_server() -> Iterator[Any]:
+def mcp_server() -> Iterator[McpTestServer]:
+    """A real MCP server (the `mcp` SDK's, streamable HTTP on 127.0.0.1) for the clients' hosted MCP tools."""
+    server = McpTestServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def real_server(mcp_server: McpTestServer) -> Iterator[Any]:
     # Package-scoped: the engine takes about a minute to start, and every client module can share it.
     # VR_CLIENTS_SERVER=http://127.0.0.1:PORT reuses a tiny-model server already running (tests/real.py's).
     if url := os.environ.get("VR_CLIENTS_SERVER"):
         yield SimpleNamespace(base_url=url.rstrip("/"))
         return
-    server = tiny_model_server()
+    # MCP servers are refused unless allowed (--mcp-allowed-urls): this one is.
+    server = tiny_model_server(config=Config(code_interpreter_timeout=20, mcp_allowed_urls=(mcp_server.url,)))
     yield server
     server.stop()
 

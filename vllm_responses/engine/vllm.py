@@ -30,6 +30,12 @@ from vllm_responses.chat import (
     Usage,
 )
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
+from vllm_responses.engine.parser_names import (
+    HARMONY_REASONING_PARSERS,
+    THINK_REASONING_PARSERS,
+    parser_factory,
+    reasoning_parser_route,
+)
 from vllm_responses.engine.prompt import (
     ANSWER_BAD_WORDS,
     ANSWER_STOP,
@@ -49,23 +55,12 @@ from vllm_responses.engine.sampling import (
     to_sampling_params,
     with_format_tokens,
 )
-from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser
+from vllm_responses.parsers.base import PlainTextParser, ToolParser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
 
-__all__ = ["VLLMEngine"]
+__all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
 
 _log = logging.getLogger(__name__)
-
-
-def _load_parser(name: str) -> type[ToolParser]:
-    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
-
-    try:
-        return get_parser(name)
-    except KeyError as exc:
-        raise EngineError(
-            f"tool-call parser {name!r} is not available: {exc}", code="parser_not_found"
-        ) from exc
 
 
 @dataclass(frozen=True)
@@ -78,6 +73,7 @@ class Prepared:
     stop: list[str]
     bad_words: list[str]
     parser: ToolParser
+    keep_special_tokens: bool = False  # a vLLM parser whose markers are special tokens asked for them
 
 
 class _Tally:
@@ -104,12 +100,6 @@ class _Tally:
             elif isinstance(d, ToolCallEnd) and self.one_call:
                 self.cut = True
         return passed
-
-
-# `--reasoning-parser` names (vLLM's) whose models think inside <think>...</think>: our streaming
-# ReasoningSplitter handles them. The harmony format (gpt-oss) carries its own analysis channel.
-THINK_REASONING_PARSERS = frozenset({"deepseek_r1", "deepseek_v3", "qwen3", "glm45"})
-HARMONY_REASONING_PARSERS = frozenset({"openai_gptoss", "gpt_oss"})
 
 
 # Prompts of fewer characters than this are prechecked on the event loop (a thread hop costs more than it saves).
@@ -148,11 +138,8 @@ class VLLMEngine:
         chat_template: str | None = None,
         reasoning_parser: str | None = None,
     ) -> None:
-        if reasoning_parser and reasoning_parser not in THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS:
-            known = ", ".join(sorted(THINK_REASONING_PARSERS | HARMONY_REASONING_PARSERS))
-            raise EngineError(
-                f"reasoning parser {reasoning_parser!r} is not supported here; supported: {known}"
-            )
+        if reasoning_parser:
+            reasoning_parser_route(reasoning_parser)  # an unknown name is refused before anything else
         self._llm = llm
         self._model_name = model_name
         self._tokenizer = llm.get_tokenizer()
@@ -167,9 +154,13 @@ class VLLMEngine:
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
         template = template if isinstance(template, str) else None
         self.parser_name = choose_parser(tool_parser, template, model_name)
-        self._parser_cls = _load_parser(self.parser_name)
-        self.reasoning = (isinstance(template, str) and "<think>" in template) or (
-            reasoning_parser in THINK_REASONING_PARSERS
+        self._parser_cls = parser_factory(self.parser_name, reasoning_parser, self._tokenizer, model_name)
+        self._renderer = self._parser_cls()  # renders earlier calls and results into prompts
+        # Our <think> splitter, unless vLLM's reasoning parser (inside the adapter) reads the reasoning.
+        vllm_reasoning = bool(reasoning_parser) and reasoning_parser_route(reasoning_parser or "") == "vllm"
+        self.reasoning = not vllm_reasoning and (
+            (isinstance(template, str) and "<think>" in template)
+            or reasoning_parser in THINK_REASONING_PARSERS
         )
         self.prefill_code = prefill_code
         self._closed = False
@@ -243,8 +234,9 @@ class VLLMEngine:
     def render(self, request: GenerateRequest, prefill: str = "") -> str:
         """The prompt text for `request`; a template that refuses the turns is a 400 `EngineError`."""
         try:
-            parser = self._parser_cls()
-            return render_prompt(self._tokenizer, request, self.caps, parser, prefill, self.chat_template)
+            return render_prompt(
+                self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template
+            )
         except Exception as exc:  # jinja's TemplateError and whatever a template raises
             raise EngineRejected(
                 f"the chat template of {self._model_name} cannot render this conversation: {exc}",
@@ -255,6 +247,7 @@ class VLLMEngine:
         """One call's prompt text (prefill included), its prefill, stop strings, banned words and parser."""
         tools = request.tools if request.tool_choice != "none" else ()
         parser: ToolParser = self._parser_cls(tools)
+        keep_special = bool(getattr(parser, "keep_special_tokens", False))
         prefill = ""
         stop: list[str] = []
         bad_words: list[str] = []
@@ -270,7 +263,7 @@ class VLLMEngine:
         prompt = self.render(request, prefill)
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
-        return Prepared(prompt, prefill, stop, bad_words, parser)
+        return Prepared(prompt, prefill, stop, bad_words, parser, keep_special)
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         return len(self._encode(self._prepare(request).prompt))
@@ -297,6 +290,11 @@ class VLLMEngine:
             bad_words=prepared.bad_words,
             defaults=self._default_sampling,
         )
+        if prepared.keep_special_tokens:
+            params.skip_special_tokens = False
+        see_prompt = getattr(prepared.parser, "see_prompt", None)
+        if see_prompt is not None:
+            see_prompt(prompt_ids)
         return prompt_ids, prepared.prefill, prepared.parser, params
 
     # --- admission (issue 16) ---
@@ -345,7 +343,7 @@ class VLLMEngine:
             async for out in stream:
                 completion = out.outputs[0]
                 output_tokens += len(completion.token_ids)
-                for delta in tally.see(parser.feed(completion.text)):
+                for delta in tally.see(parser.feed_tokens(completion.text, completion.token_ids)):
                     yield delta
                 if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"

@@ -38,6 +38,11 @@ class ToolParser(ABC):
     @abstractmethod
     def finish(self) -> list[Delta]: ...
 
+    def feed_tokens(self, text: str, token_ids: Sequence[int] | None) -> list[Delta]:
+        """`feed` with the token ids the text decodes from (what the engine calls); parsers that read
+        token ids (vLLM's, through `engine/vllm_parser.py`) use them, text parsers ignore them."""
+        return self.feed(text)
+
     def render_call(self, call: ToolCall) -> str:
         return f'<tool_call>\n{{"name": "{call.name}", "arguments": {call.arguments}}}\n</tool_call>'
 

@@ -32,6 +32,9 @@ __all__ = [
     "FunctionArgumentsDone",
     "ItemRef",
     "LifecycleType",
+    "McpArgumentsDelta",
+    "McpArgumentsDone",
+    "McpItemEvent",
     "OutputItemAdded",
     "OutputItemDone",
     "PartRef",
@@ -220,6 +223,41 @@ class CodeCallCompleted(TypedDict):
     output_index: int
 
 
+McpItemEventType = Literal[
+    "response.mcp_list_tools.in_progress",
+    "response.mcp_list_tools.completed",
+    "response.mcp_list_tools.failed",
+    "response.mcp_call.in_progress",
+    "response.mcp_call.completed",
+    "response.mcp_call.failed",
+]
+
+
+class McpItemEvent(TypedDict):
+    """The MCP events that only name their item: listing and call progress (`ResponseMcp*Event`)."""
+
+    type: McpItemEventType
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
+class McpArgumentsDelta(TypedDict):
+    type: Literal["response.mcp_call_arguments.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class McpArgumentsDone(TypedDict):
+    type: Literal["response.mcp_call_arguments.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    arguments: str
+
+
 Event = Union[
     ResponseLifecycle,
     OutputItemAdded,
@@ -240,4 +278,7 @@ Event = Union[
     CodeDone,
     CodeCallInterpreting,
     CodeCallCompleted,
+    McpItemEvent,
+    McpArgumentsDelta,
+    McpArgumentsDone,
 ]

@@ -7,6 +7,13 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vllm_responses.protocol.compaction import CompactionInputItem
+from vllm_responses.protocol.mcp_items import (
+    McpApprovalRequestInput,
+    McpApprovalResponseInput,
+    McpCallInput,
+    McpListToolsInput,
+    McpTool,
+)
 
 __all__ = [
     "ASSISTANT_PART_TYPES",
@@ -183,6 +190,10 @@ InputItem = Annotated[
         ReasoningItem,
         ItemReference,
         CompactionInputItem,
+        McpListToolsInput,
+        McpCallInput,
+        McpApprovalRequestInput,
+        McpApprovalResponseInput,
     ],
     Field(discriminator="type"),
 ]
@@ -239,7 +250,7 @@ class CustomTool(LenientModel):
         return self.format if isinstance(self.format, GrammarInputFormat) else None
 
 
-Tool = Annotated[Union[CodeInterpreterTool, FunctionTool, CustomTool], Field(discriminator="type")]
+Tool = Annotated[Union[CodeInterpreterTool, FunctionTool, CustomTool, McpTool], Field(discriminator="type")]
 
 
 def _type_tags(union: Any) -> tuple[str, ...]:

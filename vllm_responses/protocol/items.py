@@ -23,6 +23,10 @@ __all__ = [
     "InputTokensDetails",
     "ItemStatus",
     "LogsOutput",
+    "McpApprovalRequestItem",
+    "McpCallItem",
+    "McpListToolsItem",
+    "McpListedTool",
     "MessageItem",
     "OutputItem",
     "OutputText",
@@ -148,8 +152,62 @@ class CompactionItem(TypedDict):
     encrypted_content: str
 
 
+class McpListedTool(TypedDict):
+    """`response_output_item.McpListToolsTool`"""
+
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None
+    annotations: dict[str, Any] | None
+
+
+class McpListToolsItem(TypedDict):
+    """`response_output_item.McpListTools`: the tools an MCP server listed (`error` when listing failed)."""
+
+    id: str
+    type: Literal["mcp_list_tools"]
+    server_label: str
+    tools: list[McpListedTool]
+    error: str | None
+
+
+McpCallStatus = Literal["in_progress", "completed", "incomplete", "calling", "failed"]
+
+
+class McpCallItem(TypedDict):
+    """`response_output_item.McpCall` (`error`: one of the SDK's `McpToolCallError` objects)."""
+
+    id: str
+    type: Literal["mcp_call"]
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None
+    error: dict[str, Any] | None
+    status: McpCallStatus
+    approval_request_id: str | None
+
+
+class McpApprovalRequestItem(TypedDict):
+    """`response_output_item.McpApprovalRequest`: a call waiting for the client's `mcp_approval_response`."""
+
+    id: str
+    type: Literal["mcp_approval_request"]
+    server_label: str
+    name: str
+    arguments: str
+
+
 OutputItem = Union[
-    MessageItem, ReasoningItem, FunctionCallItem, CustomToolCallItem, CodeInterpreterCallItem, CompactionItem
+    MessageItem,
+    ReasoningItem,
+    FunctionCallItem,
+    CustomToolCallItem,
+    CodeInterpreterCallItem,
+    CompactionItem,
+    McpListToolsItem,
+    McpCallItem,
+    McpApprovalRequestItem,
 ]
 
 

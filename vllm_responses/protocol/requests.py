@@ -32,11 +32,13 @@ from vllm_responses.protocol.inputs import (
     Tool,
 )
 from vllm_responses.protocol.invalid import invalid_request
+from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
     ToolChoiceCustom,
     ToolChoiceFunction,
+    ToolChoiceMcp,
     ToolChoiceObject,
     check_allowed_tools,
 )
@@ -62,6 +64,7 @@ __all__ = [
     "ToolChoiceBuiltin",
     "ToolChoiceCustom",
     "ToolChoiceFunction",
+    "ToolChoiceMcp",
     "check_includes",
     "parse_create_request",
 ]
@@ -222,6 +225,10 @@ class CreateResponseRequest(LenientModel):
     def custom_tools(self) -> list[CustomTool]:
         return [t for t in self.tools if isinstance(t, CustomTool)]
 
+    @property
+    def mcp_tools(self) -> list[McpTool]:
+        return [t for t in self.tools if isinstance(t, McpTool)]
+
 
 _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
@@ -298,7 +305,8 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
     if isinstance(req.tool_choice, ToolChoiceAllowed):
-        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs))
+        labels = {t.server_label for t in req.mcp_tools}
+        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs), labels)
     if req.tool_choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
     fmt = req.text.format if req.text else None

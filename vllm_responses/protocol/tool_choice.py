@@ -14,6 +14,7 @@ __all__ = [
     "ToolChoiceBuiltin",
     "ToolChoiceCustom",
     "ToolChoiceFunction",
+    "ToolChoiceMcp",
     "ToolChoiceObject",
     "check_allowed_tools",
 ]
@@ -37,6 +38,14 @@ class ToolChoiceBuiltin(_Model):
     type: Literal["code_interpreter"]
 
 
+class ToolChoiceMcp(_Model):
+    """A tool of a remote MCP server must be called: `name`, or (absent) any of the server's."""
+
+    type: Literal["mcp"]
+    server_label: str
+    name: str | None = None
+
+
 class ToolChoiceAllowed(_Model):
     """`allowed_tools`: only the listed tools may be called (`mode: required`: one of them must be)."""
 
@@ -51,19 +60,32 @@ class ToolChoiceAllowed(_Model):
         kind = "custom" if custom else "function"
         return any(t.get("type") == kind and t.get("name") == name for t in self.tools)
 
+    def allows_mcp(self, server_label: str, name: str) -> bool:
+        """Whether tool `name` of the MCP server `server_label` is among the allowed ones (an entry with no
+        `name` allows every tool of its server)."""
+        return any(
+            t.get("type") == "mcp" and t.get("server_label") == server_label and t.get("name") in (None, name)
+            for t in self.tools
+        )
+
 
 # The object forms, told apart by `type` (an unknown one is a 400 naming `tool_choice.type`).
 ToolChoiceObject = Annotated[
-    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceAllowed],
+    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceMcp, ToolChoiceAllowed],
     Field(discriminator="type"),
 ]
 
 
 def check_allowed_tools(
-    choice: ToolChoiceAllowed, functions: Collection[str], has_code_tool: bool, customs: Collection[str] = ()
+    choice: ToolChoiceAllowed,
+    functions: Collection[str],
+    has_code_tool: bool,
+    customs: Collection[str] = (),
+    mcp_labels: Collection[str] = (),
 ) -> None:
-    """Each `tool_choice.tools[i]` must name a function or custom tool of `tools` or the code interpreter given
-    there: an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
+    """Each `tool_choice.tools[i]` must name a function or custom tool of `tools`, the code interpreter given
+    there, or an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional):
+    an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
     if not choice.tools:
         raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
     for i, entry in enumerate(choice.tools):
@@ -74,7 +96,11 @@ def check_allowed_tools(
             continue
         if kind == "custom" and entry.get("name") in customs:
             continue
+        if kind == "mcp" and entry.get("server_label") in mcp_labels:
+            continue
         what = f"{kind} {entry.get('name')!r}" if kind in ("function", "custom") else f"a {kind!r} tool"
+        if kind == "mcp":
+            what = f"MCP server {entry.get('server_label')!r}"
         raise InvalidRequest(
             f"tool_choice.tools[{i}] names {what}, which is not in tools.", param=f"tool_choice.tools[{i}]"
         )

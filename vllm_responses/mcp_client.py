@@ -1,0 +1,166 @@
+"""The MCP SDK client, bounded by a timeout: list a remote server's tools, call one, and map every failure to an
+error object of the OpenAI SDK's `McpToolCallError` shape (`McpFailure`); nothing above sees an MCP exception."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CallOutcome", "McpFailure", "McpServer", "call_tool", "list_tools"]
+
+logger = logging.getLogger(__name__)
+
+# JSON-RPC codes the MCP spec uses for a closed connection and a request timeout (mcp_types.jsonrpc).
+_CONNECTION_CLOSED = -32000
+_REQUEST_TIMEOUT = -32001
+_INTERNAL_ERROR = -32603
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """Where one `mcp` tool's server is and how to reach it."""
+
+    label: str
+    url: str
+    headers: Mapping[str, str]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """A call's result: its text `output`, or (the call failed) an `error` object for the `mcp_call` item."""
+
+    output: str | None
+    error: dict[str, Any] | None = None
+
+
+class McpFailure(Exception):
+    """Listing or calling failed: `error` is the `McpToolCallError` object (`mcp_protocol_error` / `http_error`)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error["message"])
+        self.error = error
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups, which the SDK's task groups raise."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _failure(exc: BaseException, server: McpServer) -> McpFailure:
+    """Any exception from the SDK or its HTTP client as an `McpFailure` saying what went wrong."""
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+
+    exc = _leaf(exc)
+    if isinstance(exc, McpFailure):
+        return exc
+    if isinstance(exc, (TimeoutError, httpx2.TimeoutException)):
+        message = f"The MCP server {server.label!r} did not answer within {server.timeout_s:g} s."
+        return McpFailure({"type": "mcp_protocol_error", "code": _REQUEST_TIMEOUT, "message": message})
+    if isinstance(exc, httpx2.HTTPStatusError):
+        code = exc.response.status_code
+        message = f"The MCP server {server.label!r} answered HTTP {code}."
+        return McpFailure({"type": "http_error", "code": code, "message": message})
+    if isinstance(exc, MCPError):
+        message = f"The MCP server {server.label!r} refused the request: {exc.message}"
+        return McpFailure({"type": "mcp_protocol_error", "code": exc.code, "message": message})
+    if isinstance(exc, (httpx2.HTTPError, OSError)):
+        message = f"Could not reach the MCP server {server.label!r}: {exc or type(exc).__name__}"
+        return McpFailure({"type": "mcp_protocol_error", "code": _CONNECTION_CLOSED, "message": message})
+    logger.warning("MCP server %r: unexpected error %r", server.label, exc)
+    message = f"The MCP server {server.label!r} failed: {type(exc).__name__}: {exc}"
+    return McpFailure({"type": "mcp_protocol_error", "code": _INTERNAL_ERROR, "message": message})
+
+
+@asynccontextmanager
+async def _session(server: McpServer) -> AsyncIterator[Any]:
+    """A connected SDK `Client` (streamable HTTP); every failure inside, the timeout included, an `McpFailure`.
+    The whole use (connect, request, close) is bounded by the server's timeout."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    try:
+        async with asyncio.timeout(server.timeout_s):
+            http = create_mcp_http_client(headers=dict(server.headers))
+            async with http:
+                transport = streamable_http_client(server.url, http_client=http)
+                async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
+                    yield client
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the SDK's and httpx2's errors, in task groups: mapped in one place
+        raise _failure(exc, server) from exc
+
+
+async def list_tools(server: McpServer) -> list[dict[str, Any]]:
+    """The server's tools (every page), each `{name, description, input_schema, annotations}`."""
+    tools: list[dict[str, Any]] = []
+    async with _session(server) as client:
+        cursor: str | None = None
+        for _page in range(100):  # a server whose pages never end cannot hang the response
+            result = await client.list_tools(cursor=cursor)
+            for tool in result.tools:
+                annotations = (
+                    tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    if tool.annotations
+                    else None
+                )
+                tools.append(
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.input_schema,
+                        "annotations": annotations,
+                    }
+                )
+            cursor = result.next_cursor
+            if cursor is None:
+                break
+    return tools
+
+
+async def call_tool(
+    server: McpServer, name: str, arguments: dict[str, Any], listed: Mapping[str, Any] | None = None
+) -> CallOutcome:
+    """Run one tool. A tool's own error (an `isError` result) is an `mcp_tool_execution_error` outcome; the
+    server unreachable, too slow or refusing the request, an `McpFailure`.
+
+    `listed` is the tool as this response's listing (or an earlier one it reuses) gave it: the session is
+    told of it first, so that it does not list the server's tools again before the call (the SDK lists a
+    tool it has not seen, to check a structured result against an output schema; the listing we keep has no
+    output schema, so none is checked)."""
+    import mcp_types
+
+    async with _session(server) as client:
+        if listed is not None:
+            known = mcp_types.Tool(
+                name=name,
+                input_schema=listed.get("input_schema") or {"type": "object"},
+                description=listed.get("description"),
+            )
+            absorb = getattr(client.session, "_absorb_tool_listing", None)  # the SDK's own hook for this
+            if absorb is not None:
+                absorb(mcp_types.ListToolsResult(tools=[known]), complete=False)
+        result = await client.call_tool(name, arguments)
+    content = [part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in result.content]
+    if result.is_error:
+        return CallOutcome(None, {"type": "mcp_tool_execution_error", "content": content})
+    return CallOutcome(_result_text(content, result.structured_content))
+
+
+def _result_text(content: list[dict[str, Any]], structured: Any) -> str:
+    """A result's content as the text the model and the `mcp_call` item get: its text parts, other parts as
+    JSON; the structured content when there is nothing else."""
+    parts = [str(p["text"]) if p.get("type") == "text" else json.dumps(p) for p in content]
+    if not parts and structured is not None:
+        return json.dumps(structured)
+    return "\n".join(parts)
