@@ -215,3 +215,22 @@ def test_markdown_refuses_to_force_a_function(server: LiveServer, client: openai
     use(server, "markdown_code")
     with pytest.raises(openai.BadRequestError, match="tool_choice cannot force a call to a function"):
         client.responses.create(model=TINY, input="x", tools=[TRIP], tool_choice="required")
+
+
+def test_a_forced_call_under_a_vllm_only_parser_is_written_and_read_as_hermes(
+    server: LiveServer, client: openai.OpenAI
+) -> None:
+    """`qwen3_xml` is vLLM's parser only (no grammar of ours writes its XML calls): a forced call is written as a
+    Hermes call under our grammar and read by our Hermes parser, so the choice still holds."""
+    use(server, "qwen3_xml")
+    resp = client.responses.create(
+        model=TINY,
+        input="Plan a trip.",
+        tools=[TRIP],  # type: ignore[list-item]
+        tool_choice={"type": "function", "name": "trip"},
+        parallel_tool_calls=False,
+        max_output_tokens=200,
+    )
+    (call,) = calls(resp)
+    assert call.name == "trip"
+    jsonschema.validate(json.loads(call.arguments), SCHEMA)
