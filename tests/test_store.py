@@ -99,10 +99,12 @@ async def test_items_are_found_by_id_until_their_response_goes(store_db: str) ->
     await store.aclose()
 
 
-async def test_unfinished_and_fail_interrupted(store_db: str) -> None:
-    from vllm_responses.records import INTERRUPTED_MESSAGE, fail_interrupted
+async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
+    from vllm_responses.records import INTERRUPTED_MESSAGE, fail_abandoned
 
     store = await opened(store_db)
+    now = time.time()
+    await store.take_lease("resp_0", "replica-a", now + 60)  # leased before its first record, as replicas do
     for i, status in enumerate(["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]):
         r = record(i)
         output = [{"type": "code_interpreter_call", "id": "ci", "status": "interpreting"}] if i == 1 else []
@@ -110,8 +112,20 @@ async def test_unfinished_and_fail_interrupted(store_db: str) -> None:
             StoredResponse(**{**r.__dict__, "response": {**r.response, "status": status, "output": output}})
         )
     assert sorted(r.id for r in await store.unfinished()) == ["resp_0", "resp_1"]
-    assert await fail_interrupted(store) == 2
-    assert await store.unfinished() == [] and await fail_interrupted(store) == 0
+    # resp_1 has no lease (as from before leases existed); resp_0's is live, unless its owner is known dead
+    assert await store.abandoned(now) == ["resp_1"]
+    assert sorted(await store.abandoned(now, "replica-a")) == ["resp_0", "resp_1"]
+    assert sorted(await store.abandoned(now + 61)) == ["resp_0", "resp_1"]  # expired
+    # a cancel request reaches the lease's owner through its renewal; none without a lease
+    assert await store.renew_leases("replica-a", now + 120) == []
+    assert await store.request_cancel("resp_0") and not await store.request_cancel("resp_1")
+    assert await store.renew_leases("replica-b", now + 120) == []
+    assert await store.renew_leases("replica-a", now + 120) == ["resp_0"]
+    assert await store.abandoned(now + 61) == ["resp_1"]  # renewed
+    assert await fail_abandoned(store, await store.abandoned(now + 121)) == 2
+    assert await store.unfinished() == [] and await store.abandoned(now + 121) == []
+    assert await fail_abandoned(store, ["resp_2"]) == 0  # an ended response stays as it is
+    assert await store.renew_leases("replica-a", now + 180) == []  # its lease went with it
     for rid in ("resp_0", "resp_1"):
         got = await store.get(rid)
         assert got is not None and got.response["status"] == "failed"

@@ -171,6 +171,18 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "db_pool_size",
         {"type": _at_least(1), "help": "Most connections to a Postgres --db (this process)."},
     ),
+    # --- replicas (issue 18) ---
+    ("--replica-id", "replica_id", {"help": "This server's name in the leases of its responses (default: random)."}),
+    (
+        "--replica-heartbeat",
+        "replica_heartbeat",
+        {"type": float, "help": "Seconds between lease renewals, cross-replica cancel checks and sweeps."},
+    ),
+    (
+        "--replica-lease",
+        "replica_lease",
+        {"type": float, "help": "Seconds a lease lasts unrenewed; then its responses are marked failed."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -309,6 +321,10 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         mcp_allowed_urls=tuple(u.strip() for u in str(ns.mcp_allowed_urls).split(",") if u.strip()),
         # --- Postgres store (issue 18) ---
         db_pool_size=int(ns.db_pool_size),
+        # --- replicas (issue 18) ---
+        replica_id=ns.replica_id or None,
+        replica_heartbeat=float(ns.replica_heartbeat),
+        replica_lease=float(ns.replica_lease),
     )
 
 

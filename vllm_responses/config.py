@@ -85,3 +85,7 @@ class Config:
     mcp_allowed_urls: tuple[str, ...] = ()
     # --- Postgres store (issue 18) ---
     db_pool_size: int = 10  # most connections to a Postgres `db` this process holds
+    # --- replicas (issue 18) ---
+    replica_id: str | None = None  # this process's name in leases (default: random at start)
+    replica_heartbeat: float = 2.0  # seconds between lease renewals, cancel checks and sweeps
+    replica_lease: float = 20.0  # a lease not renewed for this long is expired: its responses fail

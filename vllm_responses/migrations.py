@@ -67,6 +67,16 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: `unfinished()` (run at every start) reads an index of the few running responses, not the table
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+    # 3: leases of running (background) responses, one row while a replica runs one (leases.py)
+    """
+    CREATE TABLE leases (
+        response_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX leases_owner ON leases (owner)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -107,6 +117,16 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: as SQLite's 2
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+    # 3: as SQLite's 3
+    """
+    CREATE TABLE leases (
+        response_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        cancel_requested BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX leases_owner ON leases (owner)
+    """,
 )
 
 assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS), "a schema version must exist on both backends"

@@ -1,5 +1,5 @@
-"""A response's stored record: built from its run (when acknowledged, when ended), and at start-up the ones an
-earlier process left `queued` / `in_progress` marked failed, so that they are found rather than 404."""
+"""A response's stored record: built from its run (when acknowledged, when ended), and the ones a stopped
+replica (or an earlier process) left `queued` / `in_progress` marked failed, so that they are found, not 404."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 
-__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_interrupted", "generated", "response_record"]
+__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
 
 logger = logging.getLogger(__name__)
 
 # `error` of a response the server stopped running: `code` is one of the SDK's fixed `ResponseError` codes.
 INTERRUPTED_CODE = "server_error"
 INTERRUPTED_MESSAGE = (
-    "The server restarted while this response was running, so it did not finish; create it again."
+    "The server running this response stopped or restarted before it finished, so it did not finish; "
+    "create it again."
 )
 
 
@@ -44,7 +45,7 @@ def response_record(
 
 
 def _failed(response: ResponseObject) -> ResponseObject:
-    """`response` ended as failed by the restart: its unfinished items incomplete, an error saying why."""
+    """`response` ended as failed (its server stopped): its unfinished items incomplete, an error saying why."""
     output = [
         {**item, "status": "incomplete"} if item.get("status") in ("in_progress", "interpreting") else item
         for item in response.get("output", [])
@@ -60,16 +61,23 @@ def _failed(response: ResponseObject) -> ResponseObject:
     )
 
 
-async def fail_interrupted(store: ResponseStore) -> int:
-    """Mark failed every response the store keeps as still running: at start-up none of them runs any more
-    (this process has not started one yet). Returns how many there were."""
-    records = await store.unfinished()
-    for record in records:
-        await store.save(dataclasses.replace(record, response=_failed(record.response)))
-    if records:
+async def fail_abandoned(store: ResponseStore, response_ids: list[str]) -> int:
+    """Mark failed the responses `response_ids` (found unfinished with no live lease: the replica running
+    them stopped, replicas.py), those still unfinished when re-read, and drop their leases. Returns how many.
+
+    Failed, not resumed: resuming mid-way through an agent loop would run its tool calls again (code, MCP
+    calls, function calls the client already acted on), and the partial output is already out."""
+    failed: list[str] = []
+    for response_id in response_ids:
+        record = await store.get(response_id)
+        if record is not None and record.response.get("status") in ("queued", "in_progress"):
+            await store.save(dataclasses.replace(record, response=_failed(record.response)))
+            failed.append(response_id)
+        await store.release_lease(response_id)
+    if failed:
         logger.warning(
-            "%d response(s) were still running when the server stopped; marked failed: %s",
-            len(records),
-            ", ".join(r.id for r in records),
+            "%d response(s) were running on a replica that stopped; marked failed: %s",
+            len(failed),
+            ", ".join(failed),
         )
-    return len(records)
+    return len(failed)

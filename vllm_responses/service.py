@@ -41,7 +41,8 @@ from vllm_responses.protocol.requests import (
     ToolChoiceFunction,
     ToolChoiceMcp,
 )
-from vllm_responses.records import fail_interrupted, response_record
+from vllm_responses.records import response_record
+from vllm_responses.replicas import Replica
 from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.request_sampling import max_output_tokens, request_sampling
 from vllm_responses.runs import Run
@@ -68,6 +69,14 @@ class ResponsesService:
         self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
         self.driver = RunDriver(store, self.conversations, self.runs)
+        # --- replicas (issue 18) ---
+        self.replica = Replica(
+            store,
+            self.runs,
+            replica_id=config.replica_id,
+            heartbeat_s=config.replica_heartbeat,
+            lease_s=config.replica_lease,
+        )
         # --- admission (issue 16) ---
         running = config.max_concurrent_responses or engine.max_num_seqs
         queued = config.max_queued_responses
@@ -232,7 +241,7 @@ class ResponsesService:
         acknowledged = None
         if req.background and req.store:  # kept as acknowledged: after a crash it is found (failed), not 404
             acknowledged = asyncio.ensure_future(
-                self.driver.save(response_record(run, req.wants_outputs, context, input_items))
+                self._acknowledge(response_record(run, req.wants_outputs, context, input_items))
             )
         run.task = asyncio.create_task(
             self.driver.drive(run, loop, events, req, context, input_items, local, acknowledged),
@@ -242,8 +251,18 @@ class ResponsesService:
             held = slot
             run.task.add_done_callback(lambda _task: held.release())
         if acknowledged is not None:
+            run.task.add_done_callback(lambda _task: self.replica.release_soon(run.id))
             await asyncio.shield(acknowledged)
         return run
+
+    async def _acknowledge(self, record: StoredResponse) -> None:
+        """A background response's first record, leased to this replica first (replicas.py): a failure is
+        logged, not raised (the response runs; without its lease another replica's sweep ends it failed)."""
+        try:
+            await self.replica.hold(record.id)
+        except Exception:
+            logger.exception("could not lease response %s", record.id)
+        await self.driver.save(record)
 
     async def _previous(self, response_id: str, local: ResponseStore | None = None) -> StoredResponse:
         live = self.runs.get(response_id)
@@ -331,16 +350,17 @@ class ResponsesService:
         run = self.runs.pop(response_id, None)
         if run is not None:
             run.cancel()
-        if not await self.store.delete(response_id) and run is None:
+        deleted = await self.store.delete(response_id)
+        if not deleted and run is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+        if run is None:  # another replica may run it: its heartbeat cancels it, finds it deleted, keeps none
+            await self.store.request_cancel(response_id)
 
     async def cancel(self, response_id: str) -> ResponseObject:
         run = self.runs.get(response_id)
-        if run is None:
-            await self.get(response_id)  # 404 when unknown
-            raise Conflict(
-                "Only background responses that are still running can be cancelled.", param="response_id"
-            )
+        if run is None:  # run by another replica (answered as stored once it ended), or by none: 409
+            await self.replica.cancel_elsewhere(response_id)
+            return await self.get(response_id)
         if not run.background:
             raise Conflict(
                 "Only responses created with background=true can be cancelled.", param="response_id"
@@ -352,11 +372,9 @@ class ResponsesService:
         return run.builder.snapshot()
 
     async def recover(self) -> None:
-        """At start-up, before any response runs: those an earlier process left running are marked failed."""
-        try:
-            await fail_interrupted(self.store)
-        except Exception:
-            logger.exception("could not mark the responses of the previous run failed")
+        """At start-up, before any response runs: the responses of stopped replicas (or of this one's previous
+        life) are marked failed, then this replica's heartbeat starts (replicas.py)."""
+        await self.replica.start()
 
     async def aclose(self) -> None:
         """Cancel every running response (server shutdown)."""
@@ -365,6 +383,7 @@ class ResponsesService:
             t.cancel("server shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        await self.replica.aclose()
 
 
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:

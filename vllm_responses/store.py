@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import aiosqlite
 
 from vllm_responses.conversation_store import ConversationStore, MemoryConversations, SQLiteConversations
+from vllm_responses.lease_store import LeaseStore, MemoryLeases, SQLiteLeases
 from vllm_responses.migrations import is_postgres_url, upgrade_sqlite
 from vllm_responses.protocol.items import ResponseObject
 
@@ -31,7 +32,7 @@ class StoredResponse:
     created_at: float
 
 
-class ResponseStore(ConversationStore, Protocol):
+class ResponseStore(ConversationStore, LeaseStore, Protocol):
     """Where responses (and conversations) live between requests: `MemoryStore` (one process), `SQLiteStore`
     (one machine, the default), `PostgresStore` (store_pg.py: replicas share it). `store_for` picks one
     from `--db`. Every method is one atomic step (a write that spans tables is one transaction), so a replica
@@ -73,7 +74,7 @@ def _own_items(record: StoredResponse) -> list[dict[str, Any]]:
     return [it for it in record.history if it.get("id") in own]
 
 
-class SQLiteStore(SQLiteConversations):
+class SQLiteStore(SQLiteConversations, SQLiteLeases):
     """SQLite in WAL mode through aiosqlite (one connection, its own thread).
 
     Parameters
@@ -184,13 +185,14 @@ class SQLiteStore(SQLiteConversations):
         await self.db.commit()
 
 
-class MemoryStore(MemoryConversations):
+class MemoryStore(MemoryConversations, MemoryLeases):
     """A bounded in-process store (tests, or `--db :memory:`)."""
 
     def __init__(self, max_rows: int = 10_000) -> None:
         super().__init__()
         self.max_rows = max_rows
         self._rows: dict[str, StoredResponse] = {}
+        self._leases = {}
 
     async def open(self) -> None:
         return None
@@ -215,6 +217,9 @@ class MemoryStore(MemoryConversations):
 
     async def unfinished(self) -> list[StoredResponse]:
         return [r for r in self._rows.values() if r.response.get("status") in ("queued", "in_progress")]
+
+    async def _unfinished_ids(self) -> list[str]:
+        return [r.id for r in await self.unfinished()]
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         for record in reversed(self._rows.values()):

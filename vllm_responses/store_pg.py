@@ -9,8 +9,10 @@ from typing import Any
 import asyncpg
 
 from vllm_responses.conversation_store_pg import PostgresConversations, affected
+from vllm_responses.lease_store import PostgresLeases
 from vllm_responses.migrations import upgrade_postgres
 from vllm_responses.store import StoredResponse, _own_items
+from vllm_responses.store_retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
 
@@ -28,7 +30,8 @@ def _record(row: Any) -> StoredResponse:
     )
 
 
-class PostgresStore(PostgresConversations):
+@retry_on_disconnect  # a lost connection: retried once, then a 503 (store_retry.py)
+class PostgresStore(PostgresConversations, PostgresLeases):
     """Postgres through an asyncpg pool; the same tables, semantics and bounds as `SQLiteStore`.
 
     Parameters

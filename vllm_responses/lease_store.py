@@ -1,0 +1,151 @@
+"""Leases on running responses in the store (the `leases` table, migration 3): which replica runs a stored
+response until when, and whether another replica asked for it to be cancelled. `replicas.py` uses them."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import aiosqlite
+import asyncpg
+
+__all__ = ["LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
+
+_UNFINISHED = "('queued', 'in_progress')"
+
+
+class LeaseStore(Protocol):
+    """One lease row per response a replica runs (taken before its first record is written, dropped after
+    its last), renewed by that replica's heartbeat; a response still `queued`/`in_progress` whose lease
+    expired, or that has none, is abandoned: its replica stopped."""
+
+    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None: ...
+    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
+        """Extend every lease of `owner`; returns the ids of its responses another replica asked to cancel."""
+        ...
+
+    async def release_lease(self, response_id: str) -> None: ...
+    async def request_cancel(self, response_id: str) -> bool:
+        """Flag the lease of `response_id` for cancelling; False when no replica holds one."""
+        ...
+
+    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
+        """Ids of the unfinished responses with no lease, a lease expired at `now`, or one of `dead_owner`."""
+        ...
+
+
+class SQLiteLeases:
+    """The lease half of `SQLiteStore` (which provides `db`)."""
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        raise NotImplementedError
+
+    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None:
+        await self.db.execute(
+            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, 0)", (response_id, owner, expires_at)
+        )
+        await self.db.commit()
+
+    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
+        await self.db.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires_at, owner))
+        await self.db.commit()
+        query = "SELECT response_id FROM leases WHERE owner = ? AND cancel_requested = 1"
+        async with self.db.execute(query, (owner,)) as cur:
+            return [row[0] for row in await cur.fetchall()]
+
+    async def release_lease(self, response_id: str) -> None:
+        await self.db.execute("DELETE FROM leases WHERE response_id = ?", (response_id,))
+        await self.db.commit()
+
+    async def request_cancel(self, response_id: str) -> bool:
+        cur = await self.db.execute(
+            "UPDATE leases SET cancel_requested = 1 WHERE response_id = ?", (response_id,)
+        )
+        await self.db.commit()
+        return cur.rowcount > 0
+
+    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
+        query = (
+            "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
+            f"WHERE r.status IN {_UNFINISHED} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
+        )
+        async with self.db.execute(query, (now, dead_owner)) as cur:
+            return [row[0] for row in await cur.fetchall()]
+
+
+class PostgresLeases:
+    """The lease half of `PostgresStore` (which provides `pool`)."""
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        raise NotImplementedError
+
+    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None:
+        await self.pool.execute(
+            "INSERT INTO leases VALUES ($1, $2, $3, false) ON CONFLICT (response_id) DO UPDATE SET "
+            "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, cancel_requested = false",
+            response_id,
+            owner,
+            expires_at,
+        )
+
+    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
+        rows = await self.pool.fetch(
+            "UPDATE leases SET expires_at = $1 WHERE owner = $2 RETURNING response_id, cancel_requested",
+            expires_at,
+            owner,
+        )
+        return [row["response_id"] for row in rows if row["cancel_requested"]]
+
+    async def release_lease(self, response_id: str) -> None:
+        await self.pool.execute("DELETE FROM leases WHERE response_id = $1", response_id)
+
+    async def request_cancel(self, response_id: str) -> bool:
+        status = await self.pool.execute(
+            "UPDATE leases SET cancel_requested = true WHERE response_id = $1", response_id
+        )
+        return str(status).endswith(" 1")
+
+    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
+        rows = await self.pool.fetch(
+            "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
+            f"WHERE r.status IN {_UNFINISHED} "
+            "AND (l.response_id IS NULL OR l.expires_at < $1 OR l.owner = $2) ORDER BY r.created_at",
+            now,
+            dead_owner,
+        )
+        return [row["id"] for row in rows]
+
+
+class MemoryLeases:
+    """The lease half of `MemoryStore` (one process: its leases are its own runs)."""
+
+    _leases: dict[str, list[Any]]  # response id -> [owner, expires_at, cancel requested]
+
+    async def _unfinished_ids(self) -> list[str]:
+        raise NotImplementedError
+
+    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None:
+        self._leases[response_id] = [owner, expires_at, False]
+
+    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
+        mine = [(rid, lease) for rid, lease in self._leases.items() if lease[0] == owner]
+        for _rid, lease in mine:
+            lease[1] = expires_at
+        return [rid for rid, lease in mine if lease[2]]
+
+    async def release_lease(self, response_id: str) -> None:
+        self._leases.pop(response_id, None)
+
+    async def request_cancel(self, response_id: str) -> bool:
+        lease = self._leases.get(response_id)
+        if lease is not None:
+            lease[2] = True
+        return lease is not None
+
+    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
+        def gone(rid: str) -> bool:
+            lease = self._leases.get(rid)
+            return lease is None or lease[1] < now or lease[0] == dead_owner
+
+        return [rid for rid in await self._unfinished_ids() if gone(rid)]
