@@ -64,12 +64,20 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        return self.resume()
+
+    def resume(self) -> PostgresServer:
+        """Start the (initialised) cluster again after `halt`, on the same port."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off"
         )
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
         return self
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (`resume` starts it again): every connection to it is lost."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -100,7 +108,11 @@ async def pg_url(postgres_server: PostgresServer) -> AsyncIterator[str]:
     admin = await asyncpg.connect(postgres_server.url())
     try:
         await admin.execute(f"CREATE DATABASE {name}")
-        yield postgres_server.url(name)
+    finally:
+        await admin.close()
+    yield postgres_server.url(name)
+    admin = await asyncpg.connect(postgres_server.url())  # a new connection: the test may restart the server
+    try:
         await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
     finally:
         await admin.close()

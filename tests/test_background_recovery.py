@@ -131,6 +131,7 @@ def _serve(db: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         sys.executable, "-m", "vllm_responses", "serve", "--model", str(model), "--served-model-name", TINY,
         "--tool-call-parser", "hermes", "--max-model-len", "4096", "--db", db, "--port", str(port),
         "--no-code-interpreter", "--log-level", "warning",
+        "--replica-id", "serve-under-test",  # restarted under its name: its leftovers fail at start, not after the lease
     ]  # fmt: skip
     # its own session: the kill reaches vLLM's engine-core child too, as a crash of the whole server would
     return subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)

@@ -172,7 +172,11 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         {"type": _at_least(1), "help": "Most connections to a Postgres --db (this process)."},
     ),
     # --- replicas (issue 18) ---
-    ("--replica-id", "replica_id", {"help": "This server's name in the leases of its responses (default: random)."}),
+    (
+        "--replica-id",
+        "replica_id",
+        {"help": "This server's name in the leases of its responses (default: random)."},
+    ),
     (
         "--replica-heartbeat",
         "replica_heartbeat",

@@ -122,7 +122,9 @@ class Replica:
         stored = await self.store.get(response_id)
         if stored is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
-        if stored.response.get("status") not in _UNFINISHED or not await self.store.request_cancel(response_id):
+        if stored.response.get("status") not in _UNFINISHED or not await self.store.request_cancel(
+            response_id
+        ):
             raise Conflict(
                 "Only background responses that are still running can be cancelled.", param="response_id"
             )

@@ -42,8 +42,8 @@ from vllm_responses.protocol.requests import (
     ToolChoiceMcp,
 )
 from vllm_responses.records import response_record
-from vllm_responses.replicas import Replica
 from vllm_responses.references import check_call_outputs, resolve_stored_items
+from vllm_responses.replicas import Replica
 from vllm_responses.request_sampling import max_output_tokens, request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
@@ -330,8 +330,10 @@ class ResponsesService:
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
         if stored is None:
-            if run is not None:  # finished, not stored
-                return run.builder.snapshot(include_outputs=include_outputs)
+            if run is not None and not run.builder.snapshot().get("store"):  # finished, not stored
+                return run.builder.snapshot(
+                    include_outputs=include_outputs
+                )  # (stored: deleted, maybe elsewhere)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         show = stored.include_outputs if include_outputs is None else include_outputs
         return {**stored.response, "output": wire_items(stored.response["output"], show)}
