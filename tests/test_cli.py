@@ -114,6 +114,10 @@ ENV_VALUES = {
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
     # --- Postgres store (issue 18) ---
     "--db-pool-size": ("3", 3),
+    # --- replicas (issue 18) ---
+    "--replica-id": ("pod-1", "pod-1"),
+    "--replica-heartbeat": ("0.5", 0.5),
+    "--replica-lease": ("10", 10.0),
 }
 
 

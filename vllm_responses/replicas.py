@@ -51,7 +51,7 @@ class Replica:
         self.store = store
         self.runs = runs
         self.id = replica_id or f"replica-{uuid.uuid4().hex[:12]}"
-        self.heartbeat_s = heartbeat_s
+        self.heartbeat_s = max(heartbeat_s, 0.05)
         self.lease_s = max(lease_s, 2 * heartbeat_s)
         self._held: set[str] = set()
         self._task: asyncio.Task[None] | None = None
