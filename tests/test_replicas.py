@@ -177,3 +177,65 @@ def test_a_replica_restarted_under_its_name_fails_its_leftovers_at_once(
     servers.append(_replica(durable_db, replica_id="steady", replica_lease=3600.0))
     got = _client(servers[0]).responses.retrieve(r.id)  # its start-up sweep failed it, lease or not
     assert got.status == "failed" and got.error is not None and got.error.code == INTERRUPTED_CODE
+
+
+# --- the real thing: two `vllm-responses serve` on the tiny model and one Postgres ----------------------------
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_two_real_replicas_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """Two real servers (`python -m vllm_responses serve --db postgresql://...`, the CLI's path): continue on B
+    from A, cancel A's background response through B, then kill -9 A mid-response: B fails it in time."""
+    from tests.real import TINY
+    from tests.serving import free_port
+    from tests.test_background_recovery import _wait_up
+    from vllm_responses.engine.models import tiny_model_path
+
+    def serve(name: str) -> tuple[subprocess.Popen[bytes], str]:
+        port, log = free_port(), tmp_path / f"{name}.log"
+        argv = [
+            sys.executable, "-m", "vllm_responses", "serve", "--model", str(tiny_model_path()),
+            "--served-model-name", TINY, "--max-model-len", "4096", "--db", pg_url, "--port", str(port),
+            "--no-code-interpreter", "--log-level", "warning", "--replica-id", name,
+            "--replica-heartbeat", "0.5", "--replica-lease", "4",
+        ]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(proc)
+        _wait_up(proc, f"http://127.0.0.1:{port}", log)
+        return proc, f"http://127.0.0.1:{port}/v1"
+
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        proc_a, url_a = serve("a")
+        _proc_b, url_b = serve("b")
+        a, b = (openai.OpenAI(base_url=u, api_key="-", max_retries=0, timeout=120) for u in (url_a, url_b))
+        first = a.responses.create(model=TINY, input="Say hi.", max_output_tokens=8)
+        cont = b.responses.create(
+            model=TINY, previous_response_id=first.id, input="Again.", max_output_tokens=8
+        )
+        assert cont.status in ("completed", "incomplete") and cont.previous_response_id == first.id
+
+        def long_one() -> Response:
+            return a.responses.create(
+                model=TINY, input="Count to a million.", background=True, max_output_tokens=4000,
+                extra_body={"ignore_eos": True},
+            )  # fmt: skip
+
+        r = long_one()
+        cancelled = b.responses.cancel(r.id)
+        assert cancelled.status == "cancelled" and a.responses.retrieve(r.id).status == "cancelled"
+
+        r = long_one()
+        assert b.responses.retrieve(r.id).status in ("queued", "in_progress")
+        os.killpg(proc_a.pid, signal.SIGKILL)
+        proc_a.wait(timeout=60)
+        took = _eventually(lambda: b.responses.retrieve(r.id).status == "failed", 4 + 5 + 30)
+        print(f"real replica killed: its response failed {took:.2f} s later (lease 4 s)")
+        got = b.responses.retrieve(r.id)
+        assert got.error is not None and got.error.code == INTERRUPTED_CODE
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
