@@ -166,6 +166,16 @@ class Interpreter(ABC):
         """Undo one `pin` (a no-op for a container that is gone)."""
         return None
 
+    def stats(self) -> PoolStats | None:
+        """A snapshot of the pool for metrics and readiness (a remote pool's: as of the last `refresh`);
+        None when there is none. The default has none."""
+        return None
+
+    async def refresh(self) -> None:
+        """Bring `stats()` up to date; raise `InterpreterError` when the pool cannot answer (a remote pool
+        that is unreachable or refuses us). The default does nothing (an in-process pool is always current)."""
+        return None
+
     @abstractmethod
     async def get_container(self, container_id: str) -> ContainerInfo:
         """Raises `ContainerNotFound`."""
