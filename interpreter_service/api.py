@@ -147,10 +147,16 @@ class Interpreter(ABC):
 
     @abstractmethod
     async def create_container(
-        self, *, name: str | None = None, memory_limit: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        memory_limit: str | None = None,
+        expires_after_s: float | None = None,
     ) -> ContainerInfo:
         """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
-        when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted."""
+        when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted.
+        `expires_after_s`: the container's own idle expiry (capped at the pool's), kept with the container so
+        that every client of a shared pool sees it."""
 
     def check_memory_limit(self, memory_limit: str | None) -> None:
         """Raise `MemoryLimitRefused` when a container with this `memory_limit` could never be granted (a

@@ -197,12 +197,16 @@ class HTTPInterpreter(Interpreter):
 
     # -- containers --------------------------------------------------------------------------------------
     async def create_container(
-        self, *, name: str | None = None, memory_limit: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        memory_limit: str | None = None,
+        expires_after_s: float | None = None,
     ) -> ContainerInfo:
         r = await self._call(
             "POST",
             "/v1/containers",
-            json={"name": name, "memory_limit": memory_limit},
+            json={"name": name, "memory_limit": memory_limit, "expires_after_s": expires_after_s},
             timeout=self._queue_timeout_s()
             + self.request_timeout_s
             + 90.0,  # waiting for room, then a worker

@@ -105,7 +105,11 @@ def create_app(
 
     async def create(r: Request) -> Response:
         body = await r.json() if await r.body() else {}
-        info = await interp.create_container(name=body.get("name"), memory_limit=body.get("memory_limit"))
+        info = await interp.create_container(
+            name=body.get("name"),
+            memory_limit=body.get("memory_limit"),
+            expires_after_s=body.get("expires_after_s"),
+        )
         return JSONResponse(to_json(info), status_code=201)
 
     async def list_(_r: Request) -> Response:

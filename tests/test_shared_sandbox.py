@@ -88,9 +88,10 @@ def test_a_code_call_runs_in_the_service(
 def test_one_container_from_two_gateways(two_gateways: tuple[LiveServer, LiveServer]) -> None:
     a, b = two_gateways
     sdk_a, sdk_b = _sdk(a), _sdk(b)
-    made = sdk_a.containers.create(name="shared")
+    made = sdk_a.containers.create(name="shared", expires_after={"anchor": "last_active_at", "minutes": 5})
     try:
-        assert sdk_b.containers.retrieve(made.id).name == "shared"
+        seen = sdk_b.containers.retrieve(made.id)  # its own expiry is the service's record, seen by B too
+        assert seen.name == "shared" and seen.expires_after is not None and seen.expires_after.minutes == 5
         assert made.id in [c.id for c in sdk_b.containers.list().data]
         tools = [{"type": "code_interpreter", "container": made.id}]
         a.engine.reset(code_call("x = 41"), say("Set."))
