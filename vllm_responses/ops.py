@@ -72,25 +72,26 @@ async def _store_check(store: ResponseStore) -> Check:
 
 async def refresh_pool(interpreter: Interpreter | None) -> str | None:
     """Bring a remote pool's stats up to date (bounded); why it failed, or None."""
-    if interpreter is None:
+    refresh = getattr(interpreter, "refresh", None)  # `Interpreter.refresh`; test doubles may lack it
+    if not callable(refresh):
         return None
     try:
         async with asyncio.timeout(SANDBOX_TIMEOUT_S):
-            await interpreter.refresh()
+            await refresh()
     except (InterpreterError, TimeoutError) as exc:
         return str(exc) or "no answer in time"
     return None
 
 
-async def _sandbox_check(interpreter: Interpreter | None, enabled: bool) -> Check:
+def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: str | None = None) -> Check:
+    """`unreachable`: why a remote pool did not answer `refresh_pool` (None: it did, or it is local)."""
     if interpreter is None:
         return {"ok": True, "detail": "disabled" if not enabled else "none"}
     # `closed`, else the in-process pool's private flag (it has no public one yet)
     if getattr(interpreter, "closed", False) or getattr(interpreter, "_closed", False):
         return {"ok": False, "detail": "closed"}
-    failure = await refresh_pool(interpreter)
-    if failure is not None:
-        return {"ok": False, "detail": failure}
+    if unreachable is not None:
+        return {"ok": False, "detail": unreachable}
     stats = pool_stats(interpreter)
     if stats is None:
         return {"ok": True, "detail": "no stats (remote pool)"}
@@ -121,7 +122,9 @@ async def ready(request: Request) -> Response:
         "server": _server_check(state.lifecycle),
         "engine": _engine_check(state.lifecycle),
         "store": await _store_check(service.store),
-        "sandbox": await _sandbox_check(service.interpreter, service.config.code_interpreter),
+        "sandbox": _sandbox_check(
+            service.interpreter, service.config.code_interpreter, await refresh_pool(service.interpreter)
+        ),
     }
     ok = all(c["ok"] for c in checks.values())
     body = {"status": "ready" if ok else "unavailable", "checks": checks}
