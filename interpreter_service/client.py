@@ -26,7 +26,7 @@ from interpreter_service.api import (
     PoolStats,
 )
 from interpreter_service.auth import BOOT_HEADER
-from interpreter_service.capacity import memory_tier
+from interpreter_service.capacity import format_size, memory_tier
 from interpreter_service.wire import container_from_json, file_from_json, result_from_json
 
 __all__ = ["HTTPInterpreter"]
@@ -168,7 +168,10 @@ class HTTPInterpreter(Interpreter):
         memory_tier(memory_limit)  # above 4 GiB or below 64 MiB: never
         budget = self._stats["memory_budget_bytes"] if self._stats else None
         if budget is not None and memory_tier(memory_limit) > budget:
-            raise MemoryLimitRefused(f"memory_limit {memory_limit!r} is more than the sandbox's whole budget")
+            raise MemoryLimitRefused(
+                f"memory_limit {memory_limit!r} is more than the sandbox's whole memory budget of "
+                f"{format_size(budget)}"
+            )
 
     def _queue_timeout_s(self) -> float:
         limits = self._health.get("limits") or {}

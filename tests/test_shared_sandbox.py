@@ -176,3 +176,34 @@ def _wait_busy(service: SandboxService) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("the code call never started in the service")
+
+
+def test_the_services_limits_hold_whatever_the_gateway_asks() -> None:
+    """One container at most and a 2 GiB budget in the service: a gateway's code call that finds no room in
+    time is a failed call the model reads, its POST /v1/containers a 429, and a 4g memory_limit a 400."""
+    extra = ("--max-workers", "1", "--queue-timeout", "2", "--memory-budget", "2g")
+    service = SandboxService(TOKEN, workers=1, extra=extra).start()
+    gw = gateway(_config(service), FakeEngine())
+    try:
+        sdk = _sdk(gw)
+        held = sdk.containers.create(name="held")
+        pinned = httpx.post(  # as a response running on another gateway would: not evicted for others
+            f"{service.url}/v1/containers/{held.id}/pin", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert pinned.status_code == 204
+        gw.engine.reset(code_call("print(1)"), say("No room."))
+        resp = sdk.responses.create(model="fake-model", input="Run.", tools=AUTO, include=OUTPUTS)  # type: ignore[arg-type]
+        call = _call(resp)
+        assert resp.status == "completed" and call.status == "failed" and call.container_id == ""
+        assert "no code-interpreter container became free within 2 s" in _logs(call)
+        with pytest.raises(openai.RateLimitError):
+            sdk.containers.create(name="second")
+        with pytest.raises(openai.BadRequestError, match="memory budget"):
+            sdk.containers.create(name="big", memory_limit="4g")
+        big = [{"type": "code_interpreter", "container": {"type": "auto", "memory_limit": "4g"}}]
+        with pytest.raises(openai.BadRequestError, match="memory budget of 2g") as refused:
+            sdk.responses.create(model="fake-model", input="Run.", tools=big)  # type: ignore[arg-type]
+        assert refused.value.param == "tools[0].container.memory_limit"  # checked before any work
+    finally:
+        gw.stop()
+        service.stop()
