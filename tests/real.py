@@ -58,7 +58,9 @@ def tiny_model_server(
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
             if cfg.code_interpreter_url:  # a shared sandbox service, opened as `serve` opens it
-                pool = await stack.enter_async_context(interpreter_from_config(cfg))  # type: ignore[arg-type]
+                shared = interpreter_from_config(cfg)
+                assert shared is not None
+                pool = await stack.enter_async_context(shared)
             else:
                 pool = (
                     await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
