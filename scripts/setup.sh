@@ -45,6 +45,21 @@ else
   say "node clients: up to date"
 fi
 
+# The store tests' Postgres server (tests/postgres.py runs initdb / pg_ctl itself): Debian's `postgresql`,
+# installed with apt-get (as root, else with sudo) only when no initdb is found.
+if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then
+  say "PostgreSQL server binaries: present"
+elif command -v apt-get >/dev/null; then
+  say "PostgreSQL server binaries: installing Debian's postgresql with apt-get"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql
+else
+  say "PostgreSQL server binaries: not found and no apt-get; install PostgreSQL (initdb, pg_ctl) for the store tests"
+  exit 1
+fi
+
 say "sandbox: Pyodide distribution"
 "$VPY" scripts/setup_pyodide.py
 say "models: the embedded default model and the tiny test model"

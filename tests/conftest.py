@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.postgres import pg_url, postgres_server  # noqa: F401  (fixtures: a real Postgres server)
 from tests.real import tiny_model_server
 from tests.serving import LiveServer
 from vllm_responses.config import Config
@@ -22,6 +23,24 @@ def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     ).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The `--db` of each store backend in turn: ":memory:", a new SQLite file, a new Postgres database."""
+    if request.param == "memory":
+        return ":memory:"
+    if request.param == "sqlite":
+        return str(tmp_path_factory.mktemp("store") / "r.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`store_db` for the backends that outlive the process: a new SQLite file, a new Postgres database."""
+    if request.param == "sqlite":
+        return str(tmp_path_factory.mktemp("store") / "r.db")
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture

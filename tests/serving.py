@@ -14,7 +14,7 @@ import uvicorn
 
 from vllm_responses.app import Opener, build_app
 from vllm_responses.config import Config
-from vllm_responses.store import MemoryStore, SQLiteStore
+from vllm_responses.store import MemoryStore, store_for
 
 __all__ = ["LiveServer", "free_port"]
 
@@ -41,7 +41,7 @@ class LiveServer:
         self.config = Config(**{**config.__dict__, "port": self.port})
         self.engine = engine
         self.interpreter = interpreter
-        self.store = SQLiteStore(db) if db else MemoryStore()
+        self.store = store_for(db) if db else MemoryStore()  # a SQLite file or a Postgres URL
 
         @asynccontextmanager
         async def fixed(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:

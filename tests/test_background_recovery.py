@@ -1,5 +1,5 @@
 """Background responses are stored when acknowledged, and a restart marks those left running failed (a kill -9
-of a real `vllm-responses serve` included), so they are found, never a 404."""
+of a real `vllm-responses serve` included), so they are found, never a 404; on SQLite and on a real Postgres."""
 
 from __future__ import annotations
 
@@ -21,16 +21,16 @@ from tests.real import TINY
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
-from vllm_responses.store import SQLiteStore
+from vllm_responses.store import store_for
 
 MODEL = "fake-model"
 
 
-def _stored(db: Path, response_id: str) -> dict | None:
-    """The response as the SQLite file holds it, read through a connection of its own."""
+def _stored(db: str, response_id: str) -> dict | None:
+    """The response as the database holds it, read through a connection of its own."""
 
     async def read() -> dict | None:
-        store = SQLiteStore(db)
+        store = store_for(db)
         await store.open()
         try:
             record = await store.get(response_id)
@@ -42,15 +42,15 @@ def _stored(db: Path, response_id: str) -> dict | None:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "responses.db"
+def db(durable_db: str) -> str:
+    return durable_db  # a SQLite file, then a Postgres database
 
 
-def _server(db: Path, engine: FakeEngine | None = None) -> LiveServer:
-    return LiveServer(Config(), engine or FakeEngine(), FakeInterpreter(), db=str(db)).start()
+def _server(db: str, engine: FakeEngine | None = None) -> LiveServer:
+    return LiveServer(Config(), engine or FakeEngine(), FakeInterpreter(), db=db).start()
 
 
-def test_a_background_response_is_stored_when_acknowledged(db: Path) -> None:
+def test_a_background_response_is_stored_when_acknowledged(db: str) -> None:
     engine = FakeEngine()
     engine.reset(say("slow " * 200), delay=0.05)  # ~10 s of output
     server = _server(db, engine)
@@ -74,7 +74,7 @@ def test_a_background_response_is_stored_when_acknowledged(db: Path) -> None:
         server.stop()
 
 
-def test_a_restart_marks_responses_left_running_failed(db: Path) -> None:
+def test_a_restart_marks_responses_left_running_failed(db: str) -> None:
     async def leave_running() -> tuple[str, str]:
         """Two responses as a crashed process leaves them: acknowledged, never ended."""
         from tests.fakes import echo_fields
@@ -82,7 +82,7 @@ def test_a_restart_marks_responses_left_running_failed(db: Path) -> None:
         from vllm_responses.runs import Run
         from vllm_responses.stream import ResponseBuilder
 
-        store = SQLiteStore(db)
+        store = store_for(db)
         await store.open()
         ids = []
         for text in ("one", "two"):
@@ -121,7 +121,7 @@ def test_a_restart_marks_responses_left_running_failed(db: Path) -> None:
 # --- the real thing: kill -9 of `vllm-responses serve` and a restart on the same file ----------------
 
 
-def _serve(db: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _serve(db: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     from vllm_responses.engine.models import tiny_model_path
 
     model = tiny_model_path()
@@ -129,7 +129,7 @@ def _serve(db: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
         pytest.fail(f"the tiny model is missing at {model}: run scripts/setup.sh")
     argv = [
         sys.executable, "-m", "vllm_responses", "serve", "--model", str(model), "--served-model-name", TINY,
-        "--tool-call-parser", "hermes", "--max-model-len", "4096", "--db", str(db), "--port", str(port),
+        "--tool-call-parser", "hermes", "--max-model-len", "4096", "--db", db, "--port", str(port),
         "--no-code-interpreter", "--log-level", "warning",
     ]  # fmt: skip
     # its own session: the kill reaches vLLM's engine-core child too, as a crash of the whole server would
@@ -163,9 +163,10 @@ def servers() -> Iterator[list[subprocess.Popen[bytes]]]:
 @pytest.mark.engine
 @pytest.mark.slow
 def test_a_background_response_survives_a_kill_9_as_failed(
-    tmp_path: Path, servers: list[subprocess.Popen[bytes]]
+    tmp_path: Path, db: str, servers: list[subprocess.Popen[bytes]]
 ) -> None:
-    db, log, port = tmp_path / "responses.db", tmp_path / "serve.log", free_port()
+    """On SQLite, and on Postgres: a real `vllm-responses serve --db postgresql://...` (the CLI's path)."""
+    log, port = tmp_path / "serve.log", free_port()
     base = f"http://127.0.0.1:{port}"
     servers.append(_serve(db, port, log))
     _wait_up(servers[0], base, log)

@@ -115,6 +115,8 @@ ENV_VALUES = {
     # --- shared sandbox service (issue 18) ---
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),
+    # --- Postgres store (issue 18) ---
+    "--db-pool-size": ("3", 3),
 }
 
 

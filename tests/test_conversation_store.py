@@ -1,24 +1,23 @@
-"""The conversation half of both stores (SQLite and memory), member by member: order, cursors, bounds, deletes."""
+"""The conversation half of every store (memory, SQLite, a real Postgres), member by member: order, cursors, bounds, deletes."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from vllm_responses.conversation_store import StoredConversation
-from vllm_responses.store import MemoryStore, ResponseStore, SQLiteStore
+from vllm_responses.store import MemoryStore, ResponseStore, store_for
 
 
 def msg(i: int) -> dict[str, object]:
     return {"id": f"msg_{i}", "type": "message", "role": "user", "status": "completed", "content": []}
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ResponseStore]:
-    s: ResponseStore = SQLiteStore(tmp_path / "c.db") if request.param == "sqlite" else MemoryStore()
+@pytest.fixture
+async def store(store_db: str) -> AsyncIterator[ResponseStore]:
+    s = store_for(store_db)
     await s.open()
     yield s
     await s.aclose()
@@ -63,20 +62,20 @@ async def test_items_per_conversation_are_bounded(store: ResponseStore) -> None:
     assert [i["id"] for i in await store.list_conversation_items("conv_b")] == ["msg_3", "msg_4", "msg_5"]
 
 
-async def test_sqlite_keeps_conversations_across_reopen_and_prunes_them(tmp_path: Path) -> None:
-    path = tmp_path / "c.db"
-    store = SQLiteStore(path, max_rows=2)
+async def test_conversations_are_kept_across_reopen_and_pruned(durable_db: str) -> None:
+    db = durable_db
+    store = store_for(db, max_rows=2)
     await store.open()
     for i in range(3):
         await store.create_conversation(StoredConversation(f"conv_{i}", time.time()), [msg(i)])
     await store.aclose()
-    again = SQLiteStore(path, max_rows=2)
+    again = store_for(db, max_rows=2)
     await again.open()  # opening prunes: the least recently updated conversation goes, with its items
     assert await again.get_conversation("conv_0") is None
     assert await again.get_conversation_item("conv_0", "msg_0") is None
     assert [i["id"] for i in await again.list_conversation_items("conv_2")] == ["msg_2"]
     await again.aclose()
-    old = SQLiteStore(path, max_age_s=0.0)
+    old = store_for(db, max_age_s=0.0)
     await old.open()
     assert await old.get_conversation("conv_2") is None
     await old.aclose()

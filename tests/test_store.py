@@ -1,11 +1,11 @@
-"""The SQLite store: round trip, persistence across reopen, delete, and its bounds."""
+"""The response stores, each backend in turn (memory, SQLite, a real Postgres): round trip, persistence across
+reopen, delete, items by id, unfinished responses, and the bounds."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from vllm_responses.store import MemoryStore, SQLiteStore, StoredResponse
+from vllm_responses.store import MemoryStore, ResponseStore, StoredResponse, store_for
 
 
 def record(i: int, created_at: float | None = None) -> StoredResponse:
@@ -13,37 +13,44 @@ def record(i: int, created_at: float | None = None) -> StoredResponse:
         id=f"resp_{i}",
         response={"id": f"resp_{i}", "status": "completed", "output": [{"type": "message", "n": i}]},
         input_items=[{"id": f"msg_{i}", "type": "message", "role": "user", "content": []}],
-        history=[{"type": "message", "role": "user", "content": "hi"}],
+        history=[{"type": "message", "role": "user", "content": "hi \u0000 \u00e9 \U0001f600"}],
         include_outputs=bool(i % 2),
         created_at=time.time() if created_at is None else created_at,
     )
 
 
-async def test_sqlite_round_trip_and_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "r.db"
-    store = SQLiteStore(path)
+async def opened(db: str, **bounds: float) -> ResponseStore:
+    store = store_for(db, **bounds)  # type: ignore[arg-type]
     await store.open()
+    return store
+
+
+async def test_round_trip_and_reopen(store_db: str) -> None:
+    store = await opened(store_db)
     await store.save(record(1))
-    assert await store.get("resp_1") == (await store.get("resp_1"))
     got = await store.get("resp_1")
-    assert got is not None and got.response["output"][0]["n"] == 1 and got.include_outputs
+    assert got is not None and got.history == record(1).history and got.response == record(1).response
+    assert got and got.response["output"][0]["n"] == 1 and got.include_outputs
+    assert list(got.response) == ["id", "status", "output"]  # key order kept (JSON kept as text)
+    await store.save(record(1, created_at=got.created_at + 1))  # a second save replaces it
+    assert (await store.get("resp_1")).created_at == got.created_at + 1  # type: ignore[union-attr]
+    if store_db != ":memory:":
+        await store.aclose()
+        store = await opened(store_db)
+    again = await store.get("resp_1")
+    assert again is not None and again.history == got.history and again.input_items == got.input_items
+    assert await store.delete("resp_1") is True
+    assert await store.delete("resp_1") is False
+    assert await store.get("resp_1") is None
     await store.aclose()
-    again = SQLiteStore(path)
-    await again.open()
-    assert (await again.get("resp_1")) == got
-    assert await again.delete("resp_1") is True
-    assert await again.delete("resp_1") is False
-    assert await again.get("resp_1") is None
-    await again.aclose()
 
 
-async def test_sqlite_bounds(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "r.db", max_age_s=60, max_rows=3)
-    await store.open()
+async def test_bounds(store_db: str) -> None:
+    store = await opened(store_db, max_age_s=60, max_rows=3)
     await store.save(record(0, created_at=time.time() - 3600))
     for i in range(1, 6):
         await store.save(record(i, created_at=time.time() + i))
-    await store._prune()
+    await store.prune()
     kept = [i for i in range(6) if await store.get(f"resp_{i}") is not None]
     assert kept == [3, 4, 5]
     await store.aclose()
@@ -76,51 +83,42 @@ def conversation(i: int) -> StoredResponse:
     )
 
 
-async def test_items_are_found_by_id_until_their_response_goes(tmp_path: Path) -> None:
-    for store in (SQLiteStore(tmp_path / "r.db", max_rows=1), MemoryStore(max_rows=1)):
-        await store.open()
-        await store.save(conversation(1))
-        found = await store.find_item("ci_1")
-        assert found is not None and found["outputs"] == [
-            {"type": "logs", "logs": "1"}
-        ]  # the full item, from history
-        assert (await store.find_item("msg_in1"))["content"] == "now"  # type: ignore[index]
-        assert await store.find_item("msg_old") is None  # not this response's own item
-        await store.save(conversation(2))
-        if isinstance(store, SQLiteStore):
-            await store._prune()
-        assert await store.find_item("ci_1") is None and await store.find_item("ci_2") is not None
-        assert await store.delete("resp_2") and await store.find_item("ci_2") is None
-        await store.aclose()
+async def test_items_are_found_by_id_until_their_response_goes(store_db: str) -> None:
+    store = await opened(store_db, max_rows=1)
+    await store.save(conversation(1))
+    found = await store.find_item("ci_1")
+    assert found is not None and found["outputs"] == [
+        {"type": "logs", "logs": "1"}
+    ]  # the full item, from history
+    assert (await store.find_item("msg_in1"))["content"] == "now"  # type: ignore[index]
+    assert await store.find_item("msg_old") is None  # not this response's own item
+    await store.save(conversation(2))
+    await store.prune()
+    assert await store.find_item("ci_1") is None and await store.find_item("ci_2") is not None
+    assert await store.delete("resp_2") and await store.find_item("ci_2") is None
+    await store.aclose()
 
 
-async def test_unfinished_and_fail_interrupted_on_both_stores(tmp_path: Path) -> None:
+async def test_unfinished_and_fail_interrupted(store_db: str) -> None:
     from vllm_responses.records import INTERRUPTED_MESSAGE, fail_interrupted
 
-    for store in (SQLiteStore(tmp_path / "u.db"), MemoryStore()):
-        await store.open()
-        for i, status in enumerate(
-            ["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]
-        ):
-            r = record(i)
-            output = (
-                [{"type": "code_interpreter_call", "id": "ci", "status": "interpreting"}] if i == 1 else []
-            )
-            await store.save(
-                StoredResponse(
-                    **{**r.__dict__, "response": {**r.response, "status": status, "output": output}}
-                )
-            )
-        assert sorted(r.id for r in await store.unfinished()) == ["resp_0", "resp_1"]
-        assert await fail_interrupted(store) == 2
-        assert await store.unfinished() == [] and await fail_interrupted(store) == 0
-        for rid in ("resp_0", "resp_1"):
-            got = await store.get(rid)
-            assert got is not None and got.response["status"] == "failed"
-            assert got.response["error"] == {"code": "server_error", "message": INTERRUPTED_MESSAGE}
-            assert got.input_items == record(0 if rid == "resp_0" else 1).input_items
-        got = await store.get("resp_1")
-        assert got is not None and got.response["output"][0]["status"] == "incomplete"
-        got = await store.get("resp_2")
-        assert got is not None and got.response["status"] == "completed"
-        await store.aclose()
+    store = await opened(store_db)
+    for i, status in enumerate(["queued", "in_progress", "completed", "failed", "cancelled", "incomplete"]):
+        r = record(i)
+        output = [{"type": "code_interpreter_call", "id": "ci", "status": "interpreting"}] if i == 1 else []
+        await store.save(
+            StoredResponse(**{**r.__dict__, "response": {**r.response, "status": status, "output": output}})
+        )
+    assert sorted(r.id for r in await store.unfinished()) == ["resp_0", "resp_1"]
+    assert await fail_interrupted(store) == 2
+    assert await store.unfinished() == [] and await fail_interrupted(store) == 0
+    for rid in ("resp_0", "resp_1"):
+        got = await store.get(rid)
+        assert got is not None and got.response["status"] == "failed"
+        assert got.response["error"] == {"code": "server_error", "message": INTERRUPTED_MESSAGE}
+        assert got.input_items == record(0 if rid == "resp_0" else 1).input_items
+    got = await store.get("resp_1")
+    assert got is not None and got.response["output"][0]["status"] == "incomplete"
+    got = await store.get("resp_2")
+    assert got is not None and got.response["status"] == "completed"
+    await store.aclose()

@@ -37,7 +37,7 @@ def _at_least(least: int) -> Callable[[str], int]:
 _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("--host", "host", {"help": "Address to listen on."}),
     ("--port", "port", {"type": int, "help": "Port to listen on."}),
-    ("--db", "db", {"help": "SQLite file for stored responses (':memory:' keeps them in process only)."}),
+    ("--db", "db", {"help": "SQLite file, Postgres URL or ':memory:' (in process) for stored responses."}),
     ("--api-key", "api_key", {"help": "Require 'Authorization: Bearer KEY' on /v1 routes."}),
     (
         "--code-interpreter-workers",
@@ -184,6 +184,12 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         },
     ),
     # --- end shared sandbox service ---
+    # --- Postgres store (issue 18) ---
+    (
+        "--db-pool-size",
+        "db_pool_size",
+        {"type": _at_least(1), "help": "Most connections to a Postgres --db (this process)."},
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -259,6 +265,12 @@ def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
         env=_env_name("--no-code-interpreter"),
         help="Do not start the sandbox pool; requests with the code_interpreter tool get a 400.",
     )
+    # --- Postgres store (issue 18): `vllm-responses db upgrade` ---
+    db = sub.add_parser("db", help="Database maintenance.").add_subparsers(dest="db_command", required=True)
+    upgrade = db.add_parser(
+        "upgrade", help="Migrate the store's schema to this version's (as start-up does)."
+    )
+    upgrade.add_argument("--db", default=_default("--db", "db"), help="SQLite file or Postgres URL.")
     if with_engine_args:
         from vllm_responses.engine.args import add_engine_cli_args
 
@@ -317,11 +329,37 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         # --- shared sandbox service (issue 18) ---
         code_interpreter_url=ns.code_interpreter_url or None,
         code_interpreter_token=ns.code_interpreter_token or None,
+        # --- Postgres store (issue 18) ---
+        db_pool_size=int(ns.db_pool_size),
     )
 
 
+def _db_upgrade(db: str) -> int:
+    """`vllm-responses db upgrade`: migrate the store `db` names; 2 when it is newer than this code."""
+    import asyncio
+
+    from vllm_responses.migrations import SchemaTooNew, upgrade
+
+    if db == ":memory:":
+        print("vllm-responses: ':memory:' has no schema to upgrade", file=sys.stderr)
+        return 2
+    try:
+        before, after = asyncio.run(upgrade(db))
+    except SchemaTooNew as exc:
+        print(f"vllm-responses: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the database unreachable, refused, ...: the operator reads why
+        print(f"vllm-responses: db upgrade failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print(f"schema version {before} -> {after}" if before != after else f"schema version {after}: up to date")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)  # `serve`, the one command (argparse requires it)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ns = build_parser(with_engine_args=argv[:1] != ["db"]).parse_args(argv)  # `serve` or `db upgrade`
+    if ns.command == "db":
+        return _db_upgrade(ns.db)
     from vllm_responses.engine.base import EngineError
     from vllm_responses.server import run
 

@@ -17,7 +17,8 @@ class Config:
     host, port: where to listen (127.0.0.1:8000).
     model: model path or name for vLLM; None serves the embedded default model.
     served_model_names: names clients may send as `model` (the first is echoed back).
-    db: SQLite file for stored responses; ":memory:" keeps them in process only.
+    db: where responses are stored: a SQLite file, ":memory:" (in process only), or a Postgres URL
+        (`postgresql://user:password@host:port/database`, `postgres://` too; replicas share it).
     api_key: when set, every /v1 request needs `Authorization: Bearer <api_key>`.
     code_interpreter: whether the sandbox pool is started at all.
     code_interpreter_workers: warm sandbox workers started with the server.
@@ -89,3 +90,5 @@ class Config:
     code_interpreter_url: str | None = None
     code_interpreter_token: str | None = None
     # --- end shared sandbox service ---
+    # --- Postgres store (issue 18) ---
+    db_pool_size: int = 10  # most connections to a Postgres `db` this process holds

@@ -18,7 +18,6 @@ from typing import Any, Protocol
 import aiosqlite
 
 __all__ = [
-    "CONVERSATION_SCHEMA",
     "ConversationStore",
     "MemoryConversations",
     "SQLiteConversations",
@@ -65,25 +64,6 @@ class ConversationStore(Protocol):
 
     async def get_conversation_item(self, conversation_id: str, item_id: str) -> dict[str, Any] | None: ...
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool: ...
-
-
-CONVERSATION_SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversations (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    metadata TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
-CREATE TABLE IF NOT EXISTS conversation_items (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    conversation_id TEXT NOT NULL,
-    id TEXT NOT NULL,
-    item TEXT NOT NULL,
-    UNIQUE (conversation_id, id)
-);
-CREATE INDEX IF NOT EXISTS conversation_items_order ON conversation_items (conversation_id, seq);
-"""
 
 
 class SQLiteConversations:

@@ -1,4 +1,4 @@
-"""Opens the real components (vLLM engine, sandbox pool, SQLite store) and runs the app under uvicorn."""
+"""Opens the real components (vLLM engine, sandbox pool, store: SQLite or Postgres) and runs the app under uvicorn."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.lifecycle import Lifecycle
 from vllm_responses.logs import configure_logging
-from vllm_responses.store import MemoryStore, ResponseStore, SQLiteStore
+from vllm_responses.store import ResponseStore, open_store
 
 __all__ = ["interpreter_from_config", "open_components", "run"]
 
@@ -61,8 +61,7 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
 async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpreter | None, ResponseStore]]:
     """Start the sandbox pool warming, build the engine meanwhile, open the store; close all on exit."""
     async with AsyncExitStack() as stack:
-        store: ResponseStore = MemoryStore() if config.db == ":memory:" else SQLiteStore(config.db)
-        await store.open()
+        store = await open_store(config.db, pool_size=config.db_pool_size)  # migrated, or SchemaTooNew
         stack.push_async_callback(store.aclose)
 
         pool = interpreter_from_config(config)

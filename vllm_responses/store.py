@@ -10,15 +10,11 @@ from typing import Any, Protocol
 
 import aiosqlite
 
-from vllm_responses.conversation_store import (
-    CONVERSATION_SCHEMA,
-    ConversationStore,
-    MemoryConversations,
-    SQLiteConversations,
-)
+from vllm_responses.conversation_store import ConversationStore, MemoryConversations, SQLiteConversations
+from vllm_responses.migrations import is_postgres_url, upgrade_sqlite
 from vllm_responses.protocol.items import ResponseObject
 
-__all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse"]
+__all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse", "open_store", "store_for"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +32,28 @@ class StoredResponse:
 
 
 class ResponseStore(ConversationStore, Protocol):
-    """Where responses (and conversations) live between requests. A Postgres implementation would let
-    replicas share it."""
+    """Where responses (and conversations) live between requests: `MemoryStore` (one process), `SQLiteStore`
+    (one machine, the default), `PostgresStore` (store_pg.py: replicas share it). `store_for` picks one
+    from `--db`. Every method is one atomic step (a write that spans tables is one transaction), so a replica
+    sharing the database sees a response whole or not at all. Opening migrates the schema (migrations.py).
+    Bounds: responses older than `max_age_s` or past the newest `max_rows` go (at open, then every few
+    hundred writes of this process, and at `prune()`); an item found by `find_item` goes with its response.
+    """
 
-    async def open(self) -> None: ...
+    async def open(self) -> None:
+        """Connect and migrate (`SchemaTooNew` when the database is newer than this code), then prune."""
+        ...
+
     async def aclose(self) -> None: ...
-    async def save(self, record: StoredResponse) -> None: ...
+    async def save(self, record: StoredResponse) -> None:
+        """Insert or replace the response `record.id`, with its own items (input, then output)."""
+        ...
+
     async def get(self, response_id: str) -> StoredResponse | None: ...
-    async def delete(self, response_id: str) -> bool: ...
+    async def delete(self, response_id: str) -> bool:
+        """Delete the response and its items; False when there was none."""
+        ...
+
     async def unfinished(self) -> list[StoredResponse]:
         """The responses kept while still `queued` or `in_progress` (background ones, as acknowledged)."""
         ...
@@ -52,31 +62,15 @@ class ResponseStore(ConversationStore, Protocol):
         """An input or output item of a stored response, by its id (what an `item_reference` names)."""
         ...
 
+    async def prune(self) -> None:
+        """Apply the bounds now: responses and conversations past their age or row count are deleted."""
+        ...
+
 
 def _own_items(record: StoredResponse) -> list[dict[str, Any]]:
     """The items a response brought: its input, then its output (the full items kept in its history)."""
     own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
     return [it for it in record.history if it.get("id") in own]
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    status TEXT NOT NULL,
-    include_outputs INTEGER NOT NULL,
-    response TEXT NOT NULL,
-    input_items TEXT NOT NULL,
-    history TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
-CREATE TABLE IF NOT EXISTS items (
-    id TEXT PRIMARY KEY,
-    response_id TEXT NOT NULL,
-    item TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS items_response ON items (response_id);
-"""
 
 
 class SQLiteStore(SQLiteConversations):
@@ -102,9 +96,12 @@ class SQLiteStore(SQLiteConversations):
         self._db = await aiosqlite.connect(self.path)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.executescript(_SCHEMA + CONVERSATION_SCHEMA)
-        await self._db.commit()
-        await self._prune()
+        try:
+            await upgrade_sqlite(self._db, self.path)  # SchemaTooNew when a newer vllm-responses migrated it
+        except BaseException:
+            await self.aclose()
+            raise
+        await self.prune()
 
     async def aclose(self) -> None:
         if self._db is not None:
@@ -137,7 +134,7 @@ class SQLiteStore(SQLiteConversations):
         await self.db.commit()
         self._writes += 1
         if self._writes % 500 == 0:
-            await self._prune()
+            await self.prune()
 
     async def get(self, response_id: str) -> StoredResponse | None:
         async with self.db.execute(
@@ -176,7 +173,7 @@ class SQLiteStore(SQLiteConversations):
         item: dict[str, Any] = json.loads(row[0])
         return item
 
-    async def _prune(self) -> None:
+    async def prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))
         await self.db.execute(
             "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
@@ -201,6 +198,9 @@ class MemoryStore(MemoryConversations):
     async def aclose(self) -> None:
         self._rows.clear()
 
+    async def prune(self) -> None:
+        return None  # bounded as it goes: `save` drops the oldest past `max_rows`
+
     async def save(self, record: StoredResponse) -> None:
         self._rows.pop(record.id, None)
         self._rows[record.id] = record
@@ -222,3 +222,25 @@ class MemoryStore(MemoryConversations):
                 if item.get("id") == item_id:
                     return item
         return None
+
+
+def store_for(
+    db: str | Path, *, max_age_s: float = 30 * 86400, max_rows: int | None = None, pool_size: int = 10
+) -> ResponseStore:
+    """The store `--db` names, not yet open: `postgresql://...` (or `postgres://...`) a `PostgresStore` with
+    at most `pool_size` connections, ":memory:" a `MemoryStore`, anything else a SQLite file."""
+    db = str(db)
+    if is_postgres_url(db):
+        from vllm_responses.store_pg import PostgresStore
+
+        return PostgresStore(db, max_age_s=max_age_s, max_rows=max_rows or 100_000, pool_size=pool_size)
+    if db == ":memory:":
+        return MemoryStore() if max_rows is None else MemoryStore(max_rows=max_rows)
+    return SQLiteStore(db, max_age_s=max_age_s, max_rows=max_rows or 100_000)
+
+
+async def open_store(db: str | Path, *, pool_size: int = 10) -> ResponseStore:
+    """`store_for(db)`, opened (connected and migrated)."""
+    store = store_for(db, pool_size=pool_size)
+    await store.open()
+    return store

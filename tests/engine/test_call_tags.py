@@ -59,8 +59,9 @@ def test_free_calls_are_constrained_only_with_a_strict_or_grammar_tool() -> None
     for tool in (STRICT, SQL, DIGITS):
         c = structured_constraint(request(LOOSE, tool), "hermes")
         assert c is not None and json.loads(c["structural_tag"])["format"]["type"] == "triggered_tags"
-    # Not for other formats (their calls are not Hermes tags), nor with tool_choice "none".
-    assert structured_constraint(request(STRICT), "llama3_json") is None
+    # Not for formats with no call shape (markdown: only code blocks), nor with tool_choice "none".
+    assert structured_constraint(request(STRICT), "markdown_code") is None
+    assert structured_constraint(request(STRICT), "none") is None
     assert structured_constraint(request(STRICT, tool_choice="none"), "hermes") is None
 
 

@@ -86,7 +86,7 @@ def test_forced_hermes_call_is_a_structural_tag_xgrammar_accepts():
     one.reset()
     assert not one.accept_string("free text first")
     many = matcher(parallel=True)
-    assert many.accept_string(code + "\n" + weather)
+    assert many.accept_string(code + weather)  # back to back: text between calls would be a message item
     many.reset()
     assert not many.accept_string(weather.replace('"Paris"', "3"))  # arguments follow the schema
 

@@ -96,6 +96,23 @@ CASES: list[tuple] = [
     ),
     ("harmony", "Just final text", [], "Just final text"),
     (
+        "mistral",
+        'Sure.[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]',
+        [("f", {"a": 1}), ("g", {})],
+        "Sure.",
+    ),
+    (
+        "mistral",
+        f'[TOOL_CALLS]get_w[ARGS]{{"city": "P"}}[TOOL_CALLS]python[ARGS]{CODE_JSON}',
+        [("get_w", {"city": "P"}), ("python", {"code": CODE})],
+        "",
+    ),
+    ("mistral", '[TOOL_CALLS]f{"x": "}{"} done', [("f", {"x": "}{"})], " done"),
+    ("mistral", "[TOOL_CALLS]f[ARGS]", [("f", {})], ""),
+    ("mistral", "a [TOOL_CALLS] b c", [], "a [TOOL_CALLS] b c"),
+    ("mistral", '[TOOL_CALLS]{"answer": 1} x', [], '[TOOL_CALLS]{"answer": 1} x'),
+    ("mistral", "[TOOL_CALLS]", [], "[TOOL_CALLS]"),
+    (
         "auto",
         f'<tool_call>{{"name": "f", "arguments": {{}}}}</tool_call>\n```python\n{CODE}\n```',
         [("f", {}), ("python", {"code": CODE})],
@@ -113,7 +130,7 @@ CASES: list[tuple] = [
     ),
 ]
 
-TAGS = re.compile(r"<\|?/?[a-z_]+\|?>|<function=|```|<\|[a-z_]+\|>")
+TAGS = re.compile(r"<\|?/?[a-z_]+\|?>|<function=|```|<\|[a-z_]+\|>|\[TOOL_CALLS\]|\[ARGS\]")
 
 
 def expected(case: tuple) -> tuple:
@@ -188,6 +205,8 @@ PIECES = [
     "<|message|>",
     "<|end|>",
     "<|call|>",
+    "[TOOL_CALLS]",
+    "[ARGS]",
     '{"name": "f", ',
     '"arguments": {',
     '"code": "x\\n',

@@ -14,6 +14,7 @@ from vllm_responses.chat import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    ToolCallEnd,
     ToolCallStart,
     ToolResult,
 )
@@ -123,7 +124,7 @@ def test_python_tag_code_is_escaped_in_pieces():
         ("{% for m in messages %}<tool_call>{{ tools }}</tool_call>", "", "hermes"),
         ("<|start|>{{ m.role }}<|channel|>final<|message|>", "", "harmony"),
         ("{% if tools %}<|python_tag|>{% endif %}ipython", "", "llama3_json"),
-        ("{{ '[TOOL_CALLS]' }} {% if tools %}", "", "auto"),
+        ("{{ '[TOOL_CALLS]' }} {% if tools %}", "", "mistral"),
         ("<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>", "", "markdown_code"),
         ("{% if tools %}{{ tools | tojson }}{% endif %}", "", "auto"),
         (None, "openai/gpt-oss-20b", "harmony"),
@@ -187,3 +188,17 @@ def test_any_chunking_yields_the_same_code(parser, template, code, cuts):
     one = summarize(run(parser, [text]))
     assert one.calls == [("python", {"code": code})]
     assert summarize(run(parser, split_at(text, cuts))) == one
+
+
+def test_mistral_streams_arguments_as_they_come():
+    p = get_parser("mistral")()
+    assert p.feed("Ok.[TOOL_CALLS]get_w") == [TextDelta("Ok.")]  # the name may go on
+    assert p.feed("[AR") == []  # a partial `[ARGS]`
+    out = p.feed('GS]{"city": "Pa')
+    assert out[0] == ToolCallStart(0, "get_w") and isinstance(out[1], ToolCallDelta)
+    assert p.feed('ris"}[TOOL_CALLS]g{}')[-1] == ToolCallEnd(1)
+
+
+def test_mistral_not_a_call_keeps_its_marker_as_text():
+    r = summarize(run("mistral", list("[TOOL_CALLS]not a name! [TOOL_CALLS][1, 2]")))
+    assert r.calls == [] and r.text == "[TOOL_CALLS]not a name! [TOOL_CALLS][1, 2]"

@@ -1,5 +1,6 @@
-"""xgrammar structural tags for Hermes-format calls: one tag per tool (its arguments' JSON schema, or a custom
-tool's grammar), forced (`tags_with_separator`) or, for strict and grammar tools, after a free-text trigger."""
+"""xgrammar structural tags for tool calls in any format with a `CallShape`: one tag per tool (its arguments'
+JSON schema, or a custom tool's grammar), forced (`tags_with_separator`) or, for strict and grammar tools, after
+a free-text trigger (or, for formats whose calls open the output, as the alternative to free text)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
 from vllm_responses.custom_tools import grammar_format
 from vllm_responses.engine.base import EngineRejected
+from vllm_responses.engine.call_shapes import HERMES, CallShape
+from vllm_responses.engine.pythonic_grammar import ANY_KWARGS, kwargs_grammar
 
-__all__ = ["TRIGGER", "constrains_free_calls", "forced_calls_tag", "free_calls_tag"]
+__all__ = ["ANY_OBJECT", "TRIGGER", "constrains_free_calls", "forced_calls_tag", "free_calls_tag"]
 
-TRIGGER = "<tool_call>"
-# How a Hermes call opens and closes: the template's own spacing, and the compact one (as vLLM's tags allow).
-_SPACINGS = (("<tool_call>\n", "\n</tool_call>"), ("<tool_call>", "</tool_call>"))
+TRIGGER = HERMES.triggers[0]
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
+_ANY_TEXT: dict[str, Any] = {"type": "any_text"}
 
 
 def constrains_free_calls(tools: Sequence[ToolSpec]) -> bool:
@@ -25,55 +27,110 @@ def constrains_free_calls(tools: Sequence[ToolSpec]) -> bool:
     return any(t.strict or t.grammar is not None for t in tools)
 
 
-def _tags(
-    tool: ToolSpec, spacings: Sequence[tuple[str, str]], *, schema_for_all: bool
-) -> list[dict[str, Any]]:
-    """The tags of calls to `tool`: a grammar tool's input inside `{"input": "..."}` matches its grammar;
-    otherwise the arguments match the tool's schema (a non-strict function's, only with `schema_for_all`;
-    else any JSON object)."""
-    head = f'{{"name": {json.dumps(tool.name)}, "arguments": '
+def _grammar(tool: ToolSpec) -> dict[str, Any]:
+    assert tool.grammar is not None
+    try:
+        return grammar_format(*tool.grammar)
+    except ValueError as exc:
+        raise EngineRejected(
+            f"the grammar of custom tool {tool.name!r} does not parse: {exc}", code="invalid_value"
+        ) from exc
+
+
+def _arguments(tool: ToolSpec, shape: CallShape, *, schema_for_all: bool) -> tuple[str, dict[str, Any], str]:
+    """(text before, format, text after) of the arguments of a call to `tool`: a grammar tool's input inside
+    `{"input": "..."}` (pythonic: `input="..."`) matches its grammar; otherwise the arguments match the tool's
+    schema (a non-strict function's, only with `schema_for_all`; else any JSON object / any literal keyword
+    arguments)."""
     if tool.grammar is not None:
-        try:
-            content = grammar_format(*tool.grammar)
-        except ValueError as exc:
-            raise EngineRejected(
-                f"the grammar of custom tool {tool.name!r} does not parse: {exc}", code="invalid_value"
-            ) from exc
-        head += f'{{"{CUSTOM_INPUT_KEY}": "'
-        tail = '"}}'
-    else:
-        own = schema_for_all or tool.strict or tool.custom or tool.code_interpreter
-        schema = (tool.parameters or ANY_OBJECT) if own else ANY_OBJECT
-        content = {"type": "json_schema", "json_schema": schema}
-        tail = "}"
-    return [
-        {"type": "tag", "begin": begin + head, "content": content, "end": tail + end}
-        for begin, end in spacings
-    ]
+        if shape.arguments == "pythonic":
+            return f'{CUSTOM_INPUT_KEY}="', _grammar(tool), '"'
+        return f'{{"{CUSTOM_INPUT_KEY}": "', _grammar(tool), '"}'
+    own = schema_for_all or tool.strict or tool.custom or tool.code_interpreter
+    if shape.arguments == "pythonic":
+        kwargs = kwargs_grammar(tool.parameters) if own else ANY_KWARGS
+        return "", {"type": "grammar", "grammar": kwargs}, ""
+    schema = (tool.parameters or ANY_OBJECT) if own else ANY_OBJECT
+    return "", {"type": "json_schema", "json_schema": schema}, ""
+
+
+def _tags(tool: ToolSpec, shape: CallShape, *, forced: bool) -> list[dict[str, Any]]:
+    """The tags of calls to `tool` in `shape`'s format (forced: only its first spelling)."""
+    tags = []
+    for opening, closings in shape.openings(tool, forced=forced):
+        if shape.code_opening is not None and opening == shape.code_opening:
+            before, content, after = "", _ANY_TEXT, ""
+        else:
+            before, content, after = _arguments(tool, shape, schema_for_all=forced)
+        ends = [after + c for c in closings]
+        tags.append(
+            {
+                "type": "tag",
+                "begin": opening + before,
+                "content": content,
+                "end": ends[0] if len(ends) == 1 else ends,
+            }
+        )
+    return tags
 
 
 def _structural_tag(fmt: dict[str, Any]) -> dict[str, Any]:
     return {"structural_tag": json.dumps({"type": "structural_tag", "format": fmt})}
 
 
-def forced_calls_tag(tools: Sequence[ToolSpec], *, parallel: bool = False) -> dict[str, Any]:
-    """A structural tag forcing well-formed Hermes calls to `tools` and nothing else: exactly one call, or
-    with `parallel` one or more separated by newlines; each call's arguments match its tool's schema."""
-    tags = [tag for tool in tools for tag in _tags(tool, _SPACINGS[:1], schema_for_all=True)]
-    fmt = {
+def _calls(tools: Sequence[ToolSpec], shape: CallShape, *, parallel: bool, forced: bool) -> dict[str, Any]:
+    """One call (several with `parallel` where the format allows) to `tools` and nothing else."""
+    tags = [tag for tool in tools for tag in _tags(tool, shape, forced=forced)]
+    calls: dict[str, Any] = {
         "type": "tags_with_separator",
         "tags": tags,
-        "separator": "\n",
+        "separator": shape.separator,
         "at_least_one": True,
-        "stop_after_first": not parallel,
+        "stop_after_first": not (parallel and shape.several),
     }
-    return _structural_tag(fmt)
+    opening, closing = shape.wrap
+    if opening or closing:
+        calls = {"type": "sequence", "elements": [_const(opening), calls, _const(closing)]}
+    return calls
 
 
-def free_calls_tag(tools: Sequence[ToolSpec], *, parallel: bool = True) -> dict[str, Any]:
-    """A structural tag leaving text free until `<tool_call>`, then holding the call to one of `tools`:
-    a strict function's arguments to its schema, a custom tool's input to its grammar, any other call's
-    arguments to a JSON object; free text again after the call (none more with `parallel` off)."""
-    tags = [tag for tool in tools for tag in _tags(tool, _SPACINGS, schema_for_all=False)]
-    fmt = {"type": "triggered_tags", "triggers": [TRIGGER], "tags": tags, "stop_after_first": not parallel}
+def _const(text: str) -> dict[str, Any]:
+    return {"type": "const_string", "value": text}
+
+
+def forced_calls_tag(
+    tools: Sequence[ToolSpec], *, parallel: bool = False, shape: CallShape = HERMES
+) -> dict[str, Any]:
+    """A structural tag forcing well-formed calls to `tools` in `shape`'s format and nothing else (no text, no
+    reasoning before them): exactly one call, or with `parallel` one or more; each call's arguments match its
+    tool's schema."""
+    return _structural_tag(_calls(tools, shape, parallel=parallel, forced=True))
+
+
+def free_calls_tag(
+    tools: Sequence[ToolSpec], *, parallel: bool = True, shape: CallShape = HERMES
+) -> dict[str, Any]:
+    """A structural tag leaving text free and holding calls to `tools`: a strict function's arguments to its
+    schema, a custom tool's input to its grammar, any other call's arguments to a JSON object; with `parallel`
+    off, nothing follows the first call. Where calls open at a trigger, text is free until it and again after
+    the call; where they open the output, the output is either the calls or text that cannot be read as one."""
+    if shape.triggers:
+        tags = [tag for tool in tools for tag in _tags(tool, shape, forced=False)]
+        fmt = {
+            "type": "triggered_tags",
+            "triggers": list(shape.triggers),
+            "tags": tags,
+            "stop_after_first": not (parallel and shape.several),
+        }
+        return _structural_tag(fmt)
+    text = {"type": "any_text", "excludes": list(shape.text_excludes)}
+    banned = "".join("\\" + c for c in shape.text_first_not)
+    first = {"type": "regex", "pattern": f"[^\\s{banned}]"}
+    fmt = {
+        "type": "or",
+        "elements": [
+            _calls(tools, shape, parallel=parallel, forced=False),
+            {"type": "sequence", "elements": [first, text]},
+        ],
+    }
     return _structural_tag(fmt)

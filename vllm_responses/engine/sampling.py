@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
 from vllm_responses.engine.base import EngineRejected
+from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tags import constrains_free_calls, forced_calls_tag, free_calls_tag
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
 
 __all__ = [
-    "HERMES_FORMATS",
     "MARKDOWN_FORMATS",
     "GENERATION_DEFAULTS",
     "STRUCTURED_KEYS",
+    "SPECIAL_TOKEN_FORMATS",
+    "forced_call_constraint",
     "forced_tools",
-    "hermes_call_constraint",
     "structured_constraint",
     "to_sampling_params",
+    "with_format_tokens",
 ]
 
 STRUCTURED_KEYS = ("regex", "json", "choice", "grammar")
-# Parser names whose calls are `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
-HERMES_FORMATS = frozenset({"hermes", "qwen", "qwen2_5", "qwen3"})
 # Parser names whose (only) call is a ```python fenced block: forced by prefill, not by a grammar.
 MARKDOWN_FORMATS = frozenset({"markdown_code", "markdown"})
+
+# Parser names whose call markers are special tokens of their models (Mistral's `[TOOL_CALLS]` / `[ARGS]`,
+# gpt-oss's `<|channel|>` ...): the output text keeps special tokens, or the parser would never see them.
+SPECIAL_TOKEN_FORMATS = frozenset({"mistral", "harmony", "openai", "gpt_oss"})
 
 
 def _bad_request(message: str) -> EngineRejected:
@@ -49,10 +54,29 @@ def forced_tools(request: GenerateRequest) -> tuple[ToolSpec, ...]:
     raise _bad_request(f"unsupported tool_choice {choice!r}")
 
 
-def hermes_call_constraint(tools: Sequence[ToolSpec], *, parallel: bool = False) -> dict[str, Any]:
-    """An xgrammar structural tag forcing well-formed Hermes calls to `tools` and nothing else: exactly
-    one call, or with `parallel` one or more separated by newlines (`call_tags.forced_calls_tag`)."""
-    return forced_calls_tag(tools, parallel=parallel)
+def forced_call_constraint(
+    tools: Sequence[ToolSpec], parser_name: str, *, parallel: bool = False
+) -> dict[str, Any] | None:
+    """The constraint forcing a call to one of `tools` in the format of `parser_name`: a structural tag
+    (`call_shapes.SHAPES`); None for the markdown formats, whose one call (the code interpreter's) the
+    engine forces by prefilling "```python\\n"; a 400 naming `tool_choice` where the format cannot write
+    the forced call (a function in a markdown format; a format with no known call shape)."""
+    if parser_name in MARKDOWN_FORMATS:
+        if not any(t.code_interpreter for t in tools):
+            raise EngineRejected(
+                f"the {parser_name} tool-call format writes only code-interpreter calls (```python blocks); "
+                "tool_choice cannot force a call to a function with this model",
+                code="invalid_request_error",
+            )
+        return None
+    shape = call_shape(parser_name, forced=True)
+    if shape is None:
+        raise EngineRejected(
+            f"tool_choice cannot force a call with the {parser_name!r} tool-call format: "
+            "use tool_choice 'auto' or a format listed in docs/parsers.md",
+            code="invalid_request_error",
+        )
+    return forced_calls_tag(tools, parallel=parallel, shape=shape)
 
 
 def _user_structured(structured: dict[str, Any]) -> dict[str, Any]:
@@ -92,26 +116,32 @@ def _text_format(fmt: dict[str, Any]) -> dict[str, Any] | None:
 def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[str, Any] | None:
     """Keyword arguments for vLLM's `StructuredOutputsParams`, or None for free decoding.
 
-    Precedence: the `structured` extension; then a forced tool call (Hermes formats: a structural tag
-    for well-formed calls only, one or several with `parallel_tool_calls`; markdown formats: None, the
-    engine prefills "```python\\n"; other formats: None, unconstrained); then `text_format` (json_schema /
-    json_object); then, for Hermes formats offering a strict function or a custom tool with a grammar, a
-    structural tag holding free calls to them once `<tool_call>` is written.
+    Precedence: the `structured` extension; then a forced tool call (`forced_call_constraint`: a structural
+    tag for well-formed calls in the parser's format only, one or several with `parallel_tool_calls`;
+    markdown formats: None, the engine prefills "```python\\n"); then `text_format` (json_schema /
+    json_object); then, for formats with a call shape offering a strict function or a custom tool with a
+    grammar, a structural tag holding free calls to them (`call_tags.free_calls_tag`).
     """
     sampling = request.sampling
     if sampling.structured is not None:
         return _user_structured(sampling.structured)
     forced = forced_tools(request)
     if forced:
-        if parser_name in HERMES_FORMATS:
-            return hermes_call_constraint(forced, parallel=request.parallel_tool_calls)
-        return None
+        return forced_call_constraint(forced, parser_name, parallel=request.parallel_tool_calls)
     if sampling.text_format and (text := _text_format(sampling.text_format)) is not None:
         return text  # the output format the client asked for wins over holding free calls to their tools
     offered = request.tools if request.tool_choice != "none" else ()
-    if parser_name in HERMES_FORMATS and constrains_free_calls(offered):
-        return free_calls_tag(offered, parallel=request.parallel_tool_calls)
+    shape = call_shape(parser_name)
+    if shape is not None and constrains_free_calls(offered):
+        return free_calls_tag(offered, parallel=request.parallel_tool_calls, shape=shape)
     return None
+
+
+def with_format_tokens(sampling: Sampling, parser_name: str) -> Sampling:
+    """`sampling` with special tokens kept in the output text where the format's markers are special tokens."""
+    if parser_name in SPECIAL_TOKEN_FORMATS and sampling.skip_special_tokens:
+        return replace(sampling, skip_special_tokens=False)
+    return sampling
 
 
 # `Sampling` fields passed to `SamplingParams` under the same name when set (None: the engine's default).

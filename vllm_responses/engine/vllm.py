@@ -6,7 +6,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from vllm import SamplingParams
@@ -17,23 +16,24 @@ from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from vllm_responses.chat import (
-    Delta,
     EngineEvent,
     Finish,
     FinishReason,
     GenerateRequest,
     Message,
-    ReasoningDelta,
     ToolCall,
-    ToolCallStart,
     Usage,
 )
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
+from vllm_responses.engine.call_shapes import call_shape
+from vllm_responses.engine.call_tally import CallTally, Prepared
 from vllm_responses.engine.parser_names import (
     HARMONY_REASONING_PARSERS,
     THINK_REASONING_PARSERS,
+    load_parser,
     parser_factory,
     reasoning_parser_route,
+    tool_parser_route,
 )
 from vllm_responses.engine.prompt import (
     ANSWER_BAD_WORDS,
@@ -50,8 +50,10 @@ from vllm_responses.engine.prompt import (
 from vllm_responses.engine.sampling import (
     GENERATION_DEFAULTS,
     MARKDOWN_FORMATS,
+    forced_tools,
     structured_constraint,
     to_sampling_params,
+    with_format_tokens,
 )
 from vllm_responses.parsers.base import PlainTextParser, ToolParser
 from vllm_responses.parsers.reasoning import ReasoningSplitter
@@ -59,35 +61,6 @@ from vllm_responses.parsers.reasoning import ReasoningSplitter
 __all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One model call before tokenizing: prompt text (prefill included), prefill, the engine's own stop
-    strings and banned words, and the parser of its output."""
-
-    prompt: str
-    prefill: str
-    stop: list[str]
-    bad_words: list[str]
-    parser: ToolParser
-    keep_special_tokens: bool = False  # a vLLM parser whose markers are special tokens asked for them
-
-
-class _Tally:
-    """Counts the tool calls and collects the reasoning text of one model call's deltas."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.reasoning: list[str] = []
-
-    def see(self, deltas: list[Delta]) -> list[Delta]:
-        for d in deltas:
-            if isinstance(d, ToolCallStart):
-                self.calls += 1
-            elif isinstance(d, ReasoningDelta):
-                self.reasoning.append(d.text)
-        return deltas
 
 
 # Prompts of fewer characters than this are prechecked on the event loop (a thread hop costs more than it saves).
@@ -144,6 +117,11 @@ class VLLMEngine:
         self.parser_name = choose_parser(tool_parser, template, model_name)
         self._parser_cls = parser_factory(self.parser_name, reasoning_parser, self._tokenizer, model_name)
         self._renderer = self._parser_cls()  # renders earlier calls and results into prompts
+        # vLLM-only formats have no grammar of ours: a forced call is written and read as a Hermes call.
+        self._forced_as_hermes = (
+            tool_parser_route(self.parser_name) == "vllm"
+            and call_shape(self.parser_name, forced=True) is None
+        )
         # Our <think> splitter, unless vLLM's reasoning parser (inside the adapter) reads the reasoning.
         vllm_reasoning = bool(reasoning_parser) and reasoning_parser_route(reasoning_parser or "") == "vllm"
         self.reasoning = not vllm_reasoning and (
@@ -231,10 +209,19 @@ class VLLMEngine:
                 code="invalid_prompt",
             ) from exc
 
+    def _call_format(self, request: GenerateRequest) -> str:
+        """The format this model call's output is written (and parsed) in: the parser's, except a forced call
+        under a vLLM-only parser name, which no grammar of ours writes: that is a Hermes call (as vLLM's own
+        server forces calls in a JSON shape of its own rather than the model's format)."""
+        if self._forced_as_hermes and forced_tools(request):
+            return "hermes"
+        return self.parser_name
+
     def _prepare(self, request: GenerateRequest) -> Prepared:
         """One call's prompt text (prefill included), its prefill, stop strings, banned words and parser."""
         tools = request.tools if request.tool_choice != "none" else ()
-        parser: ToolParser = self._parser_cls(tools)
+        own_format = self._call_format(request) == self.parser_name
+        parser: ToolParser = self._parser_cls(tools) if own_format else load_parser("hermes")(tools)
         keep_special = bool(getattr(parser, "keep_special_tokens", False))
         prefill = ""
         stop: list[str] = []
@@ -271,9 +258,9 @@ class VLLMEngine:
             )
         wanted = request.sampling.max_tokens
         params = to_sampling_params(
-            request.sampling,
+            with_format_tokens(request.sampling, self.parser_name),
             max_tokens=min(wanted, room) if wanted else room,
-            structured=structured_constraint(request, self.parser_name),
+            structured=structured_constraint(request, self._call_format(request)),
             stop=prepared.stop,
             bad_words=prepared.bad_words,
             defaults=self._default_sampling,
@@ -319,7 +306,7 @@ class VLLMEngine:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
         prompt_ids, prefill, parser, params = self._call(request)
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
-        tally = _Tally()
+        tally = CallTally(one_call=not request.parallel_tool_calls)
         output_tokens = 0
         cached = 0
         reason: str | None = None
@@ -333,9 +320,12 @@ class VLLMEngine:
                 output_tokens += len(completion.token_ids)
                 for delta in tally.see(parser.feed_tokens(completion.text, completion.token_ids)):
                     yield delta
-                if out.finished:
+                if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
+                if tally.cut and not out.finished:  # one call only: the rest is not generated
+                    await self._abort(stream, vllm_id)
+                    break
             if reason == "abort" or reason is None:
                 raise EngineUnavailable("the engine aborted the request", code="engine_aborted")
             for delta in tally.see(parser.finish()):

@@ -9,6 +9,7 @@ from vllm_responses.parsers import (  # noqa: F401  (importing registers the par
     hermes,
     json_calls,
     markdown,
+    mistral,
     python_tag,
     pythonic,
 )

@@ -11,7 +11,7 @@ _TEMPLATE_RULES: tuple[tuple[str, str], ...] = (
     ("<function=", "function_tag"),
     ("<|python_tag|>", "llama3_json"),
     ("ipython", "llama3_json"),
-    ("[TOOL_CALLS]", "auto"),
+    ("[TOOL_CALLS]", "mistral"),
 )
 _TOOL_WORDS = ("tools", "tool_calls", "tool_call", "function")
 

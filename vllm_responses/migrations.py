@@ -1,0 +1,197 @@
+"""Versioned schema migrations for the SQLite and Postgres stores: one ordered list per backend, applied at open.
+
+The version a database is at is the highest row of its `schema_version` table (0 when it has none: a new
+database, or a SQLite file made before migrations existed, whose tables migration 1 re-creates with `IF NOT
+EXISTS`). Version N means the same schema on both backends; to change the schema, append one migration to
+BOTH lists (never edit one that has shipped). A database at a version above the code's is refused
+(`SchemaTooNew`), so an older replica never writes a schema it does not know. Each backend applies its
+missing migrations in one transaction under a lock (SQLite: `BEGIN IMMEDIATE`; Postgres: a transaction-level
+advisory lock), so two processes starting at once apply them once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import aiosqlite
+
+__all__ = [
+    "POSTGRES_MIGRATIONS",
+    "SQLITE_MIGRATIONS",
+    "LATEST",
+    "SchemaTooNew",
+    "is_postgres_url",
+    "upgrade",
+    "upgrade_postgres",
+    "upgrade_sqlite",
+]
+
+# pg_advisory_xact_lock's key: any constant of our own (the bytes of "vrschema").
+_ADVISORY_KEY = int.from_bytes(b"vrschema", "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+SQLITE_MIGRATIONS: tuple[str, ...] = (
+    # 1: the schema of the store before migrations existed (hence IF NOT EXISTS: such a file already has it)
+    """
+    CREATE TABLE IF NOT EXISTS responses (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        status TEXT NOT NULL,
+        include_outputs INTEGER NOT NULL,
+        response TEXT NOT NULL,
+        input_items TEXT NOT NULL,
+        history TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at);
+    CREATE TABLE IF NOT EXISTS items (
+        id TEXT PRIMARY KEY,
+        response_id TEXT NOT NULL,
+        item TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS items_response ON items (response_id);
+    CREATE TABLE IF NOT EXISTS conversations (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        metadata TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+    CREATE TABLE IF NOT EXISTS conversation_items (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        UNIQUE (conversation_id, id)
+    );
+    CREATE INDEX IF NOT EXISTS conversation_items_order ON conversation_items (conversation_id, seq)
+    """,
+    # 2: `unfinished()` (run at every start) reads an index of the few running responses, not the table
+    "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+)
+
+POSTGRES_MIGRATIONS: tuple[str, ...] = (
+    # 1: the same tables as SQLite's. JSON documents are TEXT, not JSONB: they are never queried inside,
+    # JSONB would reorder their keys and refuses the escape \u0000 that model text or code output may hold.
+    """
+    CREATE TABLE responses (
+        id TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        status TEXT NOT NULL,
+        include_outputs BOOLEAN NOT NULL,
+        response TEXT NOT NULL,
+        input_items TEXT NOT NULL,
+        history TEXT NOT NULL
+    );
+    CREATE INDEX responses_created ON responses (created_at);
+    CREATE TABLE items (
+        id TEXT PRIMARY KEY,
+        response_id TEXT NOT NULL,
+        item TEXT NOT NULL
+    );
+    CREATE INDEX items_response ON items (response_id);
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        metadata TEXT NOT NULL
+    );
+    CREATE INDEX conversations_updated ON conversations (updated_at);
+    CREATE TABLE conversation_items (
+        seq BIGSERIAL PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        UNIQUE (conversation_id, id)
+    );
+    CREATE INDEX conversation_items_order ON conversation_items (conversation_id, seq)
+    """,
+    # 2: as SQLite's 2
+    "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+)
+
+assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS), "a schema version must exist on both backends"
+LATEST = len(SQLITE_MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was migrated by a newer vllm-responses than this one."""
+
+    def __init__(self, where: str, version: int) -> None:
+        super().__init__(
+            f"the database {where} is at schema version {version}, but this vllm-responses knows versions up "
+            f"to {LATEST} only: run the newer vllm-responses that upgraded it (or restore a backup)"
+        )
+        self.version = version
+
+
+def is_postgres_url(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _statements(script: str) -> list[str]:
+    """A migration's statements (ours: no `;` inside a literal)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _checked(where: str, version: int) -> int:
+    if version > LATEST:
+        raise SchemaTooNew(where, version)
+    return version
+
+
+async def upgrade_sqlite(db: aiosqlite.Connection, where: str = "file") -> tuple[int, int]:
+    """Apply SQLite's missing migrations on `db` in one write transaction. Returns (version before, after)."""
+    await db.commit()  # no transaction of the caller's left open: BEGIN starts ours
+    await db.execute("BEGIN IMMEDIATE")  # the write lock first: a second process waits, then finds it done
+    try:
+        await db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at REAL)"
+        )
+        async with db.execute("SELECT coalesce(max(version), 0) FROM schema_version") as cur:
+            row = await cur.fetchone()
+        before = _checked(where, int(row[0]) if row else 0)
+        for version in range(before + 1, LATEST + 1):
+            for statement in _statements(SQLITE_MIGRATIONS[version - 1]):
+                await db.execute(statement)
+            await db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, time.time()))
+        await db.commit()
+    except BaseException:
+        await db.rollback()
+        raise
+    return before, LATEST
+
+
+async def upgrade_postgres(conn: Any, where: str = "database") -> tuple[int, int]:
+    """Apply Postgres's missing migrations on the asyncpg connection `conn`, in one transaction holding an
+    advisory lock (replicas starting at once: one migrates, the others wait and find it done)."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _ADVISORY_KEY)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
+        )
+        before = _checked(
+            where, int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_version"))
+        )
+        for version in range(before + 1, LATEST + 1):
+            await conn.execute(POSTGRES_MIGRATIONS[version - 1])  # several statements: the simple protocol
+            await conn.execute("INSERT INTO schema_version VALUES ($1, $2)", version, time.time())
+    return before, LATEST
+
+
+async def upgrade(db: str) -> tuple[int, int]:
+    """`vllm-responses db upgrade`: bring the database `db` (a SQLite path or a Postgres URL) to `LATEST`."""
+    if is_postgres_url(db):
+        import asyncpg
+
+        conn = await asyncpg.connect(db)
+        try:
+            return await upgrade_postgres(conn)
+        finally:
+            await conn.close()
+    from pathlib import Path
+
+    path = Path(db).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    async with aiosqlite.connect(path) as conn:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        return await upgrade_sqlite(conn, str(path))
