@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--memory-budget", default=None, help="e.g. '8g'; default: half of the machine's memory")
     v.add_argument("--queue-timeout", type=float, default=60.0, help="seconds to wait for a free container")
     v.add_argument("--user", default=None, help="run workers as this user; default 'nobody' when root")
+    v.add_argument(
+        "--token",
+        default=None,
+        help="bearer token every request must carry (default: $VR_INTERPRETER_TOKEN); "
+        "required unless --host is a loopback address",
+    )
     return p
 
 
@@ -67,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from interpreter_service.http import serve
 
-    serve(args)
-    return 0
+    return serve(args)
 
 
 if __name__ == "__main__":

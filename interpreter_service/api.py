@@ -147,10 +147,16 @@ class Interpreter(ABC):
 
     @abstractmethod
     async def create_container(
-        self, *, name: str | None = None, memory_limit: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        memory_limit: str | None = None,
+        expires_after_s: float | None = None,
     ) -> ContainerInfo:
         """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
-        when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted."""
+        when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted.
+        `expires_after_s`: the container's own idle expiry (capped at the pool's), kept with the container so
+        that every client of a shared pool sees it."""
 
     def check_memory_limit(self, memory_limit: str | None) -> None:
         """Raise `MemoryLimitRefused` when a container with this `memory_limit` could never be granted (a
@@ -164,6 +170,16 @@ class Interpreter(ABC):
 
     def unpin(self, container_id: str) -> None:
         """Undo one `pin` (a no-op for a container that is gone)."""
+        return None
+
+    def stats(self) -> PoolStats | None:
+        """A snapshot of the pool for metrics and readiness (a remote pool's: as of the last `refresh`);
+        None when there is none. The default has none."""
+        return None
+
+    async def refresh(self) -> None:
+        """Bring `stats()` up to date; raise `InterpreterError` when the pool cannot answer (a remote pool
+        that is unreachable or refuses us). The default does nothing (an in-process pool is always current)."""
         return None
 
     @abstractmethod

@@ -31,6 +31,7 @@ class Container:
     files: dict[str, FileInfo] = field(default_factory=dict)
     lost_state: bool = False  # the worker was replaced and no result has said so yet
     pins: int = 0  # callers using it between calls (never evicted while pinned)
+    expires_after_s: float | None = None  # its own idle expiry, when shorter than the pool's
 
 
 class ContainerFiles:

@@ -1,4 +1,9 @@
-"""Starlette app exposing an `Interpreter` over HTTP (used by `python -m interpreter_service serve`)."""
+"""Starlette app exposing an `Interpreter` over HTTP (used by `python -m interpreter_service serve`).
+
+Every `Interpreter` method has a route, so gateways can share the pool (`client.HTTPInterpreter`). The pool's
+own limits hold whatever a caller asks: its capacity and memory budget (a create waits at most its queue
+timeout, then 503 `pool_exhausted`), and a call runs at most `max_timeout_s` (`serve --timeout`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -21,6 +29,7 @@ from interpreter_service.api import (
     MemoryLimitRefused,
     PoolExhausted,
 )
+from interpreter_service.auth import TOKEN_ENV, TokenGuard, check_bind
 from interpreter_service.wire import to_json
 
 __all__ = ["create_app", "serve"]
@@ -51,8 +60,18 @@ def _guard(fn: Handler) -> Handler:
     return wrapped
 
 
-def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlette:
-    """An app serving `interp`; with `manage_lifecycle` it starts and closes it with the app."""
+def create_app(
+    interp: Interpreter,
+    *,
+    manage_lifecycle: bool = True,
+    token: str | None = None,
+    max_timeout_s: float | None = None,
+    boot_id: str | None = None,
+) -> Starlette:
+    """An app serving `interp`; with `manage_lifecycle` it starts and closes it with the app. With `token`,
+    every request needs `Authorization: Bearer <token>` (401 otherwise); `max_timeout_s` caps a call's
+    `timeout_s`; `boot_id` (default: random) names this run of the service in every answer's header."""
+    boot = boot_id or secrets.token_hex(8)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -66,12 +85,31 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
 
     async def health(_r: Request) -> Response:
         stats = getattr(interp, "stats", None)
-        snapshot: dict[str, Any] = dict(stats()) if callable(stats) else {}
-        return JSONResponse({"status": "ok", **snapshot})
+        value = stats() if callable(stats) else None
+        snapshot: dict[str, Any] = dict(value) if value else {}
+        limits = {"max_timeout_s": max_timeout_s, "queue_timeout_s": getattr(interp, "queue_timeout_s", None)}
+        return JSONResponse({"status": "ok", "boot_id": boot, **snapshot, "limits": limits})
+
+    async def check_memory(r: Request) -> Response:
+        body = await r.json()
+        interp.check_memory_limit(body.get("memory_limit"))
+        return Response(status_code=204)
+
+    async def pin(r: Request) -> Response:
+        interp.pin(r.path_params["cid"])
+        return Response(status_code=204)
+
+    async def unpin(r: Request) -> Response:
+        interp.unpin(r.path_params["cid"])
+        return Response(status_code=204)
 
     async def create(r: Request) -> Response:
         body = await r.json() if await r.body() else {}
-        info = await interp.create_container(name=body.get("name"), memory_limit=body.get("memory_limit"))
+        info = await interp.create_container(
+            name=body.get("name"),
+            memory_limit=body.get("memory_limit"),
+            expires_after_s=body.get("expires_after_s"),
+        )
         return JSONResponse(to_json(info), status_code=201)
 
     async def list_(_r: Request) -> Response:
@@ -86,8 +124,11 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
 
     async def execute(r: Request) -> Response:
         body = await r.json()
+        timeout_s = body.get("timeout_s")
+        if timeout_s is not None and max_timeout_s is not None:
+            timeout_s = min(float(timeout_s), max_timeout_s)  # the service's limit, whatever is asked
         task = asyncio.create_task(
-            interp.execute(r.path_params["cid"], str(body["code"]), timeout_s=body.get("timeout_s"))
+            interp.execute(r.path_params["cid"], str(body["code"]), timeout_s=timeout_s)
         )
         try:
             while not task.done():  # a client that goes away cancels (interrupts) its code
@@ -121,6 +162,9 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
 
     routes = [
         Route("/health", _guard(health), methods=["GET"]),
+        Route("/v1/memory-limit/check", _guard(check_memory), methods=["POST"]),
+        Route("/v1/containers/{cid}/pin", _guard(pin), methods=["POST"]),
+        Route("/v1/containers/{cid}/unpin", _guard(unpin), methods=["POST"]),
         Route("/v1/containers", _guard(create), methods=["POST"]),
         Route("/v1/containers", _guard(list_), methods=["GET"]),
         Route("/v1/containers/{cid}", _guard(get), methods=["GET"]),
@@ -131,17 +175,22 @@ def create_app(interp: Interpreter, *, manage_lifecycle: bool = True) -> Starlet
         Route("/v1/containers/{cid}/files/content", _guard(get_file), methods=["GET"]),
         Route("/v1/containers/{cid}/files/content", _guard(delete_file), methods=["DELETE"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(TokenGuard, token=token, boot_id=boot)
+    return app
 
 
-def serve(args: argparse.Namespace) -> None:
-    """Run a `WorkerPool` behind the HTTP API (blocking)."""
+def serve(args: argparse.Namespace) -> int:
+    """Run a `WorkerPool` behind the HTTP API (blocking); the exit status (2: refused to start)."""
     import uvicorn
 
     from interpreter_service.pool import WorkerPool
 
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("serving the code interpreter on %s: it has no authentication", args.host)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    refusal = check_bind(args.host, token)
+    if refusal is not None:
+        print(f"interpreter_service: {refusal}", file=sys.stderr)
+        return 2
     pool = WorkerPool(
         workers=args.workers,
         spares=args.spares,
@@ -155,4 +204,6 @@ def serve(args: argparse.Namespace) -> None:
         dist_dir=args.dist_dir,
         allow_net=[h for h in args.allow_net.split(",") if h.strip()],
     )
-    uvicorn.run(create_app(pool), host=args.host, port=args.port, log_level="info")
+    app = create_app(pool, token=token, max_timeout_s=args.timeout)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0

@@ -206,7 +206,7 @@ class WorkerPool(ContainerFiles, Interpreter):
             id=c.id,
             created_at=c.created_at,
             last_active_at=c.last_active_at,
-            expires_after_s=self.idle_expiry_s,
+            expires_after_s=min(c.expires_after_s or self.idle_expiry_s, self.idle_expiry_s),
             name=c.name,
             memory_limit=c.memory_limit or self.memory_limit,
         )
@@ -222,7 +222,11 @@ class WorkerPool(ContainerFiles, Interpreter):
             self._capacity.check(memory_tier(memory_limit) + self._js_heap, f"memory_limit {memory_limit!r}")
 
     async def create_container(
-        self, *, name: str | None = None, memory_limit: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        memory_limit: str | None = None,
+        expires_after_s: float | None = None,
     ) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
@@ -241,6 +245,7 @@ class WorkerPool(ContainerFiles, Interpreter):
             cost=cost,
             tier=tier,
             worker=None,
+            expires_after_s=expires_after_s,
         )
         self._containers[c.id] = c  # the lock keeps the reaper and evictions off while it gets a worker
         async with c.lock:
@@ -395,9 +400,14 @@ class WorkerPool(ContainerFiles, Interpreter):
             self._remove(victim)
 
     def expire_idle(self) -> list[str]:
-        """Delete containers idle longer than `idle_expiry_s` (not those running a call)."""
-        cutoff = time.time() - self.idle_expiry_s
-        expired = [c for c in self._containers.values() if c.last_active_at < cutoff and not c.lock.locked()]
+        """Delete containers idle longer than their expiry (`idle_expiry_s`, or their own shorter one; not
+        those running a call)."""
+        now = time.time()
+        expired = [
+            c
+            for c in self._containers.values()
+            if now - c.last_active_at > self._info(c).expires_after_s and not c.lock.locked()
+        ]
         for c in expired:
             self._remove(c)
         if expired:

@@ -245,7 +245,11 @@ class FakeInterpreter(Interpreter):
         self.containers.clear()
 
     async def create_container(
-        self, *, name: str | None = None, memory_limit: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        memory_limit: str | None = None,
+        expires_after_s: float | None = None,
     ) -> ContainerInfo:
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")
@@ -254,7 +258,8 @@ class FakeInterpreter(Interpreter):
         self.containers[cid] = {}
         self.files[cid] = {}
         self.uploaded[cid] = set()
-        self.infos[cid] = ContainerInfo(cid, now, now, 1200.0, name=name, memory_limit=memory_limit)
+        expiry = min(expires_after_s or 1200.0, 1200.0)
+        self.infos[cid] = ContainerInfo(cid, now, now, expiry, name=name, memory_limit=memory_limit)
         return self.infos[cid]
 
     def pin(self, container_id: str) -> None:

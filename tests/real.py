@@ -42,11 +42,13 @@ def tiny_model_server(
 ) -> LiveServer:
     """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool (none with
     `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings;
-    `tool_parser` is the `--tool-call-parser` name (ours or vLLM's)."""
+    `tool_parser` is the `--tool-call-parser` name (ours or vLLM's). A `config` naming
+    `code_interpreter_url` uses that shared sandbox service instead of a pool."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
     from vllm_responses.engine.vllm import VLLMEngine
+    from vllm_responses.server import interpreter_from_config
 
     path = model or tiny_model_path()
     if not (path / "config.json").is_file():
@@ -55,11 +57,16 @@ def tiny_model_server(
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
-            pool = (
-                await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
-                if workers
-                else None
-            )
+            if cfg.code_interpreter_url:  # a shared sandbox service, opened as `serve` opens it
+                shared = interpreter_from_config(cfg)
+                assert shared is not None
+                pool = await stack.enter_async_context(shared)
+            else:
+                pool = (
+                    await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
+                    if workers
+                    else None
+                )
             parser = add_engine_cli_args(argparse.ArgumentParser())
             flags = ["--max-model-len", str(max_model_len), "--seed", "0", *engine_flags]
             args = engine_args_from_namespace(parser.parse_args(flags), str(path))

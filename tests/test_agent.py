@@ -119,6 +119,14 @@ async def test_max_tool_calls_withdraws_the_tools() -> None:
     assert engine.requests[1].tool_choice == "none"
 
 
+async def test_one_tool_call_left_makes_the_model_call_a_single_call_one() -> None:
+    """With one call left under `max_tool_calls`, the engine is asked for one call only (it cuts the rest)."""
+    engine, interp = FakeEngine(), FakeInterpreter()
+    engine.reset(code_call("1"), code_call("2"), say("done"))
+    await run(loop_of(engine, with_code(interp, max_tool_calls=2), interp))
+    assert [r.parallel_tool_calls for r in engine.requests] == [True, False, False]
+
+
 async def test_a_forced_choice_applies_to_the_first_call_only() -> None:
     engine, interp = FakeEngine(), FakeInterpreter()
     engine.reset(code_call("1"), say("done"))

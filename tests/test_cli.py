@@ -112,6 +112,9 @@ ENV_VALUES = {
     # --- MCP tools (issue 17) ---
     "--mcp-timeout": ("2.5", 2.5),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
+    # --- shared sandbox service (issue 18) ---
+    "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
+    "--code-interpreter-token": ("t", "t"),
     # --- Postgres store (issue 18) ---
     "--db-pool-size": ("3", 3),
     # --- replicas (issue 18) ---
@@ -206,3 +209,29 @@ def test_admission_counts_default_to_the_engine_and_refuse_nonsense(
         with pytest.raises(SystemExit) as exit_:
             _serve_args(argv)
         assert exit_.value.code == 2 and "must be at least" in capsys.readouterr().err
+
+
+# --- shared sandbox service (issue 18) ---
+def test_the_shared_sandbox_flags_reach_the_config_and_the_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from interpreter_service.client import HTTPInterpreter
+    from vllm_responses.server import interpreter_from_config
+
+    seen: list[Config] = []
+    monkeypatch.setattr("vllm_responses.server.run", lambda config: seen.append(config) or 0)
+    monkeypatch.setenv("VLLM_RESPONSES_CODE_INTERPRETER_TOKEN", "env-s3cret")
+    argv = ["serve", "--model", str(tmp_path / "m"), "--code-interpreter-url", "http://sandbox:8765/"]
+    assert cli.main([*argv, "--code-interpreter-timeout", "7"]) == 0
+    (config,) = seen
+    assert (
+        config.code_interpreter_url == "http://sandbox:8765/"
+        and config.code_interpreter_token == "env-s3cret"
+    )
+    interp = interpreter_from_config(config)
+    assert isinstance(interp, HTTPInterpreter) and interp.base_url == "http://sandbox:8765"
+    assert interp.default_timeout_s == 7.0 and interp._headers == {"Authorization": "Bearer env-s3cret"}
+    assert interpreter_from_config(dataclasses.replace(config, code_interpreter=False)) is None
+    with pytest.raises(SystemExit):
+        cli.build_parser(with_engine_args=False).parse_args(["serve", "--help"])
+    assert "env-s3cret" not in capsys.readouterr().out  # a token from the environment is never printed

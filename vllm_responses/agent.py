@@ -215,6 +215,10 @@ class AgentLoop:
             if budget <= 0:
                 return None
         tools_left = plan.max_tool_calls is None or self.tool_calls < plan.max_tool_calls
+        # One call left under `max_tool_calls`: this model call makes at most one (the engine cuts the rest).
+        parallel = plan.parallel_tool_calls and (
+            plan.max_tool_calls is None or plan.max_tool_calls - self.tool_calls > 1
+        )
         choice: ToolChoice = plan.tool_choice if turn_no == 0 else "auto"
         tools = self.tools
         if turn_no == 0 and self.mcp is not None and self.mcp.ready:  # a tool_choice naming an MCP tool
@@ -232,7 +236,7 @@ class AgentLoop:
             turns=tuple(self.turns),
             tools=tools if use_tools else (),
             tool_choice=choice if use_tools else "none",
-            parallel_tool_calls=plan.parallel_tool_calls,
+            parallel_tool_calls=parallel,
             sampling=sampling,
         )
 

@@ -165,6 +165,25 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "http(s) URL; default: none, remote MCP tools are refused)."
         },
     ),
+    # --- shared sandbox service (issue 18) ---
+    (
+        "--code-interpreter-url",
+        "code_interpreter_url",
+        {
+            "help": "Use the shared sandbox service at this URL (python -m interpreter_service serve) instead "
+            "of starting sandbox workers here (default: start them here)."
+        },
+    ),
+    (
+        "--code-interpreter-token",
+        "code_interpreter_token",
+        # "%(default).0s" keeps a token from the environment out of --help (it prints no character of it)
+        {
+            "help": "Bearer token for the shared sandbox service (its --token); better given as "
+            "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN.%(default).0s"
+        },
+    ),
+    # --- end shared sandbox service ---
     # --- Postgres store (issue 18) ---
     (
         "--db-pool-size",
@@ -323,6 +342,9 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         # --- MCP tools (issue 17) ---
         mcp_timeout=float(ns.mcp_timeout),
         mcp_allowed_urls=tuple(u.strip() for u in str(ns.mcp_allowed_urls).split(",") if u.strip()),
+        # --- shared sandbox service (issue 18) ---
+        code_interpreter_url=ns.code_interpreter_url or None,
+        code_interpreter_token=ns.code_interpreter_token or None,
         # --- Postgres store (issue 18) ---
         db_pool_size=int(ns.db_pool_size),
         # --- replicas (issue 18) ---

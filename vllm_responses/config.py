@@ -43,6 +43,9 @@ class Config:
     max_concurrent_responses: responses running at once (None: the engine's `max_num_seqs`).
     max_queued_responses: requests waiting for one of those slots, FIFO (None: twice the former); 429 past it.
     mcp_timeout: seconds one remote MCP listing or call may take (connecting included).
+    code_interpreter_url: a shared sandbox service (`python -m interpreter_service serve`) to use instead of
+        starting a pool in this process; None: start one here. The local pool's settings do not apply then.
+    code_interpreter_token: the bearer token sent to that service (its `--token`).
     mcp_allowed_urls: URL prefixes of the remote MCP servers requests may name ("*": any http(s) URL);
         empty (the default): remote MCP tools are refused, since the server would fetch any URL a client names.
 
@@ -83,6 +86,10 @@ class Config:
     # --- MCP tools (issue 17) ---
     mcp_timeout: float = 30.0
     mcp_allowed_urls: tuple[str, ...] = ()
+    # --- shared sandbox service (issue 18) ---
+    code_interpreter_url: str | None = None
+    code_interpreter_token: str | None = None
+    # --- end shared sandbox service ---
     # --- Postgres store (issue 18) ---
     db_pool_size: int = 10  # most connections to a Postgres `db` this process holds
     # --- replicas (issue 18) ---

@@ -36,11 +36,11 @@ def _not_found(container_id: str) -> ContainerNotFound:
 
 
 class ContainerService:
-    """Containers of one interpreter, with the per-container idle expiry the pool does not know about.
+    """Containers of one interpreter, each expired exactly when it is next looked up past its expiry.
 
-    The pool expires every container after its own idle time (`--code-interpreter-idle-expiry`); a
-    container created with a shorter `expires_after` is deleted here when it is next looked up past it.
-    A longer one is capped at the pool's.
+    A container's idle expiry is the pool's (`--code-interpreter-idle-expiry`) or its own shorter
+    `expires_after`, kept by the pool with the container (so every gateway on a shared sandbox service sees
+    it); the pool's reaper deletes it within a reap interval, and a lookup here past it deletes it at once.
 
     Every method raises `InvalidRequest` when the server runs without a code interpreter,
     `ContainerNotFound` for a container that is unknown, deleted or expired, and lets the interpreter's
@@ -49,7 +49,6 @@ class ContainerService:
 
     def __init__(self, interpreter: Interpreter | None) -> None:
         self.interpreter = interpreter
-        self._expiry_s: dict[str, float] = {}
 
     def _interp(self) -> Interpreter:
         if self.interpreter is None:
@@ -62,13 +61,12 @@ class ContainerService:
 
     def expires_after_s(self, info: ContainerInfo) -> float:
         """The container's idle time before it expires: its own `expires_after`, capped at the pool's."""
-        return min(self._expiry_s.get(info.id, info.expires_after_s), info.expires_after_s)
+        return info.expires_after_s
 
     async def _expire(self, info: ContainerInfo) -> bool:
         if time.time() - info.last_active_at <= self.expires_after_s(info):
             return False
         logger.info("container %s expired (idle past its expires_after)", info.id)
-        self._expiry_s.pop(info.id, None)
         with contextlib.suppress(ContainerNotFound):
             await self._interp().delete_container(info.id)
         return True
@@ -80,7 +78,6 @@ class ContainerService:
         except ContainerNotFound:
             info = None
         if info is None or await self._expire(info):
-            self._expiry_s.pop(container_id, None)
             raise _not_found(container_id)
         return info
 
@@ -103,10 +100,9 @@ class ContainerService:
     ) -> ContainerInfo:
         """A new container (unnamed: a response's `auto` container). `PoolExhausted` when every sandbox
         is busy running code; `InterpreterError` when none could be started."""
-        info = await self._interp().create_container(name=name, memory_limit=memory_limit)
-        if expires_after_s is not None:
-            self._expiry_s[info.id] = expires_after_s
-        return info
+        return await self._interp().create_container(
+            name=name, memory_limit=memory_limit, expires_after_s=expires_after_s
+        )
 
     async def list_all(self) -> list[ContainerInfo]:
         """The live containers, oldest first (expired ones are deleted on the way)."""
@@ -115,7 +111,6 @@ class ContainerService:
 
     async def delete(self, container_id: str) -> None:
         await self.get(container_id)
-        self._expiry_s.pop(container_id, None)
         await self._in(container_id, self._interp().delete_container(container_id))
 
     # --- files --------------------------------------------------------------------------------------

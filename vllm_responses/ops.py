@@ -10,17 +10,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from interpreter_service import Interpreter
+from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.lifecycle import Lifecycle
 from vllm_responses.metrics import CONTENT_TYPE, render
 from vllm_responses.store import ResponseStore
 
-__all__ = ["ops_routes", "pool_stats"]
+__all__ = ["ops_routes", "pool_stats", "refresh_pool"]
 
 # A ping the engine has not answered for this long makes the server not ready (a busy CPU engine answers
 # between scheduler steps, which can take seconds under load).
 ENGINE_SILENT_S = 30.0
 STORE_TIMEOUT_S = 5.0
+SANDBOX_TIMEOUT_S = 5.0  # a shared sandbox service's /health (`Interpreter.refresh`)
 _PROBE_ID = "resp_readiness_probe"
 
 Check = dict[str, Any]
@@ -69,12 +70,28 @@ async def _store_check(store: ResponseStore) -> Check:
     return {"ok": True, "detail": f"answered in {(time.monotonic() - started) * 1000:.0f} ms"}
 
 
-def _sandbox_check(interpreter: Interpreter | None, enabled: bool) -> Check:
+async def refresh_pool(interpreter: Interpreter | None) -> str | None:
+    """Bring a remote pool's stats up to date (bounded); why it failed, or None."""
+    refresh = getattr(interpreter, "refresh", None)  # `Interpreter.refresh`; test doubles may lack it
+    if not callable(refresh):
+        return None
+    try:
+        async with asyncio.timeout(SANDBOX_TIMEOUT_S):
+            await refresh()
+    except (InterpreterError, TimeoutError) as exc:
+        return str(exc) or "no answer in time"
+    return None
+
+
+def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: str | None = None) -> Check:
+    """`unreachable`: why a remote pool did not answer `refresh_pool` (None: it did, or it is local)."""
     if interpreter is None:
         return {"ok": True, "detail": "disabled" if not enabled else "none"}
     # `closed`, else the in-process pool's private flag (it has no public one yet)
     if getattr(interpreter, "closed", False) or getattr(interpreter, "_closed", False):
         return {"ok": False, "detail": "closed"}
+    if unreachable is not None:
+        return {"ok": False, "detail": unreachable}
     stats = pool_stats(interpreter)
     if stats is None:
         return {"ok": True, "detail": "no stats (remote pool)"}
@@ -105,7 +122,9 @@ async def ready(request: Request) -> Response:
         "server": _server_check(state.lifecycle),
         "engine": _engine_check(state.lifecycle),
         "store": await _store_check(service.store),
-        "sandbox": _sandbox_check(service.interpreter, service.config.code_interpreter),
+        "sandbox": _sandbox_check(
+            service.interpreter, service.config.code_interpreter, await refresh_pool(service.interpreter)
+        ),
     }
     ok = all(c["ok"] for c in checks.values())
     body = {"status": "ready" if ok else "unavailable", "checks": checks}
@@ -113,7 +132,9 @@ async def ready(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    """Prometheus text format: vLLM's engine metrics and ours."""
+    """Prometheus text format: vLLM's engine metrics and ours (a shared sandbox service's pool as it
+    answers now; its gauges are left out while it does not)."""
+    await refresh_pool(request.app.state.vr.service.interpreter)
     return Response(render(request.app.state.vr.live), media_type=CONTENT_TYPE)
 
 

@@ -21,13 +21,40 @@ from vllm_responses.lifecycle import Lifecycle
 from vllm_responses.logs import configure_logging
 from vllm_responses.store import ResponseStore, open_store
 
-__all__ = ["open_components", "run"]
+__all__ = ["interpreter_from_config", "open_components", "run"]
 
 logger = logging.getLogger("vllm_responses")
 
 
 def _say(message: str) -> None:
     logger.info(message)  # through `logs.configure_logging`'s handler: a JSON line with `--log-format json`
+
+
+def interpreter_from_config(config: Config) -> Interpreter | None:
+    """The sandbox the settings ask for, not started: none, the shared service at `code_interpreter_url`
+    (no worker is started here), or a pool of Deno workers in this process."""
+    if not config.code_interpreter:
+        return None
+    if config.code_interpreter_url:
+        from interpreter_service.client import HTTPInterpreter
+
+        return HTTPInterpreter(
+            config.code_interpreter_url,
+            token=config.code_interpreter_token,
+            default_timeout_s=config.code_interpreter_timeout,
+        )
+    from interpreter_service.pool import WorkerPool
+
+    return WorkerPool(
+        workers=config.code_interpreter_workers,
+        timeout_s=config.code_interpreter_timeout,
+        idle_expiry_s=config.code_interpreter_idle_expiry,
+        allow_net=config.code_interpreter_allow_net,
+        max_workers=config.code_interpreter_max_workers,
+        memory_budget=config.code_interpreter_memory_budget,
+        queue_timeout_s=config.code_interpreter_queue_timeout,
+        user=config.code_interpreter_user,
+    )
 
 
 @asynccontextmanager
@@ -37,22 +64,13 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
         store = await open_store(config.db, pool_size=config.db_pool_size)  # migrated, or SchemaTooNew
         stack.push_async_callback(store.aclose)
 
-        pool: Interpreter | None = None
+        pool = interpreter_from_config(config)
         warming: asyncio.Task[Any] | None = None
-        if config.code_interpreter:
-            from interpreter_service.pool import WorkerPool
-
-            pool = WorkerPool(
-                workers=config.code_interpreter_workers,
-                timeout_s=config.code_interpreter_timeout,
-                idle_expiry_s=config.code_interpreter_idle_expiry,
-                allow_net=config.code_interpreter_allow_net,
-                max_workers=config.code_interpreter_max_workers,
-                memory_budget=config.code_interpreter_memory_budget,
-                queue_timeout_s=config.code_interpreter_queue_timeout,
-                user=config.code_interpreter_user,
-            )
-            _say(f"warming {config.code_interpreter_workers} sandbox worker(s) (Deno + Pyodide)...")
+        if pool is not None:
+            if config.code_interpreter_url:
+                _say(f"using the shared sandbox service at {config.code_interpreter_url}")
+            else:
+                _say(f"warming {config.code_interpreter_workers} sandbox worker(s) (Deno + Pyodide)...")
             warming = asyncio.create_task(pool.start())
             stack.push_async_callback(pool.aclose)
             for _ in range(10):  # let the worker processes spawn before the engine build blocks the loop
@@ -72,7 +90,7 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
         _say(f"engine ready in {time.monotonic() - t0:.1f} s (tool-call parser: {engine.parser_name})")
         if warming is not None:
             await warming
-            _say("sandbox pool ready")
+            _say("sandbox ready")
         yield engine, pool, store
         _say("shutting down: engine, sandbox workers, store")
 

@@ -358,3 +358,17 @@ async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir)
             with pytest.raises(PoolExhausted):
                 await small.create_container()
             await asyncio.gather(*busy)
+
+
+async def test_a_containers_own_expiry_is_kept_by_the_pool(pool: WorkerPool, container: str) -> None:
+    """`expires_after_s` (shorter than the pool's idle expiry) is the container's, in its info and its reaping."""
+    async with asyncio.timeout(60):
+        short = await pool.create_container(expires_after_s=60.0)
+        assert (
+            short.expires_after_s == 60.0 and (await pool.get_container(container)).expires_after_s == 1200.0
+        )
+        assert (await pool.get_container(short.id)).expires_after_s == 60.0
+        for cid in (short.id, container):  # both idle for 61 s: only the short one is past its expiry
+            pool._containers[cid].last_active_at -= 61
+        assert pool.expire_idle() == [short.id]
+        assert container in {c.id for c in await pool.list_containers()}
