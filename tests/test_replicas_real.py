@@ -21,17 +21,20 @@ import asyncpg
 import httpx
 import openai
 import pytest
-from openai.types.responses import ResponseCodeInterpreterToolCall
+from openai.types.responses import Response, ResponseCodeInterpreterToolCall
 
 from tests.postgres import PostgresServer
 from tests.real import TINY, exactly, hermes_call
 from tests.sandbox_service import SandboxService
 from tests.serving import free_port
+from tests.test_replicas import _eventually
+from vllm_responses.records import INTERRUPTED_CODE
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
 TOKEN = "replica-test-token"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+LEASE_S = 4
 
 
 class Replica:
@@ -112,7 +115,11 @@ def replicas(
     database: str, sandbox: SandboxService, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Replica]]:
     logs = tmp_path_factory.mktemp("replicas")
-    started = {name: Replica(name, database, sandbox.url, logs) for name in ("a", "b")}
+    lease = ("--replica-heartbeat", "0.5", "--replica-lease", str(LEASE_S))
+    started = {
+        name: Replica(name, database, sandbox.url, logs, ("--replica-id", name, *lease))
+        for name in ("a", "b")
+    }
     try:
         for replica in started.values():  # both engines load at once
             replica.wait_up()
@@ -157,3 +164,36 @@ def test_created_on_a_continued_retrieved_and_deleted_on_b(replicas: dict[str, R
     b.responses.delete(first.id)
     with pytest.raises(openai.NotFoundError):
         a.responses.retrieve(first.id)
+
+
+def long_one(client: openai.OpenAI) -> Response:
+    """A background response that runs for a long while (4000 tokens, EOS ignored)."""
+    return client.responses.create(
+        model=TINY, input="Count to a million.", background=True, max_output_tokens=4000,
+        extra_body={"ignore_eos": True},
+    )  # fmt: skip
+
+
+def test_a_background_response_running_on_a_is_cancelled_through_b(replicas: dict[str, Replica]) -> None:
+    a, b = replicas["a"].client(), replicas["b"].client()
+    r = long_one(a)
+    assert b.responses.retrieve(r.id).status in ("queued", "in_progress")
+    cancelled = b.responses.cancel(r.id)
+    assert cancelled.status == "cancelled"
+    assert a.responses.retrieve(r.id).status == "cancelled"
+
+
+def test_kill_9_of_a_mid_response_b_fails_its_response_within_the_lease(replicas: dict[str, Replica]) -> None:
+    """Last in the module: it kills replica A."""
+    a, b = replicas["a"].client(), replicas["b"].client()
+    r = long_one(a)
+    assert b.responses.retrieve(r.id).status in ("queued", "in_progress")
+    replicas["a"].kill()
+    took = _eventually(lambda: b.responses.retrieve(r.id).status == "failed", LEASE_S + 5 + 30)
+    print(f"replica A killed: B failed its response {took:.2f} s later (lease {LEASE_S} s)")
+    got = b.responses.retrieve(r.id)
+    assert got.error is not None and got.error.code == INTERRUPTED_CODE
+    assert b.responses.create(model=TINY, input="hi", max_output_tokens=4).status in (
+        "completed",
+        "incomplete",
+    )
