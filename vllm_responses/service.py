@@ -11,11 +11,8 @@ from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.chat import (
-    CODE_TOOL_NAME,
-    ForcedTool,
     GenerateRequest,
     Message,
-    ToolChoice,
     ToolSpec,
     Turn,
     Usage,
@@ -36,11 +33,8 @@ from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
-    ToolChoiceBuiltin,
-    ToolChoiceCustom,
-    ToolChoiceFunction,
-    ToolChoiceMcp,
 )
+from vllm_responses.protocol.tool_choice import engine_tool_choice
 from vllm_responses.records import response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.replicas import Replica
@@ -152,7 +146,7 @@ class ResponsesService:
         self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
     ) -> GenerateRequest:
         """The response's first model call as far as its prompt goes (what `count_tokens` renders)."""
-        choice = _tool_choice(req)
+        choice = engine_tool_choice(req.tool_choice)
         offered = bool(tools) and choice != "none" and self.config.max_turns > 1
         return GenerateRequest(
             request_id="input-tokens",
@@ -213,7 +207,7 @@ class ResponsesService:
             plan = AgentPlan(
                 turns=tuple(turns),
                 tools=tuple(tools),
-                tool_choice=_tool_choice(req),
+                tool_choice=engine_tool_choice(req.tool_choice),
                 parallel_tool_calls=req.parallel_tool_calls,
                 sampling=request_sampling(req, text_format),
                 max_output_tokens=max_output_tokens(req, self.engine.default_sampling),
@@ -330,10 +324,8 @@ class ResponsesService:
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
         if stored is None:
-            if run is not None and not run.builder.snapshot().get("store"):  # finished, not stored
-                return run.builder.snapshot(
-                    include_outputs=include_outputs
-                )  # (stored: deleted, maybe elsewhere)
+            if run is not None and not run.builder.snapshot().get("store"):  # finished with `store: false`
+                return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         show = stored.include_outputs if include_outputs is None else include_outputs
         return {**stored.response, "output": wire_items(stored.response["output"], show)}
@@ -394,16 +386,3 @@ def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn
     if req.instructions:
         turns.insert(0, Message("system", req.instructions))
     return turns
-
-
-def _tool_choice(req: CreateResponseRequest) -> ToolChoice:
-    choice = req.tool_choice
-    if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
-        return ForcedTool(choice.name)
-    if isinstance(choice, ToolChoiceBuiltin):
-        return ForcedTool(CODE_TOOL_NAME)
-    if isinstance(choice, ToolChoiceAllowed):  # the tools offered are restricted in `_conversation`
-        return choice.mode
-    if isinstance(choice, ToolChoiceMcp):  # the agent loop forces it once the server's tools are listed
-        return "auto"
-    return choice
