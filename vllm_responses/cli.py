@@ -171,6 +171,16 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "db_pool_size",
         {"type": _at_least(1), "help": "Most connections to a Postgres --db (this process)."},
     ),
+    # --- persisted events (issue 18) ---
+    (
+        "--restream-poll-interval",
+        "restream_poll_interval",
+        {
+            "type": float,
+            "help": "Seconds between store reads of a background response re-streamed on a replica that "
+            "does not run it.",
+        },
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -309,6 +319,8 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         mcp_allowed_urls=tuple(u.strip() for u in str(ns.mcp_allowed_urls).split(",") if u.strip()),
         # --- Postgres store (issue 18) ---
         db_pool_size=int(ns.db_pool_size),
+        # --- persisted events (issue 18) ---
+        restream_poll_interval=float(ns.restream_poll_interval),
     )
 
 

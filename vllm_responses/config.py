@@ -85,3 +85,5 @@ class Config:
     mcp_allowed_urls: tuple[str, ...] = ()
     # --- Postgres store (issue 18) ---
     db_pool_size: int = 10  # most connections to a Postgres `db` this process holds
+    # --- persisted events (issue 18) ---
+    restream_poll_interval: float = 0.2  # seconds between reads of a re-stream served from the store

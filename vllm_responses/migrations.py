@@ -67,6 +67,15 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: `unfinished()` (run at every start) reads an index of the few running responses, not the table
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+    # 3: a background response's stream events, so that any replica re-streams it (event_store.py)
+    """
+    CREATE TABLE response_events (
+        response_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (response_id, seq)
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -107,6 +116,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: as SQLite's 2
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
+    # 3: as SQLite's 3
+    """
+    CREATE TABLE response_events (
+        response_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (response_id, seq)
+    )
+    """,
 )
 
 assert len(SQLITE_MIGRATIONS) == len(POSTGRES_MIGRATIONS), "a schema version must exist on both backends"

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from vllm_responses.conversation_store_pg import PostgresConversations, affected
+from vllm_responses.event_store_pg import PostgresEvents
 from vllm_responses.migrations import upgrade_postgres
 from vllm_responses.store import StoredResponse, _own_items
 
@@ -28,7 +29,7 @@ def _record(row: Any) -> StoredResponse:
     )
 
 
-class PostgresStore(PostgresConversations):
+class PostgresStore(PostgresConversations, PostgresEvents):
     """Postgres through an asyncpg pool; the same tables, semantics and bounds as `SQLiteStore`.
 
     Parameters
@@ -110,6 +111,7 @@ class PostgresStore(PostgresConversations):
         async with self.pool.acquire() as conn, conn.transaction():
             status = await conn.execute("DELETE FROM responses WHERE id = $1", response_id)
             await conn.execute("DELETE FROM items WHERE response_id = $1", response_id)
+            await conn.execute("DELETE FROM response_events WHERE response_id = $1", response_id)
         return affected(status) > 0
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
@@ -128,5 +130,8 @@ class PostgresStore(PostgresConversations):
             )
             await conn.execute(
                 "DELETE FROM items WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = items.response_id)"
+            )
+            await conn.execute(
+                "DELETE FROM response_events e WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = e.response_id)"
             )
             await self._prune_conversations(conn)
