@@ -172,6 +172,8 @@ async def get_response(request: Request) -> Response:
         except ValueError:
             raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
         run = state.service.runs.get(rid)
+        if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
+            run = run if await state.service.store.get(rid) is not None else None
         if run is None:  # run elsewhere (another replica) or no longer in memory: from the store
             restreams = state.restreams
             assert restreams is not None
