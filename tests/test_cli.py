@@ -114,6 +114,8 @@ ENV_VALUES = {
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
     # --- Postgres store (issue 18) ---
     "--db-pool-size": ("3", 3),
+    # --- persisted events (issue 18) ---
+    "--restream-poll-interval": ("0.5", 0.5),
 }
 
 
