@@ -4,6 +4,7 @@ A sent; B's polling stops when its client leaves; over SQLite, a restarted serve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -19,9 +20,11 @@ import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_event
+from tests.wire import check_stream, parse_sse, validate_event, validate_response
 from vllm_responses.app import AppState
 from vllm_responses.config import Config
+from vllm_responses.records import INTERRUPTED_MESSAGE, fail_interrupted
+from vllm_responses.store import store_for
 
 MODEL = "fake-model"
 # B's poll interval here (the default is 0.2 s); RESTREAM_POLL_S=0.2 measures the default's delay
@@ -219,3 +222,53 @@ def test_sqlite_a_restarted_server_restreams_what_it_stored(tmp_path: Path) -> N
             _client(server).responses.retrieve(rid, stream=True)
     finally:
         server.stop()
+
+
+def test_a_response_whose_replica_died_ends_with_response_failed(durable_db: str) -> None:
+    """A response left `in_progress` by a replica that died (its events stored, no terminal one): a re-stream
+    on another replica polls, and once the response is marked failed (as a restart or a live replica
+    does) ends with a `response.failed` made from the stored record."""
+
+    async def left_running() -> tuple[str, list[str]]:
+        from tests.fakes import echo_fields
+        from vllm_responses.event_log import event_json
+        from vllm_responses.records import response_record
+        from vllm_responses.runs import Run
+        from vllm_responses.stream import ResponseBuilder
+
+        store = store_for(durable_db)
+        await store.open()
+        run = Run(ResponseBuilder(echo_fields(background=True), include_outputs=False), background=True)
+        events = [*run.builder.created(), *run.builder.text_delta("half an ans")]
+        await store.save(response_record(run, False, [], []))
+        await store.append_events(run.id, [(e["sequence_number"], event_json(e)) for e in events])
+        await store.aclose()
+        return run.id, [event_json(e) for e in events]
+
+    server = _server(durable_db, FakeEngine())
+    try:
+        rid, written = asyncio.run(left_running())
+        follower = Frames("GET", f"{server.base_url}/v1/responses/{rid}", params={"stream": "true"})
+        deadline = time.monotonic() + 30
+        while len(follower.data) < len(written) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert follower.data == written and follower.thread.is_alive()  # still polling: it is in_progress
+
+        async def mark_failed() -> None:
+            store = store_for(durable_db)
+            await store.open()
+            assert await fail_interrupted(store) == 1
+            await store.aclose()
+
+        asyncio.run(mark_failed())
+        events = follower.join()
+    finally:
+        server.stop()
+    assert follower.data[:-1] == written
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    for e in events:
+        validate_event(e)
+    final = validate_response(events[-1]["response"])
+    assert events[-1]["type"] == "response.failed" and final.status == "failed"
+    assert final.error is not None and final.error.message == INTERRUPTED_MESSAGE
+    assert [(it.type, it.status) for it in final.output] == [("message", "incomplete")]

@@ -10,7 +10,8 @@ import time
 from collections.abc import AsyncIterator
 
 from vllm_responses.errors import InvalidRequest, NotFound
-from vllm_responses.store import ResponseStore
+from vllm_responses.protocol.items import wire_items
+from vllm_responses.store import ResponseStore, StoredResponse
 
 __all__ = ["ENDED_STATUSES", "Restreams", "StoredFrame"]
 
@@ -59,10 +60,12 @@ class Restreams:
     ) -> AsyncIterator[list[StoredFrame]]:
         """The stored events after `starting_after` (all when None) in batches, then new ones as they are
         stored, until the terminal event (or the response is over or gone); an empty batch after
-        `keepalive_s` seconds with nothing sent (when > 0). Cancelled (a client that left), it stops."""
+        `keepalive_s` seconds with nothing sent (when > 0). Cancelled (a client that left), it stops. A
+        response stored `failed` with no terminal event (its replica died: a restart or another replica
+        marked it) ends with a `response.failed` made from its stored record."""
         last = -1 if starting_after is None else max(-1, min(starting_after, _MAX_SEQ))
         sent = checked = time.monotonic()
-        over = False
+        over: StoredResponse | None = None
         self.active += 1
         try:
             while True:
@@ -80,13 +83,17 @@ class Restreams:
                     sent = time.monotonic()
                     if len(rows) == _PAGE:
                         continue
-                elif over:
+                elif over is not None:
+                    if over.response.get("status") == "failed":
+                        yield [_failed_event(over, last + 1)]
                     return
                 elif time.monotonic() - checked >= max(_STATUS_EVERY_S, self.poll_s):
                     checked = time.monotonic()
                     stored = await self.store.get(response_id)
-                    if stored is None or stored.response.get("status") in ENDED_STATUSES:
-                        over = True  # one more read: what was stored before the record says it is over
+                    if stored is None:
+                        return
+                    if stored.response.get("status") in ENDED_STATUSES:
+                        over = stored  # one more read: what was stored before the record says it is over
                         continue
                 if keepalive_s > 0 and time.monotonic() - sent >= keepalive_s:
                     yield []
@@ -94,3 +101,10 @@ class Restreams:
                 await asyncio.sleep(self.poll_s)
         finally:
             self.active -= 1
+
+
+def _failed_event(stored: StoredResponse, sequence_number: int) -> StoredFrame:
+    """The `response.failed` a response gets when its replica could not send one: its stored record."""
+    response = {**stored.response, "output": wire_items(stored.response["output"], stored.include_outputs)}
+    event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
+    return "response.failed", json.dumps(event, separators=(",", ":"))
