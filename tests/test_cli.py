@@ -121,6 +121,8 @@ ENV_VALUES = {
     "--replica-id": ("pod-1", "pod-1"),
     "--replica-heartbeat": ("0.5", 0.5),
     "--replica-lease": ("10", 10.0),
+    # --- persisted events (issue 18) ---
+    "--restream-poll-interval": ("0.5", 0.5),
 }
 
 

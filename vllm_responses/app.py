@@ -36,6 +36,7 @@ from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
+from vllm_responses.restream import Restreams
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store import ResponseStore
@@ -56,11 +57,18 @@ class AppState:
     lifecycle: Lifecycle
     live: LiveCollector | None = None
     keepalive_s: float = 0.0
+    # --- persisted events (issue 18): streams of background responses this process does not run ---
+    restreams: Restreams | None = None
 
 
 def sse_frame(event: Event) -> bytes:
     """One SSE frame: `event:` line, one-line JSON `data:`, blank line, in a single write."""
     return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+def stored_sse_frame(kind: str, data: str) -> bytes:
+    """`sse_frame` of a stored event: its type and its one-line JSON as kept (event_log.event_json)."""
+    return f"event: {kind}\ndata: {data}\n\n".encode()
 
 
 def _state(request: Request) -> AppState:
@@ -84,6 +92,13 @@ async def _stream(
         if not completed and cancel_on_disconnect and not run.done.is_set():
             logger.info("client left response %s mid-stream: cancelling it", run.id)
             run.cancel()
+
+
+async def _stored_stream(
+    restreams: Restreams, response_id: str, starting_after: int | None, keepalive_s: float
+) -> AsyncIterator[bytes]:
+    async for batch in restreams.follow(response_id, starting_after, keepalive_s=keepalive_s):
+        yield b"".join(stored_sse_frame(kind, data) for kind, data in batch) if batch else SSE_KEEPALIVE
 
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -151,17 +166,23 @@ async def get_response(request: Request) -> Response:
     state = _state(request)
     rid = request.path_params["response_id"]
     if request.query_params.get("stream") in ("true", "1"):
-        run = state.service.runs.get(rid)
-        if run is None:
-            await state.service.get(rid)  # 404 when unknown
-            raise InvalidRequest(
-                "This response is no longer streamable; retrieve it without stream.", param="stream"
-            )
         after = request.query_params.get("starting_after")
         try:
             starting_after = int(after) if after is not None else None
         except ValueError:
             raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
+        run = state.service.runs.get(rid)
+        if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
+            run = run if await state.service.store.get(rid) is not None else None
+        if run is None:  # run elsewhere (another replica) or no longer in memory: from the store
+            restreams = state.restreams
+            assert restreams is not None
+            await restreams.check(rid)  # 404 when unknown, 400 when not re-streamable
+            return StreamingResponse(
+                _stored_stream(restreams, rid, starting_after, state.keepalive_s),
+                media_type="text/event-stream",
+                headers=_SSE_HEADERS,
+            )
         return StreamingResponse(
             _stream(run, starting_after, cancel_on_disconnect=False, keepalive_s=state.keepalive_s),
             media_type="text/event-stream",
@@ -274,6 +295,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
             service = ResponsesService(config, engine, interpreter, store)
             await service.recover()  # background responses a crash left running: failed, not 404
             state = AppState(service, time.time(), life, keepalive_s=config.sse_keepalive)
+            state.restreams = Restreams(store, config.restream_poll_interval)  # persisted events (issue 18)
             state.live = LiveCollector(_live_sources(state))
             app.state.vr = state
             life.attach(service.runs, engine, service.admission)

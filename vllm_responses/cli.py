@@ -206,6 +206,16 @@ _OURS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "replica_lease",
         {"type": float, "help": "Seconds a lease lasts unrenewed; then its responses are marked failed."},
     ),
+    # --- persisted events (issue 18) ---
+    (
+        "--restream-poll-interval",
+        "restream_poll_interval",
+        {
+            "type": float,
+            "help": "Seconds between store reads of a background response re-streamed on a replica that "
+            "does not run it.",
+        },
+    ),
 )
 # another name the sandbox pool's settings went by, honoured for this flag (it wins over VLLM_RESPONSES_...)
 _ALIASES = {"--code-interpreter-workers": "VR_CODE_INTERPRETER_WORKERS"}
@@ -351,6 +361,8 @@ def config_from_args(ns: argparse.Namespace) -> Config:
         replica_id=ns.replica_id or None,
         replica_heartbeat=float(ns.replica_heartbeat),
         replica_lease=float(ns.replica_lease),
+        # --- persisted events (issue 18) ---
+        restream_poll_interval=float(ns.restream_poll_interval),
     )
 
 

@@ -96,3 +96,5 @@ class Config:
     replica_id: str | None = None  # this process's name in leases (default: random at start)
     replica_heartbeat: float = 2.0  # seconds between lease renewals, cancel checks and sweeps
     replica_lease: float = 20.0  # a lease not renewed for this long is expired: its responses fail
+    # --- persisted events (issue 18) ---
+    restream_poll_interval: float = 0.2  # seconds between reads of a re-stream served from the store

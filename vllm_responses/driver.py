@@ -12,6 +12,7 @@ from vllm_responses.agent import AgentLoop
 from vllm_responses.chat import Usage
 from vllm_responses.conversations import ConversationService
 from vllm_responses.errors import failure_code
+from vllm_responses.event_log import EventLog
 from vllm_responses.meter import ResponseMeter
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
@@ -59,13 +60,18 @@ class RunDriver:
         """The task behind a run: play the agent loop's `events` into the run, then store the result (its
         history: the items the model saw, `context`, then its output), and keep it in `local` when given.
         The last event (`response.completed` / `incomplete` / `failed`) is published only once the response
-        is kept, so a client that saw it finds the response in the store, `local` and its conversation."""
+        is kept, so a client that saw it finds the response in the store, `local` and its conversation.
+        A background response's events are also written to the store as they go (`EventLog`, the last one
+        before the response is), so that any replica can re-stream it."""
         builder = run.builder
         meter = ResponseMeter()
         ending: list[Event] = []
+        log = EventLog(self.store, run.id) if req.background and req.store else None
 
         def emit(event: Event) -> None:
             meter.see(event)
+            if log is not None:
+                log.add(event)
             if event["type"] in _ENDINGS:  # held back until the response is kept (below)
                 ending.append(event)
             else:
@@ -93,6 +99,8 @@ class RunDriver:
         finally:
             meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
             try:
+                if log is not None:  # its events, the terminal one included, before the ended response
+                    await asyncio.shield(log.aclose())
                 await self._keep(run, req, context, input_items, local, acknowledged)
             finally:
                 for event in ending:

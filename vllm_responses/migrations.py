@@ -77,6 +77,15 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX leases_owner ON leases (owner)
     """,
+    # 4: a background response's stream events, so that any replica re-streams it (event_store.py)
+    """
+    CREATE TABLE response_events (
+        response_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (response_id, seq)
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -126,6 +135,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         cancel_requested BOOLEAN NOT NULL DEFAULT false
     );
     CREATE INDEX leases_owner ON leases (owner)
+    """,
+    # 4: as SQLite's 4
+    """
+    CREATE TABLE response_events (
+        response_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (response_id, seq)
+    )
     """,
 )
 

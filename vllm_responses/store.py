@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import aiosqlite
 
 from vllm_responses.conversation_store import ConversationStore, MemoryConversations, SQLiteConversations
+from vllm_responses.event_store import EventStore, MemoryEvents, SQLiteEvents
 from vllm_responses.lease_store import LeaseStore, MemoryLeases, SQLiteLeases
 from vllm_responses.migrations import is_postgres_url, upgrade_sqlite
 from vllm_responses.protocol.items import ResponseObject
@@ -32,13 +33,14 @@ class StoredResponse:
     created_at: float
 
 
-class ResponseStore(ConversationStore, LeaseStore, Protocol):
+class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
     """Where responses (and conversations) live between requests: `MemoryStore` (one process), `SQLiteStore`
     (one machine, the default), `PostgresStore` (store_pg.py: replicas share it). `store_for` picks one
     from `--db`. Every method is one atomic step (a write that spans tables is one transaction), so a replica
     sharing the database sees a response whole or not at all. Opening migrates the schema (migrations.py).
     Bounds: responses older than `max_age_s` or past the newest `max_rows` go (at open, then every few
-    hundred writes of this process, and at `prune()`); an item found by `find_item` goes with its response.
+    hundred writes of this process, and at `prune()`); an item found by `find_item` goes with its response,
+    and so do the stream events of a background response (`EventStore`, event_store.py).
     """
 
     async def open(self) -> None:
@@ -52,7 +54,7 @@ class ResponseStore(ConversationStore, LeaseStore, Protocol):
 
     async def get(self, response_id: str) -> StoredResponse | None: ...
     async def delete(self, response_id: str) -> bool:
-        """Delete the response and its items; False when there was none."""
+        """Delete the response, its items and its stream events; False when there was none."""
         ...
 
     async def unfinished(self) -> list[StoredResponse]:
@@ -74,7 +76,7 @@ def _own_items(record: StoredResponse) -> list[dict[str, Any]]:
     return [it for it in record.history if it.get("id") in own]
 
 
-class SQLiteStore(SQLiteConversations, SQLiteLeases):
+class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
     """SQLite in WAL mode through aiosqlite (one connection, its own thread).
 
     Parameters
@@ -163,6 +165,7 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases):
     async def delete(self, response_id: str) -> bool:
         cur = await self.db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
         await self.db.execute("DELETE FROM items WHERE response_id = ?", (response_id,))
+        await self.db.execute("DELETE FROM response_events WHERE response_id = ?", (response_id,))
         await self.db.commit()
         return cur.rowcount > 0
 
@@ -181,15 +184,19 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases):
             (self.max_rows,),
         )
         await self.db.execute("DELETE FROM items WHERE response_id NOT IN (SELECT id FROM responses)")
+        await self.db.execute(
+            "DELETE FROM response_events WHERE response_id NOT IN (SELECT id FROM responses)"
+        )
         await self._prune_conversations()
         await self.db.commit()
 
 
-class MemoryStore(MemoryConversations, MemoryLeases):
+class MemoryStore(MemoryConversations, MemoryLeases, MemoryEvents):
     """A bounded in-process store (tests, or `--db :memory:`)."""
 
     def __init__(self, max_rows: int = 10_000) -> None:
-        super().__init__()
+        MemoryConversations.__init__(self)
+        MemoryEvents.__init__(self)
         self.max_rows = max_rows
         self._rows: dict[str, StoredResponse] = {}
         self._leases = {}
@@ -207,12 +214,13 @@ class MemoryStore(MemoryConversations, MemoryLeases):
         self._rows.pop(record.id, None)
         self._rows[record.id] = record
         while len(self._rows) > self.max_rows:
-            self._rows.pop(next(iter(self._rows)))
+            self._drop_events(self._rows.pop(next(iter(self._rows))).id)
 
     async def get(self, response_id: str) -> StoredResponse | None:
         return self._rows.get(response_id)
 
     async def delete(self, response_id: str) -> bool:
+        self._drop_events(response_id)
         return self._rows.pop(response_id, None) is not None
 
     async def unfinished(self) -> list[StoredResponse]:

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from vllm_responses.conversation_store_pg import PostgresConversations, affected
+from vllm_responses.event_store_pg import PostgresEvents
 from vllm_responses.lease_store import PostgresLeases
 from vllm_responses.migrations import upgrade_postgres
 from vllm_responses.store import StoredResponse, _own_items
@@ -31,7 +32,7 @@ def _record(row: Any) -> StoredResponse:
 
 
 @retry_on_disconnect  # a lost connection: retried once, then a 503 (store_retry.py)
-class PostgresStore(PostgresConversations, PostgresLeases):
+class PostgresStore(PostgresConversations, PostgresLeases, PostgresEvents):
     """Postgres through an asyncpg pool; the same tables, semantics and bounds as `SQLiteStore`.
 
     Parameters
@@ -113,6 +114,7 @@ class PostgresStore(PostgresConversations, PostgresLeases):
         async with self.pool.acquire() as conn, conn.transaction():
             status = await conn.execute("DELETE FROM responses WHERE id = $1", response_id)
             await conn.execute("DELETE FROM items WHERE response_id = $1", response_id)
+            await conn.execute("DELETE FROM response_events WHERE response_id = $1", response_id)
         return affected(status) > 0
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
@@ -131,5 +133,8 @@ class PostgresStore(PostgresConversations, PostgresLeases):
             )
             await conn.execute(
                 "DELETE FROM items WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = items.response_id)"
+            )
+            await conn.execute(
+                "DELETE FROM response_events e WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = e.response_id)"
             )
             await self._prune_conversations(conn)
