@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 from tests.serving import free_port
 
-__all__ = ["McpTestServer"]
+__all__ = ["McpTestServer", "mcp_server"]
 
 
 def _server() -> MCPServer:
@@ -104,3 +106,11 @@ class McpTestServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def mcp_server() -> Iterator[McpTestServer]:
+    """One MCP test server for the session (its tests compare request counts before and after, not totals)."""
+    server = McpTestServer().start()
+    yield server
+    server.stop()

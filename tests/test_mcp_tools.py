@@ -30,13 +30,6 @@ _CONVERSATION_ITEM: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Conversatio
 
 
 @pytest.fixture(scope="module")
-def mcp_server() -> Iterator[McpTestServer]:
-    server = McpTestServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def live(mcp_server: McpTestServer) -> Iterator[LiveServer]:
     config = Config(mcp_timeout=3.0, mcp_allowed_urls=(mcp_server.url, "http://127.0.0.1:1/"))
     server = LiveServer(config, FakeEngine(), FakeInterpreter()).start()

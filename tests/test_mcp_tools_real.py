@@ -21,13 +21,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def mcp_server() -> Iterator[McpTestServer]:
-    server = McpTestServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def server(mcp_server: McpTestServer) -> Iterator[LiveServer]:
     s = tiny_model_server(workers=0, config=Config(mcp_allowed_urls=(mcp_server.url,), mcp_timeout=20))
     yield s

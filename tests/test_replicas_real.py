@@ -88,19 +88,19 @@ class Replica:
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    server = PostgresServer().start()
+def database(postgres_server: PostgresServer) -> Iterator[str]:
+    """A database of its own on the session's Postgres server, for the module's replicas."""
 
-    async def create() -> None:
-        admin = await asyncpg.connect(server.url())
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(postgres_server.url())
         try:
-            await admin.execute("CREATE DATABASE replicas")
+            await conn.execute(sql)
         finally:
-            await admin.close()
+            await conn.close()
 
-    asyncio.run(create())
-    yield server.url("replicas")
-    server.stop()
+    asyncio.run(admin("CREATE DATABASE replicas"))
+    yield postgres_server.url("replicas")
+    asyncio.run(admin("DROP DATABASE replicas WITH (FORCE)"))
 
 
 @pytest.fixture(scope="module")

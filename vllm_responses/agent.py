@@ -214,11 +214,10 @@ class AgentLoop:
             budget = plan.max_output_tokens - self.usage.output_tokens
             if budget <= 0:
                 return None
-        tools_left = plan.max_tool_calls is None or self.tool_calls < plan.max_tool_calls
+        left = None if plan.max_tool_calls is None else plan.max_tool_calls - self.tool_calls
+        tools_left = left is None or left > 0
         # One call left under `max_tool_calls`: this model call makes at most one (the engine cuts the rest).
-        parallel = plan.parallel_tool_calls and (
-            plan.max_tool_calls is None or plan.max_tool_calls - self.tool_calls > 1
-        )
+        parallel = plan.parallel_tool_calls and (left is None or left > 1)
         choice: ToolChoice = plan.tool_choice if turn_no == 0 else "auto"
         tools = self.tools
         if turn_no == 0 and self.mcp is not None and self.mcp.ready:  # a tool_choice naming an MCP tool

@@ -324,7 +324,7 @@ class ResponsesService:
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
         if stored is None:
-            if run is not None and not run.builder.snapshot().get("store"):  # finished with `store: false`
+            if run is not None and not run.builder.base.get("store"):  # finished with `store: false`
                 return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         show = stored.include_outputs if include_outputs is None else include_outputs

@@ -16,14 +16,6 @@ from vllm_responses.config import Config
 
 
 @pytest.fixture(scope="package")
-def mcp_server() -> Iterator[McpTestServer]:
-    """A real MCP server (the `mcp` SDK's, streamable HTTP on 127.0.0.1) for the clients' hosted MCP tools."""
-    server = McpTestServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="package")
 def real_server(mcp_server: McpTestServer) -> Iterator[Any]:
     # Package-scoped: the engine takes about a minute to start, and every client module can share it.
     # VR_CLIENTS_SERVER=http://127.0.0.1:PORT reuses a tiny-model server already running (tests/real.py's).

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.grammars import accepts, request
 from tests.parsers.helpers import run, summarize
-from vllm_responses.chat import ForcedTool, GenerateRequest, Message, ToolSpec, code_tool_spec
+from vllm_responses.chat import ForcedTool, ToolSpec, code_tool_spec
 from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import SHAPES
@@ -41,18 +42,6 @@ JSON_FORMATS: dict[str, tuple[Writer, str]] = {
         "",
     ),
 }
-
-
-def request(*tools: ToolSpec, **kw: Any) -> GenerateRequest:
-    return GenerateRequest("r", (Message("user", "hi"),), tools=tools, **kw)
-
-
-def accepts(constraint: dict[str, Any] | None, text: str) -> bool:
-    from xgrammar.testing import _is_grammar_accept_string
-
-    assert constraint is not None and set(constraint) == {"structural_tag"}
-    grammar = xgr.Grammar.from_structural_tag(constraint["structural_tag"])
-    return bool(_is_grammar_accept_string(grammar, text))
 
 
 def parsed(fmt: str, text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -4,11 +4,11 @@ xgrammar reads them (which outputs they accept and refuse)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
-from vllm_responses.chat import ForcedTool, GenerateRequest, Message, ToolSpec, code_tool_spec
+from tests.grammars import accepts, request
+from vllm_responses.chat import ForcedTool, ToolSpec, code_tool_spec
 from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_tags import free_calls_tag
@@ -40,18 +40,6 @@ FREE_TEXT = ToolSpec("echo", "", CUSTOM_PARAMETERS, custom=True)
 def call(name: str, arguments: str, *, compact: bool = False) -> str:
     body = f'{{"name": "{name}", "arguments": {arguments}}}'
     return f"<tool_call>{body}</tool_call>" if compact else f"<tool_call>\n{body}\n</tool_call>"
-
-
-def request(*tools: ToolSpec, **kw: Any) -> GenerateRequest:
-    return GenerateRequest("r", (Message("user", "hi"),), tools=tools, **kw)
-
-
-def accepts(constraint: dict[str, Any] | None, text: str) -> bool:
-    from xgrammar.testing import _is_grammar_accept_string
-
-    assert constraint is not None and set(constraint) == {"structural_tag"}
-    grammar = xgr.Grammar.from_structural_tag(constraint["structural_tag"])
-    return bool(_is_grammar_accept_string(grammar, text))
 
 
 def test_free_calls_are_constrained_only_with_a_strict_or_grammar_tool() -> None:

@@ -13,13 +13,14 @@ __all__ = ["CallTally", "Prepared"]
 @dataclass(frozen=True)
 class Prepared:
     """One model call before tokenizing: prompt text (prefill included), prefill, the engine's own stop
-    strings and banned words, and the parser of its output."""
+    strings and banned words, the parser of its output and the tool-call format it is written in."""
 
     prompt: str
     prefill: str
     stop: list[str]
     bad_words: list[str]
     parser: ToolParser
+    call_format: str  # the parser's name, or "hermes" for a forced call under a vLLM-only name
     keep_special_tokens: bool = False  # a vLLM parser whose markers are special tokens asked for them
 
 

@@ -220,8 +220,9 @@ class VLLMEngine:
     def _prepare(self, request: GenerateRequest) -> Prepared:
         """One call's prompt text (prefill included), its prefill, stop strings, banned words and parser."""
         tools = request.tools if request.tool_choice != "none" else ()
-        own_format = self._call_format(request) == self.parser_name
-        parser: ToolParser = self._parser_cls(tools) if own_format else load_parser("hermes")(tools)
+        call_format = self._call_format(request)
+        own = call_format == self.parser_name
+        parser: ToolParser = self._parser_cls(tools) if own else load_parser(call_format)(tools)
         keep_special = bool(getattr(parser, "keep_special_tokens", False))
         prefill = ""
         stop: list[str] = []
@@ -238,7 +239,7 @@ class VLLMEngine:
         prompt = self.render(request, prefill)
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
-        return Prepared(prompt, prefill, stop, bad_words, parser, keep_special)
+        return Prepared(prompt, prefill, stop, bad_words, parser, call_format, keep_special)
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         return len(self._encode(self._prepare(request).prompt))
@@ -260,7 +261,7 @@ class VLLMEngine:
         params = to_sampling_params(
             with_format_tokens(request.sampling, self.parser_name),
             max_tokens=min(wanted, room) if wanted else room,
-            structured=structured_constraint(request, self._call_format(request)),
+            structured=structured_constraint(request, prepared.call_format),
             stop=prepared.stop,
             bad_words=prepared.bad_words,
             defaults=self._default_sampling,
