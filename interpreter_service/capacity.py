@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from interpreter_service.api import MemoryLimitRefused, PoolExhausted
-from interpreter_service.worker import parse_size
+from interpreter_service.launch import parse_size
 
 __all__ = [
     "WASM32_MAX_BYTES",

@@ -22,6 +22,7 @@ from interpreter_service.api import (
 from interpreter_service.capacity import Capacity, default_memory_budget, format_size, memory_tier
 from interpreter_service.container import Container, ContainerFiles
 from interpreter_service.distribution import default_dist_dir
+from interpreter_service.housekeeping import IdleContainers
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
 from interpreter_service.worker import (
@@ -43,7 +44,7 @@ ExecutionHook = Callable[[float, str], None]
 _RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancelled"}
 
 
-class WorkerPool(ContainerFiles, Interpreter):
+class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready.
 
     At most `max_workers` containers live at once, and their workers' memory caps (plus those of the warm
@@ -206,7 +207,7 @@ class WorkerPool(ContainerFiles, Interpreter):
             id=c.id,
             created_at=c.created_at,
             last_active_at=c.last_active_at,
-            expires_after_s=min(c.expires_after_s or self.idle_expiry_s, self.idle_expiry_s),
+            expires_after_s=self._expiry_of(c),
             name=c.name,
             memory_limit=c.memory_limit or self.memory_limit,
         )
@@ -377,43 +378,6 @@ class WorkerPool(ContainerFiles, Interpreter):
                     self._after_call(c, "crash")
         finally:
             self._capacity.wake()
-
-    # -- housekeeping ------------------------------------------------------------------------------
-    async def _reap_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._reap_every)
-            self.expire_idle()
-
-    def _evictable(self) -> list[int]:
-        """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""
-        if not self.evict_idle:
-            return []
-        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
-        return [c.cost for c in sorted(idle, key=lambda c: c.last_active_at)]
-
-    def _evict_one(self) -> None:
-        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
-        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
-        if idle:
-            victim = min(idle, key=lambda c: c.last_active_at)
-            log.info("evicting idle container %s to make room for a new one", victim.id)
-            self._remove(victim)
-
-    def expire_idle(self) -> list[str]:
-        """Delete containers idle longer than their expiry (`idle_expiry_s`, or their own shorter one; not
-        those running a call)."""
-        now = time.time()
-        expired = [
-            c
-            for c in self._containers.values()
-            if now - c.last_active_at > self._info(c).expires_after_s and not c.lock.locked()
-        ]
-        for c in expired:
-            self._remove(c)
-        if expired:
-            self._capacity.wake()
-            self._replenish()
-        return [c.id for c in expired]
 
     @property
     def closed(self) -> bool:

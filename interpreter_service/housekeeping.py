@@ -1,0 +1,71 @@
+"""`IdleContainers`: the pool's idle containers expired on a timer, or evicted to make room for new ones."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from interpreter_service.capacity import Capacity
+from interpreter_service.container import Container
+
+__all__ = ["IdleContainers"]
+
+log = logging.getLogger("interpreter_service.pool")
+
+
+class IdleContainers:
+    """Expiry and eviction for a pool that provides its containers, its `Capacity`, `_remove` (forget one) and
+    `_replenish` (top the warm workers up)."""
+
+    evict_idle: bool  # when full, hand the least recently used idle container's room to a new one
+    idle_expiry_s: float
+    _reap_every: float
+    _containers: dict[str, Container]
+    _capacity: Capacity
+
+    def _remove(self, c: Container) -> None:
+        raise NotImplementedError
+
+    def _replenish(self) -> None:
+        raise NotImplementedError
+
+    def _expiry_of(self, c: Container) -> float:
+        """Seconds idle after which `c` expires: the pool's, or its own when shorter."""
+        return min(c.expires_after_s or self.idle_expiry_s, self.idle_expiry_s)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._reap_every)
+            self.expire_idle()
+
+    def _evictable(self) -> list[int]:
+        """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""
+        if not self.evict_idle:
+            return []
+        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+        return [c.cost for c in sorted(idle, key=lambda c: c.last_active_at)]
+
+    def _evict_one(self) -> None:
+        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
+        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+        if idle:
+            victim = min(idle, key=lambda c: c.last_active_at)
+            log.info("evicting idle container %s to make room for a new one", victim.id)
+            self._remove(victim)
+
+    def expire_idle(self) -> list[str]:
+        """Delete containers idle longer than their expiry (`idle_expiry_s`, or their own shorter one; not
+        those running a call)."""
+        now = time.time()
+        expired = [
+            c
+            for c in self._containers.values()
+            if now - c.last_active_at > self._expiry_of(c) and not c.lock.locked()
+        ]
+        for c in expired:
+            self._remove(c)
+        if expired:
+            self._capacity.wake()
+            self._replenish()
+        return [c.id for c in expired]
