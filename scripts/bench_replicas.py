@@ -67,9 +67,18 @@ def timings(samples: list[Sample]) -> dict[str, Any]:
         ("first_token_ms", [s.first_token_s for s in admitted]),
         ("total_ms", [s.total_s for s in admitted]),
     ):
-        xs = [v for v in values if v is not None]
-        out[name] = {q: _ms(percentile(xs, float(q[1:]))) for q in ("p50", "p95")}
+        out[name] = _p50_p95(values)
+    for kind, code in (("text", False), ("code", True)):  # where the tail comes from
+        out[f"{kind}_streams_ms"] = {
+            "first_token": _p50_p95([s.first_token_s for s in admitted if s.code is code]),
+            "total": _p50_p95([s.total_s for s in admitted if s.code is code]),
+        }
     return out
+
+
+def _p50_p95(values: list[float | None]) -> dict[str, float | None]:
+    xs = [v for v in values if v is not None]
+    return {q: _ms(percentile(xs, float(q[1:]))) for q in ("p50", "p95")}
 
 
 def _ms(v: float | None) -> float | None:
