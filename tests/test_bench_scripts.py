@@ -312,6 +312,7 @@ def test_replicas_quick(tmp_path: Path) -> None:
             )
             assert 0 < level["first_event_ms"]["p50"] <= level["total_ms"]["p50"], level
         assert data[phase]["4"]["code_turns"] == data[phase]["4"]["code_turns_ran"] == 1
+        assert data[phase]["4"]["code_streams_ms"]["total"]["p50"] > 0, data[phase]["4"]
     assert data["two_replicas"]["4"]["streams_per_replica"] == [2, 2]
     for kept in data["kept"].values():  # each of the 5 responses retrieved from both replicas
         assert kept["found"] == 2 * kept["admitted"] == 10 and kept["not_terminal"] == 0, kept
