@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_load import Sample, one_stream, request_body, summarize
 from benchlib import (
-    PostgresCluster,
     ServerProcess,
     engine_flags,
     free_port,
@@ -40,6 +39,7 @@ from benchlib import (
     ratio,
     write_json,
 )
+from pg_cluster import PostgresCluster
 
 __all__ = ["main"]
 
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ServerProcess(
             "replica-a",
-            replica_argv(flags, pa, "a", pg.url, sandbox_url),
+            replica_argv(flags, pa, "a", pg.url(), sandbox_url),
             pa,
             replica_env,
             logs / "replica-a.log",
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         result["ready_s"] = {"a": round(a.ready_s, 1)}
         served = json.loads(get_text(pa, "/v1/models"))["data"][0]["id"]
         one, kept_one = asyncio.run(measure([pa], served, levels, ns.timeout, "one"))
-        argv_b = replica_argv(flags, pb, "b", pg.url, sandbox_url)
+        argv_b = replica_argv(flags, pb, "b", pg.url(), sandbox_url)
         with ServerProcess("replica-b", argv_b, pb, replica_env, logs / "replica-b.log") as b:
             result["ready_s"]["b"] = round(b.ready_s, 1)
             two, kept_two = asyncio.run(measure([pa, pb], served, levels, ns.timeout, "two"))

@@ -30,7 +30,6 @@ __all__ = [
     "REPO",
     "BenchError",
     "HTTPStatusError",
-    "PostgresCluster",
     "ServerProcess",
     "engine_flags",
     "exactly",
@@ -309,56 +308,6 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class PostgresCluster:
-    """A throwaway Postgres (Debian's `initdb` / `pg_ctl`) in a temporary folder on 127.0.0.1 at a free port,
-    trust auth for the `postgres` role, run as the `postgres` user when we are root; `with` starts and removes it."""
-
-    def __init__(self) -> None:
-        import glob
-        import shutil
-        import tempfile
-
-        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]))
-        on_path = shutil.which("pg_ctl")
-        if not found and not on_path:
-            raise BenchError("PostgreSQL's initdb / pg_ctl not found: run scripts/setup.sh")
-        self.bin = Path(found[-1] if found else str(on_path)).parent
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="vr-bench-pg-"))
-        self.as_root = os.geteuid() == 0
-        if self.as_root:  # Postgres refuses to run as root
-            import pwd
-
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, *args: str) -> None:
-        cmd = [str(self.bin / args[0]), *args[1:]]
-        cmd = ["runuser", "-u", "postgres", "--", *cmd] if self.as_root else cmd
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            raise BenchError(f"{' '.join(cmd)} failed: {done.stdout}{done.stderr}")
-
-    def __enter__(self) -> Self:
-        data = str(self.root / "data")
-        self._run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off -c synchronous_commit=off"
-        self._run("pg_ctl", "-D", data, "-o", opts, "-l", str(self.root / "log"), "-w", "start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import shutil
-
-        try:
-            self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "-w", "stop")
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 # -- a light SSE client ----------------------------------------------------------------------------------
