@@ -77,6 +77,7 @@ class Sample:
     retry_after: str | None = None
     error: str | None = None
     code_ran: bool = False  # a code stream saw its call completed (the sandbox ran it)
+    response_id: str | None = None  # from `response.created` (bench_replicas retrieves it afterwards)
 
 
 def request_body(model: str, code: bool, max_output_tokens: int, forced: bool) -> dict[str, Any]:
@@ -110,6 +111,8 @@ async def one_stream(port: int, body: dict[str, Any], code: bool, timeout: float
                 if sample.first_event_s is None:
                     sample.first_event_s = now
                 kind = _event_type(block)
+                if kind == "response.created":
+                    sample.response_id = _created_id(block)
                 if sample.first_token_s is None and kind in TOKEN_EVENTS:
                     sample.first_token_s = now
                 if kind == "response.code_interpreter_call.completed":
@@ -130,6 +133,13 @@ def _event_type(block: bytes) -> str:
         if line.startswith(b"event:"):
             return line[6:].strip().decode()
     return ""
+
+
+def _created_id(block: bytes) -> str | None:
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            return str(json.loads(line[5:])["response"]["id"])
+    return None
 
 
 def _ms(values: list[float], q: float) -> float | None:

@@ -254,6 +254,7 @@ class ServerProcess:
     env: dict[str, str]
     log_path: Path
     ready_path: str = "/health"
+    ready_headers: dict[str, str] | None = None  # e.g. the sandbox service's bearer token
     start_timeout_s: float = 600.0
     proc: subprocess.Popen[bytes] | None = None
     ready_s: float = 0.0
@@ -278,7 +279,8 @@ class ServerProcess:
                 self.stop()
                 raise BenchError(f"{self.name} not ready after {self.start_timeout_s} s: {self.log_tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
+                req = urllib.request.Request(url, headers=self.ready_headers or {})
+                with urllib.request.urlopen(req, timeout=2) as r:
                     if r.status == 200:
                         break
             except OSError:

@@ -294,3 +294,34 @@ def test_report_renders_quick_results(tmp_path: Path) -> None:
     }
     text = render({"gateway-tiny": gateway})
     assert "| ours /v1/responses | 2 | 10.0 ms | 20.0 ms | 100.0 |" in text
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.sandbox
+def test_replicas_quick(tmp_path: Path) -> None:
+    """Two replicas on a throwaway Postgres and one sandbox service: every stream ends, none is lost."""
+    data = run_quick("bench_replicas.py", tmp_path)
+    for phase, replicas in (("one_replica", 1), ("two_replicas", 2)):
+        assert set(data[phase]) == {"1", "4"}
+        for n, level in data[phase].items():
+            assert level["streams"] == int(n) and level["other_errors"] == [], level
+            assert level["endings"] == {"completed": int(n)}, level
+            assert len(level["streams_per_replica"]) == replicas and sum(level["streams_per_replica"]) == int(
+                n
+            )
+            assert 0 < level["first_event_ms"]["p50"] <= level["total_ms"]["p50"], level
+        assert data[phase]["4"]["code_turns"] == data[phase]["4"]["code_turns_ran"] == 1
+        assert data[phase]["4"]["code_streams_ms"]["total"]["p50"] > 0, data[phase]["4"]
+    assert data["two_replicas"]["4"]["streams_per_replica"] == [2, 2]
+    for kept in data["kept"].values():  # each of the 5 responses retrieved from both replicas
+        assert kept["found"] == 2 * kept["admitted"] == 10 and kept["not_terminal"] == 0, kept
+        assert kept["code_retrievals_without_391"] == 0 and kept["none_lost"] is True, kept
+    ratios = data["ratios_two_over_one"]["4"]
+    one, two = data["one_replica"]["4"], data["two_replicas"]["4"]
+    assert ratios["total_ms_p50"] == round(two["total_ms"]["p50"] / one["total_ms"]["p50"], 3)
+    assert data["checks"] == {
+        "none_lost": True,
+        "no_admitted_stream_failed": True,
+        "every_code_turn_ran": True,
+    }

@@ -161,9 +161,10 @@ async def test_db_upgrade_command(durable_db: str, capsys: pytest.CaptureFixture
 
 
 def test_the_postgres_fixture_fails_without_the_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scripts.pg_cluster
     import tests.postgres
 
-    monkeypatch.setattr(tests.postgres.glob, "glob", lambda pattern: [])
-    monkeypatch.setattr(tests.postgres.shutil, "which", lambda name: None)
+    monkeypatch.setattr(scripts.pg_cluster.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(scripts.pg_cluster.shutil, "which", lambda name: None)
     with pytest.raises(pytest.fail.Exception, match="run scripts/setup.sh"):
-        tests.postgres.PostgresServer()
+        tests.postgres.start_cluster()
