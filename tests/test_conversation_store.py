@@ -55,6 +55,16 @@ async def test_round_trip_order_and_cursors(store: ResponseStore) -> None:
     assert await store.get_conversation_item("conv_1", "msg_0") is None
 
 
+async def test_creating_again_is_a_no_op(store: ResponseStore) -> None:
+    """A create run twice (Postgres retries a call whose commit acknowledgement was lost) is no error and
+    leaves one conversation with its items once."""
+    conv = StoredConversation("conv_r", 1000.0, {"k": "v"})
+    await store.create_conversation(conv, [msg(0), msg(1)])
+    await store.create_conversation(conv, [msg(0), msg(1)])
+    assert await store.get_conversation("conv_r") == conv
+    assert [i["id"] for i in await store.list_conversation_items("conv_r")] == ["msg_0", "msg_1"]
+
+
 async def test_items_per_conversation_are_bounded(store: ResponseStore) -> None:
     store.max_conversation_items = 3  # type: ignore[attr-defined]
     await store.create_conversation(StoredConversation("conv_b", time.time()), [msg(i) for i in range(5)])

@@ -82,7 +82,7 @@ class SQLiteConversations:
         self, conversation: StoredConversation, items: list[dict[str, Any]]
     ) -> None:
         await self.db.execute(
-            "INSERT INTO conversations VALUES (?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO conversations VALUES (?, ?, ?, ?)",
             (conversation.id, conversation.created_at, time.time(), json.dumps(conversation.metadata)),
         )
         await self._insert_items(conversation.id, items)

@@ -36,7 +36,7 @@ class PostgresConversations:
     ) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
-                "INSERT INTO conversations VALUES ($1, $2, $3, $4)",
+                "INSERT INTO conversations VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",  # a retry
                 conversation.id,
                 conversation.created_at,
                 time.time(),
