@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from vllm_responses.event_store import StoredEvent
+from vllm_responses.store_notify import CHANNEL, events_key
 
 __all__ = ["PostgresEvents"]
 
@@ -22,6 +23,7 @@ class PostgresEvents:
                 "INSERT INTO response_events VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
                 [(response_id, seq, text) for seq, text in events],
             )
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, events_key(response_id))  # on commit
 
     async def events_after(self, response_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
         rows = await self.pool.fetch(

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 import aiosqlite
 import asyncpg
 
+from vllm_responses.store_notify import CHANNEL, cancel_key
+
 __all__ = ["LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
 
 _UNFINISHED = "('queued', 'in_progress')"
@@ -101,10 +103,14 @@ class PostgresLeases:
         await self.pool.execute("DELETE FROM leases WHERE response_id = $1", response_id)
 
     async def request_cancel(self, response_id: str) -> bool:
-        status = await self.pool.execute(
-            "UPDATE leases SET cancel_requested = true WHERE response_id = $1", response_id
+        rows = await self.pool.fetch(  # and wake the owner's heartbeat (the notice goes out on commit)
+            "WITH flagged AS (UPDATE leases SET cancel_requested = true WHERE response_id = $1 RETURNING owner) "
+            "SELECT pg_notify($2, $3 || owner) FROM flagged",
+            response_id,
+            CHANNEL,
+            cancel_key(""),
         )
-        return str(status).endswith(" 1")
+        return len(rows) > 0
 
     async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
         rows = await self.pool.fetch(

@@ -14,6 +14,7 @@ from vllm_responses.errors import Conflict, NotFound, Unavailable
 from vllm_responses.records import fail_abandoned
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore
+from vllm_responses.store_notify import cancel_key, wait_woken
 
 __all__ = ["Replica"]
 
@@ -144,9 +145,11 @@ class Replica:
         )
 
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_s)
-            try:
-                await self.beat()
-            except Exception:
-                logger.warning("replica heartbeat failed (retried next beat)", exc_info=True)
+        """A beat every `heartbeat_s`, and at once when another replica's cancel request notifies us."""
+        with self.store.notices.waiter(cancel_key(self.id)) as woken:
+            while True:
+                await wait_woken(woken, self.heartbeat_s)
+                try:
+                    await self.beat()
+                except Exception:
+                    logger.warning("replica heartbeat failed (retried next beat)", exc_info=True)

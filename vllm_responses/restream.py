@@ -5,13 +5,15 @@ as the running replica writes them (polled), until its terminal event."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from vllm_responses.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.items import wire_items
 from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.store_notify import events_key, wait_woken
 
 __all__ = ["ENDED_STATUSES", "Restreams", "StoredFrame"]
 
@@ -64,43 +66,55 @@ class Restreams:
         response stored `failed` with no terminal event (its replica died: a restart or another replica
         marked it) ends with a `response.failed` made from its stored record."""
         last = -1 if starting_after is None else max(-1, min(starting_after, _MAX_SEQ))
-        sent = checked = time.monotonic()
-        over: StoredResponse | None = None
         self.active += 1
         try:
-            while True:
-                rows = await self.store.events_after(response_id, last, _PAGE)
-                if rows:
-                    batch: list[StoredFrame] = []
-                    for seq, text in rows:
-                        kind = str(json.loads(text)["type"])
-                        batch.append((kind, text))
-                        last = seq
-                        if kind in _TERMINAL_EVENTS:
-                            yield batch
-                            return
-                    yield batch
-                    sent = time.monotonic()
-                    if len(rows) == _PAGE:
-                        continue
-                elif over is not None:
-                    if over.response.get("status") == "failed":
-                        yield [_failed_event(over, last + 1)]
-                    return
-                elif time.monotonic() - checked >= max(_STATUS_EVERY_S, self.poll_s):
-                    checked = time.monotonic()
-                    stored = await self.store.get(response_id)
-                    if stored is None:
-                        return
-                    if stored.response.get("status") in ENDED_STATUSES:
-                        over = stored  # one more read: what was stored before the record says it is over
-                        continue
-                if keepalive_s > 0 and time.monotonic() - sent >= keepalive_s:
-                    yield []
-                    sent = time.monotonic()
-                await asyncio.sleep(self.poll_s)
+            with self.store.notices.waiter(events_key(response_id)) as woken:
+                async with contextlib.aclosing(
+                    self._follow(response_id, last, keepalive_s, woken)
+                ) as batches:
+                    async for batch in batches:
+                        yield batch
         finally:
             self.active -= 1
+
+    async def _follow(
+        self, response_id: str, last: int, keepalive_s: float, woken: asyncio.Event
+    ) -> AsyncGenerator[list[StoredFrame], None]:
+        """`follow`'s loop; a notice of new events (`woken`) cuts its poll wait short."""
+        sent = checked = time.monotonic()
+        over: StoredResponse | None = None
+        while True:
+            woken.clear()  # a notice from here on is for events this read may not see
+            rows = await self.store.events_after(response_id, last, _PAGE)
+            if rows:
+                batch: list[StoredFrame] = []
+                for seq, text in rows:
+                    kind = str(json.loads(text)["type"])
+                    batch.append((kind, text))
+                    last = seq
+                    if kind in _TERMINAL_EVENTS:
+                        yield batch
+                        return
+                yield batch
+                sent = time.monotonic()
+                if len(rows) == _PAGE:
+                    continue
+            elif over is not None:
+                if over.response.get("status") == "failed":
+                    yield [_failed_event(over, last + 1)]
+                return
+            elif time.monotonic() - checked >= max(_STATUS_EVERY_S, self.poll_s):
+                checked = time.monotonic()
+                stored = await self.store.get(response_id)
+                if stored is None:
+                    return
+                if stored.response.get("status") in ENDED_STATUSES:
+                    over = stored  # one more read: what was stored before the record says it is over
+                    continue
+            if keepalive_s > 0 and time.monotonic() - sent >= keepalive_s:
+                yield []
+                sent = time.monotonic()
+            await wait_woken(woken, self.poll_s)
 
 
 def _failed_event(stored: StoredResponse, sequence_number: int) -> StoredFrame:

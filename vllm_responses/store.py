@@ -15,6 +15,7 @@ from vllm_responses.event_store import EventStore, MemoryEvents, SQLiteEvents
 from vllm_responses.lease_store import LeaseStore, MemoryLeases, SQLiteLeases
 from vllm_responses.migrations import is_postgres_url, upgrade_sqlite
 from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.store_notify import LocalNotices
 
 __all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse", "open_store", "store_for"]
 
@@ -42,6 +43,8 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
     hundred writes of this process, and at `prune()`); an item found by `find_item` goes with its response,
     and so do the stream events of a background response (`EventStore`, event_store.py).
     """
+
+    notices: LocalNotices  # wake-ups from other replicas (Postgres LISTEN/NOTIFY; others: none, waits poll)
 
     async def open(self) -> None:
         """Connect and migrate (`SchemaTooNew` when the database is newer than this code), then prune."""
@@ -92,6 +95,7 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
         self.max_rows = max_rows
         self._db: aiosqlite.Connection | None = None
         self._writes = 0
+        self.notices = LocalNotices()
 
     async def open(self) -> None:
         if self.path != ":memory:":
@@ -200,6 +204,7 @@ class MemoryStore(MemoryConversations, MemoryLeases, MemoryEvents):
         self.max_rows = max_rows
         self._rows: dict[str, StoredResponse] = {}
         self._leases = {}
+        self.notices = LocalNotices()
 
     async def open(self) -> None:
         return None

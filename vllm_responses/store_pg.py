@@ -13,6 +13,7 @@ from vllm_responses.event_store_pg import PostgresEvents
 from vllm_responses.lease_store import PostgresLeases
 from vllm_responses.migrations import upgrade_postgres
 from vllm_responses.store import StoredResponse, _own_items
+from vllm_responses.store_notify import LocalNotices, PostgresNotices
 from vllm_responses.store_retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
@@ -53,6 +54,7 @@ class PostgresStore(PostgresConversations, PostgresLeases, PostgresEvents):
         self.pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
         self._writes = 0
+        self.notices: LocalNotices = PostgresNotices(url)
 
     async def open(self) -> None:
         pool = await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size)
@@ -63,9 +65,11 @@ class PostgresStore(PostgresConversations, PostgresLeases, PostgresEvents):
             await pool.close()
             raise
         self._pool = pool
+        await self.notices.start()
         await self.prune()
 
     async def aclose(self) -> None:
+        await self.notices.aclose()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
