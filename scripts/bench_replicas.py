@@ -6,7 +6,9 @@ with a token, and `vllm-responses serve` replicas on the tiny model (outputs for
 Postgres URL and `--code-interpreter-url` the service. Phase "one": replica A alone takes every stream.
 Phase "two": replica B is started beside A (same database, same service) and the streams of each level are
 split round-robin over A and B. A level starts its streams at once (closed, one request each, `store: true`);
-one stream in four (3 and 6 of each 8) forces a code call (`print(17 * 23)`) on the shared service. Afterwards every response id either phase created is retrieved
+one stream in four (3 and 6 of each 8) forces a code call (`print(17 * 23)`) on the shared service. Between
+the phases every container of the service is deleted and its warm workers refilled, so that phase two finds
+the sandbox as phase one did. Afterwards every response id either phase created is retrieved
 from BOTH replicas: it must be there with a terminal status, and a code turn's logs must hold `391`.
 Bounded: at most `--max-streams` per level, `--timeout` s per stream. The request, the stream client and the
 per-level summary are bench_load's. Run: `python scripts/bench_replicas.py [--levels 1,8,32] [--quick]
@@ -21,6 +23,7 @@ import json
 import secrets
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +173,26 @@ def compare(one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def reset_sandbox(url: str, token: str, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Delete every container of the sandbox service and wait until its warm workers are back (none
+    starting), so that a phase starts with the sandbox as the first one did. Returns what it found."""
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def call(method: str, path: str) -> Any:
+        req = urllib.request.Request(url + path, method=method, headers=headers)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    live = [c["id"] for c in call("GET", "/v1/containers")["data"]]
+    for cid in live:
+        call("DELETE", f"/v1/containers/{cid}")
+    deadline = time.monotonic() + timeout_s
+    while (health := call("GET", "/health"))["workers_starting"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return {"containers_deleted": len(live), "workers_idle_after": health["workers_idle"]}
+
+
 def replica_argv(flags: list[str], port: int, name: str, db: str, sandbox_url: str) -> list[str]:
     """bench's `serve` argv, on the Postgres store and the shared sandbox service instead of its own."""
     argv = our_server_argv(flags, port, "--tool-call-parser", "hermes", "--replica-id", name)
@@ -185,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds one stream may take")
     ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--sandbox-workers", type=int, default=2, help="the shared service's warm workers")
+    ap.add_argument(
+        "--sandbox-arg",
+        action="append",
+        default=[],
+        help="one more flag for `interpreter_service serve` (repeat; e.g. --sandbox-arg=--spares=8)",
+    )
     ap.add_argument("--quick", action="store_true", help="levels 1 and 4")
     ap.add_argument("--out", default="bench-results", help="folder for replicas.json and the logs")
     ns = ap.parse_args(argv)
@@ -205,16 +234,18 @@ def main(argv: list[str] | None = None) -> int:
             "engine_flags": flags,
             "levels": levels,
             "sandbox_workers": ns.sandbox_workers,
+            "sandbox_args": ns.sandbox_arg,
             "code_share": "streams 3 and 6 of each 8 (one in four) force a code-interpreter call on the shared service",
             "store": "Postgres (throwaway initdb cluster, fsync off), store: true on every request",
-            "phases": "one: replica A alone; two: A and B beside it, stream i on replica i mod 2",
+            "phases": "one: replica A alone; two: A and B beside it, stream i on replica i mod 2; between "
+            "them every sandbox container is deleted and the warm workers refilled",
             "client": "bench_load's: asyncio streams, hand-parsed SSE; all streams of a level start at once",
             "quick": ns.quick,
         },
     }
     sport = free_port()
     sandbox_argv = [sys.executable, "-m", "interpreter_service", "serve", "--host", "127.0.0.1"]
-    sandbox_argv += ["--port", str(sport), "--workers", str(ns.sandbox_workers)]
+    sandbox_argv += ["--port", str(sport), "--workers", str(ns.sandbox_workers), *ns.sandbox_arg]
     sandbox_url = f"http://127.0.0.1:{sport}"
     replica_env = {**env, "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN": token}
     pa, pb = free_port(), free_port()
@@ -239,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         result["ready_s"] = {"a": round(a.ready_s, 1)}
         served = json.loads(get_text(pa, "/v1/models"))["data"][0]["id"]
         one, kept_one = asyncio.run(measure([pa], served, levels, ns.timeout, "one"))
+        result["sandbox_reset_before_two"] = reset_sandbox(sandbox_url, token)  # as phase one found it
         argv_b = replica_argv(flags, pb, "b", pg.url(), sandbox_url)
         with ServerProcess("replica-b", argv_b, pb, replica_env, logs / "replica-b.log") as b:
             result["ready_s"]["b"] = round(b.ready_s, 1)
