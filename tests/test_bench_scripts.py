@@ -314,6 +314,8 @@ def test_replicas_quick(tmp_path: Path) -> None:
         assert data[phase]["4"]["code_turns"] == data[phase]["4"]["code_turns_ran"] == 1
         assert data[phase]["4"]["code_streams_ms"]["total"]["p50"] > 0, data[phase]["4"]
     assert data["two_replicas"]["4"]["streams_per_replica"] == [2, 2]
+    # phase one's two code turns (warm-up, level 4) left two containers; deleted before phase two
+    assert data["sandbox_reset_before_two"]["containers_deleted"] == 2, data["sandbox_reset_before_two"]
     for kept in data["kept"].values():  # each of the 5 responses retrieved from both replicas
         assert kept["found"] == 2 * kept["admitted"] == 10 and kept["not_terminal"] == 0, kept
         assert kept["code_retrievals_without_391"] == 0 and kept["none_lost"] is True, kept
