@@ -94,6 +94,23 @@ def test_a_starting_replica_leaves_a_running_response_be(durable_db: str, server
     assert a.responses.cancel(r.id).status == "cancelled"
 
 
+def test_continuing_a_response_still_running_elsewhere_is_a_400(
+    durable_db: str, servers: list[LiveServer]
+) -> None:
+    """As on the replica that runs it: its stored record is not a finished conversation to build on."""
+    servers += [_replica(durable_db, _slow_engine()), _replica(durable_db)]
+    a, b = (_client(s) for s in servers)
+    r = a.responses.create(model=MODEL, input="take your time", background=True)
+    for client in (a, b):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model=MODEL, previous_response_id=r.id, input="next")
+        assert refused.value.body["param"] == "previous_response_id"  # type: ignore[index]
+        assert "still in progress" in refused.value.body["message"]  # type: ignore[index]
+    assert b.responses.cancel(r.id).status == "cancelled"
+    servers[1].engine.reset(say("continued"))
+    assert b.responses.create(model=MODEL, previous_response_id=r.id, input="next").status == "completed"
+
+
 def test_read_continue_delete_across_replicas(durable_db: str, servers: list[LiveServer]) -> None:
     servers += [_replica(durable_db), _replica(durable_db)]
     a, b = (_client(s) for s in servers)

@@ -273,6 +273,10 @@ class ResponsesService:
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
+        if prev.response.get("status") in ("queued", "in_progress"):  # running on another replica
+            raise InvalidRequest(
+                f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
+            )
         return prev
 
     async def _container_resolver(
