@@ -196,4 +196,46 @@ def test_a_replica_restarted_under_its_name_fails_its_leftovers_at_once(
     assert got.status == "failed" and got.error is not None and got.error.code == INTERRUPTED_CODE
 
 
+# --- foreground responses on a shared store (Postgres): recorded when they start -----------------------------
+
+
+def test_a_foreground_response_running_on_a_is_seen_from_b(pg_url: str, servers: list[LiveServer]) -> None:
+    """Streamed (not background) on A: B retrieves it `in_progress` and lists its input, cancel through B is a
+    409 as on A, and B sees it `completed` once A's stream ends."""
+    servers += [_replica(pg_url, _slow_engine()), _replica(pg_url)]
+    a, b = (_client(s) for s in servers)
+    servers[0].engine.reset(say("slow " * 60), delay=0.05)  # ~3 s of output
+    with a.responses.create(model=MODEL, input="stream it", stream=True) as stream:
+        rid = next(iter(stream)).response.id  # response.created
+        running = b.responses.retrieve(rid)
+        assert running.status == "in_progress" and running.background is False
+        assert [i.type for i in b.responses.input_items.list(rid)] == ["message"]
+        with pytest.raises(openai.ConflictError):
+            b.responses.cancel(rid)
+        ended = [event.type for event in stream]
+    assert ended[-1] == "response.completed"
+    done = b.responses.retrieve(rid)
+    assert done.status == "completed" and done.output_text.startswith("slow")
+
+
+def test_a_killed_replicas_foreground_response_is_failed(
+    pg_url: str, servers: list[LiveServer], tmp_path: Path
+) -> None:
+    """A dies mid-stream: its stored foreground response is failed by B within the lease, as a background
+    one is (before, it was never stored: a 404 for good)."""
+    proc, base = _spawn(pg_url, "doomed-fg", LEASE, tmp_path / "a.log")
+    servers.append(_replica(pg_url))
+    b = _client(servers[0])
+    try:
+        a = openai.OpenAI(base_url=base + "/v1", api_key="-", max_retries=0, timeout=60)
+        stream = a.responses.create(model=MODEL, input="take your time", stream=True)
+        rid = next(iter(stream)).response.id
+        assert b.responses.retrieve(rid).status == "in_progress"
+    finally:
+        _kill(proc)
+    _eventually(lambda: b.responses.retrieve(rid).status == "failed", LEASE + 10 * HEARTBEAT + 20)
+    got = b.responses.retrieve(rid)
+    assert got.error is not None and got.error.code == INTERRUPTED_CODE
+
+
 # --- the real thing: two `vllm-responses serve` on the tiny model and one Postgres ----------------------------

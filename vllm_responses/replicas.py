@@ -123,6 +123,10 @@ class Replica:
         stored = await self.store.get(response_id)
         if stored is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+        if not stored.response.get("background"):  # a foreground one running elsewhere: as a local cancel
+            raise Conflict(
+                "Only responses created with background=true can be cancelled.", param="response_id"
+            )
         if stored.response.get("status") not in _UNFINISHED or not await self.store.request_cancel(
             response_id
         ):

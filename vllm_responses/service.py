@@ -233,7 +233,10 @@ class ResponsesService:
         self.runs[run.id] = run
         events = loop.events() if generate else no_generation(builder)
         acknowledged = None
-        if req.background and req.store:  # kept as acknowledged: after a crash it is found (failed), not 404
+        # Kept as acknowledged: after a crash it is found (failed), not 404; on a shared store a foreground
+        # one too, so that other replicas see it running (its first event waits for that write, not the
+        # client's answer).
+        if req.store and (req.background or self.store.shared):
             acknowledged = asyncio.ensure_future(
                 self._acknowledge(response_record(run, req.wants_outputs, context, input_items))
             )
@@ -246,7 +249,8 @@ class ResponsesService:
             run.task.add_done_callback(lambda _task: held.release())
         if acknowledged is not None:
             run.task.add_done_callback(lambda _task: self.replica.release_soon(run.id))
-            await asyncio.shield(acknowledged)
+            if req.background:  # its answer says it is kept
+                await asyncio.shield(acknowledged)
         return run
 
     async def _acknowledge(self, record: StoredResponse) -> None:

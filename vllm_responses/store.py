@@ -45,6 +45,9 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
     """
 
     notices: LocalNotices  # wake-ups from other replicas (Postgres LISTEN/NOTIFY; others: none, waits poll)
+    # Made for several replicas (Postgres): a stored foreground response is recorded (and leased) when it
+    # starts too, so that the other replicas see it running, not a 404.
+    shared: bool
 
     async def open(self) -> None:
         """Connect and migrate (`SchemaTooNew` when the database is newer than this code), then prune."""
@@ -88,6 +91,8 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
     max_age_s: responses older than this are deleted (default 30 days).
     max_rows: past this many responses, the oldest are deleted.
     """
+
+    shared = False
 
     def __init__(self, path: str | Path, *, max_age_s: float = 30 * 86400, max_rows: int = 100_000) -> None:
         self.path = str(path) if str(path) == ":memory:" else str(Path(path).expanduser())
@@ -197,6 +202,8 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
 
 class MemoryStore(MemoryConversations, MemoryLeases, MemoryEvents):
     """A bounded in-process store (tests, or `--db :memory:`)."""
+
+    shared = False
 
     def __init__(self, max_rows: int = 10_000) -> None:
         MemoryConversations.__init__(self)

@@ -45,6 +45,8 @@ class PostgresStore(PostgresConversations, PostgresLeases, PostgresEvents):
     pool_size: the most connections this process holds (each request borrows one per store call).
     """
 
+    shared = True
+
     def __init__(
         self, url: str, *, max_age_s: float = 30 * 86400, max_rows: int = 100_000, pool_size: int = 10
     ) -> None:
