@@ -10,9 +10,10 @@ import asyncpg
 
 from vllm_responses.store_notify import CHANNEL, cancel_key
 
-__all__ = ["LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
+__all__ = ["UNFINISHED", "LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
 
-_UNFINISHED = "('queued', 'in_progress')"
+UNFINISHED = ("queued", "in_progress")  # the statuses of a response some replica should still be running
+_UNFINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in UNFINISHED) + ")"
 
 
 class LeaseStore(Protocol):
@@ -69,7 +70,7 @@ class SQLiteLeases:
     async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
         query = (
             "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
-            f"WHERE r.status IN {_UNFINISHED} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
+            f"WHERE r.status IN {_UNFINISHED_SQL} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
         )
         async with self.db.execute(query, (now, dead_owner)) as cur:
             return [row[0] for row in await cur.fetchall()]
@@ -115,7 +116,7 @@ class PostgresLeases:
     async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
         rows = await self.pool.fetch(
             "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
-            f"WHERE r.status IN {_UNFINISHED} "
+            f"WHERE r.status IN {_UNFINISHED_SQL} "
             "AND (l.response_id IS NULL OR l.expires_at < $1 OR l.owner = $2) ORDER BY r.created_at",
             now,
             dead_owner,

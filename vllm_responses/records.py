@@ -8,6 +8,7 @@ import logging
 import time
 from typing import Any, cast
 
+from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
@@ -70,7 +71,7 @@ async def fail_abandoned(store: ResponseStore, response_ids: list[str]) -> int:
     failed: list[str] = []
     for response_id in response_ids:
         record = await store.get(response_id)
-        if record is not None and record.response.get("status") in ("queued", "in_progress"):
+        if record is not None and record.response.get("status") in UNFINISHED:
             await store.save(dataclasses.replace(record, response=_failed(record.response)))
             failed.append(response_id)
         await store.release_lease(response_id)

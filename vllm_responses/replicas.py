@@ -11,6 +11,7 @@ import time
 import uuid
 
 from vllm_responses.errors import Conflict, NotFound, Unavailable
+from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.records import fail_abandoned
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore
@@ -20,7 +21,6 @@ __all__ = ["Replica"]
 
 logger = logging.getLogger(__name__)
 
-_UNFINISHED = ("queued", "in_progress")
 # A cancel through another replica: how often the store is read for its end, and how long past one heartbeat
 # of the replica running it that is waited for (a local cancel waits up to 10 s for its run to end too).
 _CANCEL_POLL_S = 0.1
@@ -127,7 +127,7 @@ class Replica:
             raise Conflict(
                 "Only responses created with background=true can be cancelled.", param="response_id"
             )
-        if stored.response.get("status") not in _UNFINISHED or not await self.store.request_cancel(
+        if stored.response.get("status") not in UNFINISHED or not await self.store.request_cancel(
             response_id
         ):
             raise Conflict(
@@ -140,7 +140,7 @@ class Replica:
             now = await self.store.get(response_id)
             if now is None:
                 raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
-            if now.response.get("status") not in _UNFINISHED:
+            if now.response.get("status") not in UNFINISHED:
                 return
         raise Unavailable(
             "The replica running this response did not confirm its cancellation in time; it is requested: "

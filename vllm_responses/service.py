@@ -28,6 +28,7 @@ from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
+from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
@@ -254,8 +255,9 @@ class ResponsesService:
         return run
 
     async def _acknowledge(self, record: StoredResponse) -> None:
-        """A background response's first record, leased to this replica first (replicas.py): a failure is
-        logged, not raised (the response runs; without its lease another replica's sweep ends it failed)."""
+        """A stored response's first record (background, or any on a shared store), leased to this replica first
+        (replicas.py): a failure is logged, not raised (the response runs; without its lease another
+        replica's sweep ends it failed)."""
         try:
             await self.replica.hold(record.id)
         except Exception:
@@ -277,7 +279,7 @@ class ResponsesService:
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        if prev.response.get("status") in ("queued", "in_progress"):  # running on another replica
+        if prev.response.get("status") in UNFINISHED:  # running on another replica
             raise InvalidRequest(
                 f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
             )
