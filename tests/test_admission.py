@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from vllm_responses.admission import Admission, Slot, default_max_queued, until_disconnect
-from vllm_responses.errors import Busy, Unavailable
+from vllm_responses.protocol.errors import Busy, Unavailable
 
 
 async def _settle() -> None:

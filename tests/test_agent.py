@@ -25,7 +25,7 @@ from vllm_responses.chat import (
     code_tool_spec,
 )
 from vllm_responses.engine.base import EngineRejected
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.stream import ResponseBuilder
 
 ECHO = echo_fields()

@@ -11,7 +11,7 @@ import pytest
 from interpreter_service import DATA_DIR, ContainerNotFound, InterpreterError, PoolExhausted
 from tests.fakes import FakeInterpreter
 from vllm_responses.containers import ContainerService
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 
 def _idle_for(interp: FakeInterpreter, container_id: str, seconds: float) -> None:

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from starlette.types import Receive
 
-from vllm_responses.errors import APIError, Busy
+from vllm_responses.protocol.errors import APIError, Busy
 
 __all__ = ["Admission", "Slot", "default_max_queued", "until_disconnect"]
 

@@ -31,9 +31,10 @@ from vllm_responses.chat import (
 )
 from vllm_responses.citations import WrittenFile
 from vllm_responses.engine.base import Engine, EngineError
-from vllm_responses.errors import DOMAIN_ERRORS, APIError, api_error, failure_code
+from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.mcp_tools import McpPlan, McpRun
+from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.stream import ResponseBuilder

@@ -27,13 +27,14 @@ from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
 from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import DOMAIN_ERRORS, InvalidRequest, Unauthorized, api_error, error_body
+from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.lifecycle import Lifecycle, ShutdownGate
 from vllm_responses.logs import RequestIdMiddleware
 from vllm_responses.metrics import LiveCollector, LiveSources
 from vllm_responses.ops import ops_routes, pool_stats
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes
+from vllm_responses.protocol.errors import InvalidRequest, Unauthorized, error_body
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
 from vllm_responses.restream import Restreams

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = ["MAX_JSON_DEPTH", "json_body", "parse_json"]
 

@@ -8,7 +8,7 @@ import re
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vllm_responses.errors import PayloadTooLarge
+from vllm_responses.protocol.errors import PayloadTooLarge
 
 __all__ = ["MULTIPART_SLACK", "UPLOAD_PATH", "BodyLimitMiddleware"]
 

@@ -28,7 +28,6 @@ from vllm_responses.chat import (
     Usage,
 )
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import InvalidRequest
 from vllm_responses.history import items_to_turns
 from vllm_responses.protocol.compaction import (
     CompactedResponse,
@@ -37,8 +36,10 @@ from vllm_responses.protocol.compaction import (
     ContextManagement,
     seal_summary,
 )
+from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
-from vllm_responses.stream_core import new_id, usage_dict
+from vllm_responses.stream_core import usage_dict
 
 __all__ = [
     "SUMMARY_MAX_TOKENS",

@@ -23,7 +23,7 @@ from interpreter_service import (
     Interpreter,
     MemoryLimitRefused,
 )
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = ["ContainerService"]
 

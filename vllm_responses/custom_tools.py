@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.engine.call_tags import grammar_format
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import CustomTool
 
-__all__ = ["CUSTOM_PARAMETERS", "check_grammar", "custom_tool_spec", "grammar_format"]
+__all__ = ["CUSTOM_PARAMETERS", "check_grammar", "custom_tool_spec"]
 
 # The arguments a custom tool is offered with (as vLLM's own server offers one: `custom_tool_parameters`).
 CUSTOM_PARAMETERS: dict[str, Any] = {
@@ -37,21 +37,6 @@ def custom_tool_spec(tool: CustomTool) -> ToolSpec:
         custom=True,
         grammar=(grammar.syntax, grammar.definition) if grammar is not None else None,
     )
-
-
-def grammar_format(syntax: str, definition: str) -> dict[str, Any]:
-    """The xgrammar structural-tag format matching `definition` (a Lark grammar becomes xgrammar's EBNF, the
-    one grammar syntax a structural tag takes); a `ValueError` saying why when it does not parse."""
-    import xgrammar  # vLLM's structured-output backend; imported on first use (it takes seconds)
-
-    try:
-        if syntax == "regex":
-            xgrammar.Grammar.from_regex(definition)
-            return {"type": "regex", "pattern": definition}
-        return {"type": "grammar", "grammar": str(xgrammar.Grammar.from_lark(definition))}
-    except RuntimeError as exc:  # xgrammar's parse errors: "[time] file.cc:83: Regex parsing error at ..."
-        first = (str(exc).strip().splitlines() or ["it does not parse"])[0]
-        raise ValueError(re.sub(r"^\[[^\]]*\] \S+: ", "", first)) from exc
 
 
 def check_grammar(tool: CustomTool, param: str) -> None:

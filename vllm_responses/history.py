@@ -10,6 +10,7 @@ from typing import Any
 from interpreter_service import ExecutionResult
 from vllm_responses.chat import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
+from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem
 from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import (
@@ -19,7 +20,6 @@ from vllm_responses.protocol.requests import (
     InputItem,
     MessageItem,
 )
-from vllm_responses.stream import new_id
 
 __all__ = [
     "MCP_DENIED",

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vllm_responses.admission import Admission
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import APIError, Unavailable
+from vllm_responses.protocol.errors import APIError, Unavailable
 from vllm_responses.runs import Run
 from vllm_responses.websocket import deny_websocket
 

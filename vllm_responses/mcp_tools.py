@@ -17,9 +17,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_responses.chat import ForcedTool, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn
-from vllm_responses.errors import InvalidRequest
 from vllm_responses.history import mcp_result_text
 from vllm_responses.mcp_client import McpFailure, McpServer, call_tool, list_tools
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import McpListedTool
 from vllm_responses.protocol.mcp_items import McpTool

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = ["cursor_page", "page_params"]
 

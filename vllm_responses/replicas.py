@@ -10,8 +10,8 @@ import logging
 import time
 import uuid
 
-from vllm_responses.errors import Conflict, NotFound, Unavailable
 from vllm_responses.lease_store import UNFINISHED
+from vllm_responses.protocol.errors import Conflict, NotFound, Unavailable
 from vllm_responses.records import fail_abandoned
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore

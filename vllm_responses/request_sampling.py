@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
-from vllm_responses.chat import Sampling
+from vllm_responses.chat import CODE_TOOL_NAME, ForcedTool, Sampling, ToolChoice
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.tool_choice import (
+    ToolChoiceAllowed,
+    ToolChoiceBuiltin,
+    ToolChoiceCustom,
+    ToolChoiceFunction,
+    ToolChoiceMcp,
+    ToolChoiceObject,
+)
 
-__all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "max_output_tokens", "request_sampling"]
+__all__ = [
+    "VLLM_DEFAULTS",
+    "EchoedSampling",
+    "echoed_sampling",
+    "engine_tool_choice",
+    "max_output_tokens",
+    "request_sampling",
+]
 
 # vLLM's own defaults for the sampling fields a response echoes (`SamplingParams`, and its `/v1/responses`).
 VLLM_DEFAULTS: dict[str, float] = {
@@ -71,3 +86,18 @@ def max_output_tokens(req: CreateResponseRequest, defaults: Mapping[str, Any]) -
         return req.max_output_tokens
     value = defaults.get("max_tokens")
     return int(value) if value is not None else None
+
+
+def engine_tool_choice(choice: Literal["none", "auto", "required"] | ToolChoiceObject) -> ToolChoice:
+    """A create body's `tool_choice` as the engine takes it (a named tool forced; `allowed_tools`: its mode, the
+    tools offered being restricted by the service; an MCP choice: `auto`, the agent loop forces it once the
+    server's tools are listed)."""
+    if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
+        return ForcedTool(choice.name)
+    if isinstance(choice, ToolChoiceBuiltin):
+        return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceAllowed):
+        return choice.mode
+    if isinstance(choice, ToolChoiceMcp):
+        return "auto"
+    return choice

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
-from vllm_responses.errors import InvalidRequest, NotFound
+from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.items import wire_items
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.store_notify import events_key, wait_woken

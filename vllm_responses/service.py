@@ -26,20 +26,19 @@ from vllm_responses.custom_tools import check_grammar, custom_tool_spec
 from vllm_responses.driver import RunDriver, no_generation
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
-from vllm_responses.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
+from vllm_responses.protocol.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
-from vllm_responses.protocol.tool_choice import engine_tool_choice
 from vllm_responses.records import response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.replicas import Replica
-from vllm_responses.request_sampling import max_output_tokens, request_sampling
+from vllm_responses.request_sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.runs import Run
 from vllm_responses.store import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from vllm_responses.errors import Unavailable
+from vllm_responses.protocol.errors import Unavailable
 
 __all__ = ["DISCONNECTS", "retry_on_disconnect"]
 

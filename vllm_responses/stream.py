@@ -36,6 +36,7 @@ from vllm_responses.protocol.events import (
     TextDelta,
     TextDone,
 )
+from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
@@ -48,10 +49,10 @@ from vllm_responses.protocol.items import (
     ReasoningItem,
     ResponseStatus,
 )
-from vllm_responses.stream_core import new_id, seal_reasoning
+from vllm_responses.stream_core import seal_reasoning
 from vllm_responses.stream_mcp import McpSteps
 
-__all__ = ["ResponseBuilder", "new_id"]
+__all__ = ["ResponseBuilder"]
 
 
 class ResponseBuilder(McpSteps):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import secrets
 import time
 
 from vllm_responses.chat import Usage
@@ -18,6 +17,7 @@ from vllm_responses.protocol.events import (
     PartRef,
     ResponseLifecycle,
 )
+from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CustomToolCallItem,
@@ -35,11 +35,7 @@ from vllm_responses.protocol.items import (
     wire_items,
 )
 
-__all__ = ["REASONING_SEAL", "BuilderCore", "new_id", "seal_reasoning", "usage_dict"]
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
+__all__ = ["REASONING_SEAL", "BuilderCore", "seal_reasoning", "usage_dict"]
 
 
 def usage_dict(u: Usage) -> ResponseUsage:

@@ -11,13 +11,14 @@ from vllm_responses.protocol.events import (
     McpItemEvent,
     McpItemEventType,
 )
+from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     McpApprovalRequestItem,
     McpCallItem,
     McpListedTool,
     McpListToolsItem,
 )
-from vllm_responses.stream_core import BuilderCore, new_id
+from vllm_responses.stream_core import BuilderCore
 
 __all__ = ["McpSteps"]
 

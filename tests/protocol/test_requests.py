@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.serving import LiveServer
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.requests import (
     INPUT_ITEM_TYPES,
     SUPPORTED_INCLUDES,

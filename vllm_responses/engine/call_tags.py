@@ -5,16 +5,23 @@ a free-text trigger (or, for formats whose calls open the output, as the alterna
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
-from vllm_responses.custom_tools import grammar_format
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import HERMES, CallShape
 from vllm_responses.engine.pythonic_grammar import ANY_KWARGS, kwargs_grammar
 
-__all__ = ["ANY_OBJECT", "TRIGGER", "constrains_free_calls", "forced_calls_tag", "free_calls_tag"]
+__all__ = [
+    "ANY_OBJECT",
+    "TRIGGER",
+    "constrains_free_calls",
+    "forced_calls_tag",
+    "free_calls_tag",
+    "grammar_format",
+]
 
 TRIGGER = HERMES.triggers[0]
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -25,6 +32,21 @@ def constrains_free_calls(tools: Sequence[ToolSpec]) -> bool:
     """Whether a free (`tool_choice: auto`) call to one of `tools` is constrained: a strict function or a
     custom tool with a grammar is offered."""
     return any(t.strict or t.grammar is not None for t in tools)
+
+
+def grammar_format(syntax: str, definition: str) -> dict[str, Any]:
+    """The xgrammar structural-tag format matching `definition` (a Lark grammar becomes xgrammar's EBNF, the
+    one grammar syntax a structural tag takes); a `ValueError` saying why when it does not parse."""
+    import xgrammar  # vLLM's structured-output backend; imported on first use (it takes seconds)
+
+    try:
+        if syntax == "regex":
+            xgrammar.Grammar.from_regex(definition)
+            return {"type": "regex", "pattern": definition}
+        return {"type": "grammar", "grammar": str(xgrammar.Grammar.from_lark(definition))}
+    except RuntimeError as exc:  # xgrammar's parse errors: "[time] file.cc:83: Regex parsing error at ..."
+        first = (str(exc).strip().splitlines() or ["it does not parse"])[0]
+        raise ValueError(re.sub(r"^\[[^\]]*\] \S+: ", "", first)) from exc
 
 
 def _grammar(tool: ToolSpec) -> dict[str, Any]:

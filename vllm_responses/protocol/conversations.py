@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, cast
 
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.items import OutputItem, wire_item
 from vllm_responses.protocol.requests import InputItem, parse_create_request
 

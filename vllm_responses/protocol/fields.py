@@ -6,7 +6,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = ["SDK_CREATE_FIELDS", "check_known_fields"]
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, Strict, ValidationError, field_validator
 
-from vllm_responses.errors import InvalidRequest
 from vllm_responses.protocol.compaction import ContextManagement
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
 from vllm_responses.protocol.inputs import (
     ASSISTANT_PART_TYPES,

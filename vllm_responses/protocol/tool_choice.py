@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vllm_responses.chat import CODE_TOOL_NAME, ForcedTool, ToolChoice
-from vllm_responses.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = [
     "ToolChoiceAllowed",
@@ -18,7 +17,6 @@ __all__ = [
     "ToolChoiceMcp",
     "ToolChoiceObject",
     "check_allowed_tools",
-    "engine_tool_choice",
 ]
 
 
@@ -106,18 +104,3 @@ def check_allowed_tools(
         raise InvalidRequest(
             f"tool_choice.tools[{i}] names {what}, which is not in tools.", param=f"tool_choice.tools[{i}]"
         )
-
-
-def engine_tool_choice(choice: Literal["none", "auto", "required"] | ToolChoiceObject) -> ToolChoice:
-    """A create body's `tool_choice` as the engine takes it (a named tool forced; `allowed_tools`: its mode, the
-    tools offered being restricted by the service; an MCP choice: `auto`, the agent loop forces it once the
-    server's tools are listed)."""
-    if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
-        return ForcedTool(choice.name)
-    if isinstance(choice, ToolChoiceBuiltin):
-        return ForcedTool(CODE_TOOL_NAME)
-    if isinstance(choice, ToolChoiceAllowed):
-        return choice.mode
-    if isinstance(choice, ToolChoiceMcp):
-        return "auto"
-    return choice
