@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vllm_responses.chat import Finish, GenerateRequest, Message, Sampling
+from vllm_responses.engine.types import Finish, GenerateRequest, Message, Sampling
 
 __all__ = ["main"]
 

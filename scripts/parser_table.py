@@ -15,7 +15,7 @@ REASONING_PATHS = {
     "harmony": "the `harmony` tool parser's analysis channel",
     "vllm": "vLLM's parser through the adapter",
 }
-# Names whose format has a hand-written transcript in tests/parsers/vllm_transcripts.py (through vLLM's parser).
+# Names whose format has a hand-written transcript in tests/engine/parsers/vllm_transcripts.py (through vLLM's parser).
 TESTED_TOOL = {
     "hermes", "mistral", "deepseek_v3", "deepseek_v31", "qwen3_xml", "kimi_k2", "glm45", "glm47", "granite",
     "internlm", "xlam", "minimax_m2", "llama3_json", "pythonic", "phi4_mini_json",

@@ -26,7 +26,8 @@ from interpreter_service import (
     PoolExhausted,
     data_path,
 )
-from vllm_responses.chat import (
+from vllm_responses.engine.base import EngineRejected, EngineUnavailable
+from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
     EngineEvent,
     Finish,
@@ -38,7 +39,6 @@ from vllm_responses.chat import (
     ToolCallStart,
     Usage,
 )
-from vllm_responses.engine.base import EngineRejected, EngineUnavailable
 from vllm_responses.protocol.items import ResponseEcho
 
 # A 1x1 PNG, what the fake interpreter returns for code containing "# fake-image".

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_responses.chat import GenerateRequest, Message, ToolSpec
+from vllm_responses.engine.types import GenerateRequest, Message, ToolSpec
 
 __all__ = ["accepts", "request"]
 

@@ -20,9 +20,9 @@ from tests.fakes import FakeEngine, FakeInterpreter
 from tests.metrics_text import parse, value
 from tests.serving import LiveServer
 from vllm_responses.admission import Admission
-from vllm_responses.chat import GenerateRequest
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import GenerateRequest
 
 MODEL = "fake-model"
 STREAM = {"model": MODEL, "input": "hi", "stream": True}

@@ -10,7 +10,8 @@ from interpreter_service import PoolExhausted
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, echo_fields, function_call, say
 from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 from vllm_responses.agent import AgentLoop, AgentPlan
-from vllm_responses.chat import (
+from vllm_responses.engine.base import EngineRejected
+from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
     Finish,
     Message,
@@ -24,7 +25,6 @@ from vllm_responses.chat import (
     Usage,
     code_tool_spec,
 )
-from vllm_responses.engine.base import EngineRejected
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.stream import ResponseBuilder
 

@@ -13,8 +13,8 @@ import pytest
 from tests.fakes import FakeEngine, code_call, function_call, say, think
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
-from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 from vllm_responses.engine.base import EngineError, EngineRejected
+from vllm_responses.engine.types import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 
 MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]

@@ -15,8 +15,8 @@ from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.serving import LiveServer
 from tests.test_api import _plain, raw_stream
 from tests.wire import validate_as, validate_response
-from vllm_responses.chat import Finish
 from vllm_responses.config import Config
+from vllm_responses.engine.types import Finish
 
 MODEL = "fake-model"
 

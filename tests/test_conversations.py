@@ -15,8 +15,8 @@ from tests.fakes import FakeEngine, code_call, say
 from tests.serving import LiveServer
 from tests.test_api import raw_stream, wait_until
 from tests.wire import validate_as, validate_response
-from vllm_responses.chat import Message, ToolCall, ToolResult
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import Message, ToolCall, ToolResult
 
 MODEL = "fake-model"
 CI: Any = [{"type": "code_interpreter", "container": {"type": "auto"}}]

@@ -23,7 +23,8 @@ from tests.fakes import FakeEngine, chunks, function_call, say
 from tests.metrics_text import parse, value
 from tests.serving import LiveServer
 from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
-from vllm_responses.chat import (
+from vllm_responses.custom_tools import CUSTOM_PARAMETERS
+from vllm_responses.engine.types import (
     EngineEvent,
     Finish,
     ForcedTool,
@@ -34,7 +35,6 @@ from vllm_responses.chat import (
     ToolResult,
     Usage,
 )
-from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 
 MODEL = "fake-model"
 SQL = {

@@ -12,7 +12,7 @@ import pytest
 from tests.fakes import FakeEngine, code_call, function_call, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
-from vllm_responses.chat import Message, Sampling, ToolCall, ToolResult
+from vllm_responses.engine.types import Message, Sampling, ToolCall, ToolResult
 
 MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]

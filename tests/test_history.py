@@ -8,7 +8,7 @@ from typing import Any
 
 from interpreter_service import ExecutionResult
 from tests.fakes import TINY_PNG
-from vllm_responses.chat import CODE_TOOL_NAME, Message, ToolCall, ToolResult
+from vllm_responses.engine.types import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 from vllm_responses.history import code_outputs, code_result_text, input_to_items, items_to_turns
 from vllm_responses.protocol.requests import parse_create_request
 

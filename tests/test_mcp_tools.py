@@ -20,8 +20,8 @@ from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.mcp_server import McpTestServer
 from tests.serving import LiveServer
 from tests.wire import _no_extras, check_stream, event_runs, parse_sse, validate_as, validate_response
-from vllm_responses.chat import ForcedTool, ToolCall, ToolResult
 from vllm_responses.config import Config
+from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 
 MODEL = "fake-model"
 _OUTPUT_ITEM: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseOutputItem)
@@ -168,7 +168,7 @@ def test_a_failing_call_is_an_error_the_model_reads(
 def test_arguments_that_are_not_json_are_an_error_the_model_reads(
     client: openai.OpenAI, engine: FakeEngine, mcp_server: McpTestServer
 ) -> None:
-    from vllm_responses.chat import Finish, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
+    from vllm_responses.engine.types import Finish, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 
     engine.reset(
         [

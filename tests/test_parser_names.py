@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.parsers.vllm_transcripts import CASES
+from tests.engine.parsers.vllm_transcripts import CASES
 from vllm_responses import cli
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.parser_names import (

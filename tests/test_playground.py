@@ -21,9 +21,9 @@ import pytest
 from interpreter_service import ExecutionResult
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
 from tests.serving import LiveServer
-from vllm_responses.chat import Message, ToolCall
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import Message, ToolCall
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")

@@ -13,8 +13,8 @@ from tests.wire import (
     validate_event,
     validate_response,
 )
-from vllm_responses.chat import Usage
 from vllm_responses.citations import WrittenFile
+from vllm_responses.engine.types import Usage
 from vllm_responses.stream import ResponseBuilder
 
 CONTAINER = "cntr_test"

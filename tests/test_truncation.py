@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_responses.chat import Message, ToolCall, ToolResult, Turn
+from vllm_responses.engine.types import Message, ToolCall, ToolResult, Turn
 from vllm_responses.truncation import cut_points, output_reserve
 
 

@@ -18,9 +18,9 @@ from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_as, validate_event
 from vllm_responses import websocket
-from vllm_responses.chat import GenerateRequest, Message
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import GenerateRequest, Message
 
 MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]

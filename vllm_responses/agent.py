@@ -13,7 +13,9 @@ from typing import Any
 
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
 from vllm_responses import metrics
-from vllm_responses.chat import (
+from vllm_responses.citations import WrittenFile
+from vllm_responses.engine.base import Engine, EngineError
+from vllm_responses.engine.types import (
     Finish,
     GenerateRequest,
     ReasoningDelta,
@@ -29,8 +31,6 @@ from vllm_responses.chat import (
     Turn,
     Usage,
 )
-from vllm_responses.citations import WrittenFile
-from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.mcp_tools import McpPlan, McpRun

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vllm_responses.chat import (
+from vllm_responses.engine.base import Engine
+from vllm_responses.engine.types import (
     Finish,
     GenerateRequest,
     Message,
@@ -27,7 +28,6 @@ from vllm_responses.chat import (
     Turn,
     Usage,
 )
-from vllm_responses.engine.base import Engine
 from vllm_responses.history import items_to_turns
 from vllm_responses.protocol.compaction import (
     CompactedResponse,

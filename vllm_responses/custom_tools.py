@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
 from vllm_responses.engine.call_tags import grammar_format
+from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import CustomTool
 

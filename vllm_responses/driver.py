@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from vllm_responses.agent import AgentLoop
-from vllm_responses.chat import Usage
 from vllm_responses.conversations import ConversationService
+from vllm_responses.engine.types import Usage
 from vllm_responses.errors import failure_code
 from vllm_responses.event_log import EventLog
 from vllm_responses.meter import ResponseMeter

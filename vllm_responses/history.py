@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from interpreter_service import ExecutionResult
-from vllm_responses.chat import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
+from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-from vllm_responses.chat import CODE_TOOL_NAME, ForcedTool, Sampling, ToolChoice
+from vllm_responses.engine.types import CODE_TOOL_NAME, ForcedTool, Sampling, ToolChoice
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,

@@ -10,14 +10,6 @@ from typing import Any
 from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
-from vllm_responses.chat import (
-    GenerateRequest,
-    Message,
-    ToolSpec,
-    Turn,
-    Usage,
-    code_tool_spec,
-)
 from vllm_responses.compaction import Compaction, compact, compact_over_threshold
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
@@ -26,6 +18,14 @@ from vllm_responses.custom_tools import check_grammar, custom_tool_spec
 from vllm_responses.driver import RunDriver, no_generation
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
+from vllm_responses.engine.types import (
+    GenerateRequest,
+    Message,
+    ToolSpec,
+    Turn,
+    Usage,
+    code_tool_spec,
+)
 from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.mcp_tools import check_mcp_request, mcp_plan

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 import time
 
-from vllm_responses.chat import Usage
 from vllm_responses.citations import WrittenFile, file_citations
+from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     AnnotationAdded,
     CodeCallCompleted,

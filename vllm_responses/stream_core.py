@@ -6,8 +6,8 @@ import base64
 import copy
 import time
 
-from vllm_responses.chat import Usage
 from vllm_responses.citations import WrittenFile
+from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     Event,
     ItemRef,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from interpreter_service import InterpreterError
-from vllm_responses.chat import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
-from vllm_responses.parsers.partial_json import JsonStringField
+from vllm_responses.engine.parsers.partial_json import JsonStringField
+from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
 from vllm_responses.protocol.events import Event
 from vllm_responses.stream import ResponseBuilder
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vllm_responses.chat import GenerateRequest, Message, ToolCall, ToolResult, Turn
 from vllm_responses.engine.base import Engine
+from vllm_responses.engine.types import GenerateRequest, Message, ToolCall, ToolResult, Turn
 
 __all__ = ["cut_points", "fit_context", "output_reserve"]
 

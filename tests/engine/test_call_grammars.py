@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.engine.parsers.helpers import run, summarize
 from tests.grammars import accepts, request
-from tests.parsers.helpers import run, summarize
-from vllm_responses.chat import ForcedTool, ToolSpec, code_tool_spec
 from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import SHAPES
 from vllm_responses.engine.sampling import structured_constraint
+from vllm_responses.engine.types import ForcedTool, ToolSpec, code_tool_spec
 
 xgr = pytest.importorskip("xgrammar")
 
@@ -51,7 +51,7 @@ def parsed(fmt: str, text: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_every_format_with_a_shape_is_covered() -> None:
-    from vllm_responses.parsers import get_parser
+    from vllm_responses.engine.parsers import get_parser
 
     assert {get_parser(name).name for name in SHAPES} == {*JSON_FORMATS, "pythonic"}
 
@@ -199,8 +199,8 @@ def test_a_format_that_writes_no_calls_cannot_force() -> None:
 
 
 def test_formats_whose_markers_are_special_tokens_keep_them_in_the_text() -> None:
-    from vllm_responses.chat import Sampling
     from vllm_responses.engine.sampling import with_format_tokens
+    from vllm_responses.engine.types import Sampling
 
     assert not with_format_tokens(Sampling(), "mistral").skip_special_tokens
     assert not with_format_tokens(Sampling(), "harmony").skip_special_tokens

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vllm_responses.chat import (
+from vllm_responses.engine.types import (
     Finish,
     GenerateRequest,
     Message,

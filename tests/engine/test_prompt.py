@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vllm_responses.chat import ForcedTool, GenerateRequest, Message, ToolCall, ToolResult, code_tool_spec
+from vllm_responses.engine.parsers.base import get_parser
 from vllm_responses.engine.prompt import (
     CODE_PREFILL,
     TemplateCaps,
@@ -17,7 +17,14 @@ from vllm_responses.engine.prompt import (
     should_prefill_code,
     turns_to_messages,
 )
-from vllm_responses.parsers.base import get_parser
+from vllm_responses.engine.types import (
+    ForcedTool,
+    GenerateRequest,
+    Message,
+    ToolCall,
+    ToolResult,
+    code_tool_spec,
+)
 
 # SmolLM2-135M-Instruct's template (ChatML, no tools section, no tool role).
 CHATML = (

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from vllm_responses.chat import Finish, GenerateRequest, Message, ReasoningDelta, TextDelta
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import Finish, GenerateRequest, Message, ReasoningDelta, TextDelta
 
 OUTPUT = "<think>Add them.</think>It is 5."
 

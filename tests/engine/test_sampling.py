@@ -6,9 +6,16 @@ import json
 
 import pytest
 
-from vllm_responses.chat import ForcedTool, GenerateRequest, Message, Sampling, ToolSpec, code_tool_spec
 from vllm_responses.engine.base import EngineError, EngineRejected
 from vllm_responses.engine.sampling import forced_tools, structured_constraint, to_sampling_params
+from vllm_responses.engine.types import (
+    ForcedTool,
+    GenerateRequest,
+    Message,
+    Sampling,
+    ToolSpec,
+    code_tool_spec,
+)
 
 WEATHER = ToolSpec(
     "get_weather",

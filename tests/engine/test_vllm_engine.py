@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.conformance import assert_implements
-from vllm_responses.chat import (
+from vllm_responses.engine.base import Engine, EngineError, EngineRejected
+from vllm_responses.engine.types import (
     Finish,
     ForcedTool,
     GenerateRequest,
@@ -26,7 +27,6 @@ from vllm_responses.chat import (
     ToolSpec,
     code_tool_spec,
 )
-from vllm_responses.engine.base import Engine, EngineError, EngineRejected
 
 if TYPE_CHECKING:
     from vllm_responses.engine.vllm import VLLMEngine
@@ -297,7 +297,7 @@ async def test_start_failure_is_an_engine_error(tmp_path):
 
 
 async def test_think_templates_split_reasoning(engine):
-    from vllm_responses.chat import ReasoningDelta
+    from vllm_responses.engine.types import ReasoningDelta
     from vllm_responses.engine.vllm import VLLMEngine
 
     gen = "{{- '<|im_start|>assistant\\n' }}{%- endif %}"

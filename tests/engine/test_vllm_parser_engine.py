@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.parsers.helpers import summarize
-from tests.parsers.vllm_transcripts import CASES, TOOLS, token_chunks, tokenizer
-from vllm_responses.chat import Finish, GenerateRequest, Message, ToolCallDelta
+from tests.engine.parsers.helpers import summarize
+from tests.engine.parsers.vllm_transcripts import CASES, TOOLS, token_chunks, tokenizer
 from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.types import Finish, GenerateRequest, Message, ToolCallDelta
 
 TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}<assistant>"
 

@@ -17,8 +17,8 @@ from interpreter_service.pool import WorkerPool
 from tests.fakes import FakeEngine, code_call, say
 from tests.serving import LiveServer
 from tests.wire import validate_response
-from vllm_responses.chat import GenerateRequest, Message, ToolResult
 from vllm_responses.config import Config
+from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
 from vllm_responses.store import MemoryStore
 
 pytestmark = pytest.mark.sandbox

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol
 
-from vllm_responses.chat import EngineEvent, GenerateRequest
+from vllm_responses.engine.types import EngineEvent, GenerateRequest
 
 __all__ = ["Engine", "EngineError", "EngineRejected", "EngineUnavailable"]
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from vllm_responses.chat import CODE_TOOL_NAME, ToolSpec
+from vllm_responses.engine.types import CODE_TOOL_NAME, ToolSpec
 
 __all__ = ["CallShape", "FORCED_ONLY", "SHAPES", "call_shape"]
 

@@ -9,10 +9,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_responses.chat import CUSTOM_INPUT_KEY, ToolSpec
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import HERMES, CallShape
 from vllm_responses.engine.pythonic_grammar import ANY_KWARGS, kwargs_grammar
+from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
 
 __all__ = [
     "ANY_OBJECT",

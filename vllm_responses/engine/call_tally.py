@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_responses.chat import Delta, ReasoningDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.parsers.base import ToolParser
+from vllm_responses.engine.parsers.base import ToolParser
+from vllm_responses.engine.types import Delta, ReasoningDelta, ToolCallEnd, ToolCallStart
 
 __all__ = ["CallTally", "Prepared"]
 

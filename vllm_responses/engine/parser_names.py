@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from vllm_responses.engine.base import EngineError
-from vllm_responses.parsers.base import ToolParser, get_parser
+from vllm_responses.engine.parsers.base import ToolParser, get_parser
 
 __all__ = [
     "HARMONY_REASONING_PARSERS",
@@ -48,8 +48,8 @@ def vllm_reasoning_parser_names() -> list[str]:
 
 def tool_parser_route(name: str) -> ToolRoute:
     """`ours` for a name (or alias) our registry has, which wins; `vllm` for one only vLLM's has."""
-    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
-    from vllm_responses.parsers.base import parser_names
+    import vllm_responses.engine.parsers  # noqa: F401  # the package registers what it ships
+    from vllm_responses.engine.parsers.base import parser_names
 
     if name in parser_names():
         return "ours"
@@ -86,8 +86,8 @@ def check_parser_names(tool_parser: str | None, reasoning_parser: str | None) ->
 
 def tool_parser_table() -> list[tuple[str, ToolRoute]]:
     """Every `--tool-call-parser` name (ours and vLLM's) with the path it takes."""
-    import vllm_responses.parsers  # noqa: F401
-    from vllm_responses.parsers.base import parser_names
+    import vllm_responses.engine.parsers  # noqa: F401
+    from vllm_responses.engine.parsers.base import parser_names
 
     names = sorted(set(parser_names()) | set(vllm_tool_parser_names()))
     return [(n, tool_parser_route(n)) for n in names]
@@ -100,7 +100,7 @@ def reasoning_parser_table() -> list[tuple[str, ReasoningRoute]]:
 
 
 def load_parser(name: str) -> type[ToolParser]:
-    import vllm_responses.parsers  # noqa: F401  # the package registers what it ships
+    import vllm_responses.engine.parsers  # noqa: F401  # the package registers what it ships
 
     try:
         return get_parser(name)

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vllm_responses.chat import (
+from vllm_responses.engine.parsers.base import ToolParser
+from vllm_responses.engine.parsers.select import pick_parser
+from vllm_responses.engine.types import (
     ForcedTool,
     GenerateRequest,
     Message,
@@ -17,8 +19,6 @@ from vllm_responses.chat import (
     ToolSpec,
     Turn,
 )
-from vllm_responses.parsers.base import ToolParser
-from vllm_responses.parsers.select import pick_parser
 
 __all__ = [
     "ANSWER_BAD_WORDS",

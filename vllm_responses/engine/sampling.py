@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from vllm_responses.chat import ForcedTool, GenerateRequest, Sampling, ToolSpec
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tags import constrains_free_calls, forced_calls_tag, free_calls_tag
+from vllm_responses.engine.types import ForcedTool, GenerateRequest, Sampling, ToolSpec
 
 if TYPE_CHECKING:
     from vllm import SamplingParams

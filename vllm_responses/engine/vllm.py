@@ -15,15 +15,6 @@ from vllm.inputs import TokensPrompt
 from vllm.v1.engine.async_llm import AsyncLLM
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from vllm_responses.chat import (
-    EngineEvent,
-    Finish,
-    FinishReason,
-    GenerateRequest,
-    Message,
-    ToolCall,
-    Usage,
-)
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tally import CallTally, Prepared
@@ -35,6 +26,8 @@ from vllm_responses.engine.parser_names import (
     reasoning_parser_route,
     tool_parser_route,
 )
+from vllm_responses.engine.parsers.base import PlainTextParser, ToolParser
+from vllm_responses.engine.parsers.reasoning import ReasoningSplitter
 from vllm_responses.engine.prompt import (
     ANSWER_BAD_WORDS,
     ANSWER_STOP,
@@ -55,8 +48,15 @@ from vllm_responses.engine.sampling import (
     to_sampling_params,
     with_format_tokens,
 )
-from vllm_responses.parsers.base import PlainTextParser, ToolParser
-from vllm_responses.parsers.reasoning import ReasoningSplitter
+from vllm_responses.engine.types import (
+    EngineEvent,
+    Finish,
+    FinishReason,
+    GenerateRequest,
+    Message,
+    ToolCall,
+    Usage,
+)
 
 __all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
 

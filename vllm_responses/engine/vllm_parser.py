@@ -7,7 +7,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vllm_responses.chat import (
+from vllm_responses.engine.parsers.base import ToolParser
+from vllm_responses.engine.parsers.scan import merge_deltas
+from vllm_responses.engine.types import (
     Delta,
     ReasoningDelta,
     TextDelta,
@@ -18,8 +20,6 @@ from vllm_responses.chat import (
     ToolResult,
     ToolSpec,
 )
-from vllm_responses.parsers.base import ToolParser
-from vllm_responses.parsers.scan import merge_deltas
 
 __all__ = ["VllmParserAdapter", "added_tokens", "split_at_added_tokens", "vllm_parser_factory"]
 

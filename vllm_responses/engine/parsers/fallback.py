@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from vllm_responses.parsers import hermes, markdown
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.function_tag import OPEN as FUNCTION_OPEN
-from vllm_responses.parsers.function_tag import FunctionTagRegion
-from vllm_responses.parsers.json_regions import JsonCallsRegion
-from vllm_responses.parsers.python_tag import TAG, python_tag_region
-from vllm_responses.parsers.pythonic import PythonicRegion
-from vllm_responses.parsers.regions import PeekRegion, TextRegion
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers import hermes, markdown
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.function_tag import OPEN as FUNCTION_OPEN
+from vllm_responses.engine.parsers.function_tag import FunctionTagRegion
+from vllm_responses.engine.parsers.json_regions import JsonCallsRegion
+from vllm_responses.engine.parsers.python_tag import TAG, python_tag_region
+from vllm_responses.engine.parsers.pythonic import PythonicRegion
+from vllm_responses.engine.parsers.regions import PeekRegion, TextRegion
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
 
 __all__ = ["FallbackParser"]
 

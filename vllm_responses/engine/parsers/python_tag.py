@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.json_regions import JsonCallsRegion
-from vllm_responses.parsers.regions import CodeRegion, PeekRegion
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.json_regions import JsonCallsRegion
+from vllm_responses.engine.parsers.regions import CodeRegion, PeekRegion
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
 
 __all__ = ["PythonTagParser", "python_tag_region", "TAG", "END_MARKERS"]
 

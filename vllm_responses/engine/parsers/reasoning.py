@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from vllm_responses.chat import Delta, ReasoningDelta, ToolCall, ToolResult
-from vllm_responses.parsers.base import ToolParser
-from vllm_responses.parsers.scan import merge_deltas, partial_suffix
+from vllm_responses.engine.parsers.base import ToolParser
+from vllm_responses.engine.parsers.scan import merge_deltas, partial_suffix
+from vllm_responses.engine.types import Delta, ReasoningDelta, ToolCall, ToolResult
 
 __all__ = ["ReasoningSplitter"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from vllm_responses.chat import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.parsers.partial_json import JsonRepairer, repair_json
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.partial_json import JsonRepairer, repair_json
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 
 __all__ = ["CallObject", "JsonCallsRegion"]
 

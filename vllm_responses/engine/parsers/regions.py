@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from vllm_responses.chat import (
+from vllm_responses.engine.parsers.partial_json import JsonRepairer
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
     Delta,
     ReasoningDelta,
@@ -14,8 +16,6 @@ from vllm_responses.chat import (
     ToolCallEnd,
     ToolCallStart,
 )
-from vllm_responses.parsers.partial_json import JsonRepairer
-from vllm_responses.parsers.scan import Region, ScanningParser
 
 __all__ = ["ArgsRegion", "CodeRegion", "PeekRegion", "StreamRegion", "TextRegion", "code_arguments", "escape"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from vllm_responses.chat import ToolSpec, code_tool_spec
+from vllm_responses.engine.types import ToolSpec, code_tool_spec
 
 __all__ = ["CASES", "CODE", "TOOLS", "Case", "random_splits", "token_chunks", "tokenizer"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from vllm_responses.parsers.json_text import ESCAPES, HEX_DIGITS, WHITESPACE
-from vllm_responses.parsers.repair import JsonRepairer, repair_json
+from vllm_responses.engine.parsers.json_text import ESCAPES, HEX_DIGITS, WHITESPACE
+from vllm_responses.engine.parsers.repair import JsonRepairer, repair_json
 
 __all__ = ["JsonStringField", "JsonRepairer", "repair_json"]
 

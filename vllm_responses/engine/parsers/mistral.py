@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from vllm_responses.chat import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.json_regions import JsonCallsRegion
-from vllm_responses.parsers.partial_json import JsonRepairer
-from vllm_responses.parsers.regions import PeekRegion, TextRegion
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.json_regions import JsonCallsRegion
+from vllm_responses.engine.parsers.partial_json import JsonRepairer
+from vllm_responses.engine.parsers.regions import PeekRegion, TextRegion
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 
 __all__ = ["ARGS", "ListRegion", "MistralParser", "NamedCallRegion", "TOOL_CALLS"]
 

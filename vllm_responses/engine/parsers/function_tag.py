@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from vllm_responses.chat import Delta, TextDelta
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.regions import ArgsRegion
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.regions import ArgsRegion
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import Delta, TextDelta
 
 __all__ = ["FunctionTagParser", "FunctionTagRegion"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from vllm_responses.parsers.json_text import CONTROL_ESCAPES, ESCAPES, HEX_DIGITS, WHITESPACE
+from vllm_responses.engine.parsers.json_text import CONTROL_ESCAPES, ESCAPES, HEX_DIGITS, WHITESPACE
 
 __all__ = ["JsonRepairer", "repair_json"]
 

@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
-from vllm_responses.chat import Delta, ReasoningDelta, TextDelta, ToolCallDelta, ToolSpec
-from vllm_responses.parsers.base import ToolParser
+from vllm_responses.engine.parsers.base import ToolParser
+from vllm_responses.engine.types import Delta, ReasoningDelta, TextDelta, ToolCallDelta, ToolSpec
 
 __all__ = ["Region", "ScanningParser", "find_first", "merge_deltas", "partial_suffix"]
 

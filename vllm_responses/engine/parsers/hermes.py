@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.json_regions import JsonCallsRegion
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.json_regions import JsonCallsRegion
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
 
 __all__ = ["HermesParser", "OPEN", "CLOSE"]
 

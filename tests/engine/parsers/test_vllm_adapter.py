@@ -9,13 +9,28 @@ from typing import Any
 
 import pytest
 
-from tests.parsers.helpers import summarize
-from tests.parsers.vllm_transcripts import CASES, CODE, TOOLS, Case, random_splits, token_chunks, tokenizer
-from vllm_responses.chat import Delta, ReasoningDelta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from tests.engine.parsers.helpers import summarize
+from tests.engine.parsers.vllm_transcripts import (
+    CASES,
+    CODE,
+    TOOLS,
+    Case,
+    random_splits,
+    token_chunks,
+    tokenizer,
+)
+from vllm_responses.engine.parsers import get_parser
+from vllm_responses.engine.parsers.partial_json import JsonStringField
+from vllm_responses.engine.parsers.reasoning import ReasoningSplitter
+from vllm_responses.engine.types import (
+    Delta,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from vllm_responses.engine.vllm_parser import VllmParserAdapter, vllm_parser_factory
-from vllm_responses.parsers import get_parser
-from vllm_responses.parsers.partial_json import JsonStringField
-from vllm_responses.parsers.reasoning import ReasoningSplitter
 
 
 def _adapter(case: Case, inner: Any = None) -> VllmParserAdapter:

@@ -6,8 +6,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_responses.chat import Delta, ReasoningDelta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.parsers import get_parser
+from vllm_responses.engine.parsers import get_parser
+from vllm_responses.engine.types import (
+    Delta,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 
 
 @dataclass

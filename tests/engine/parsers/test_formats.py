@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_responses.chat import (
+from vllm_responses.engine.parsers import get_parser, pick_parser
+from vllm_responses.engine.parsers.reasoning import ReasoningSplitter
+from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
     ReasoningDelta,
     TextDelta,
@@ -18,8 +20,6 @@ from vllm_responses.chat import (
     ToolCallStart,
     ToolResult,
 )
-from vllm_responses.parsers import get_parser, pick_parser
-from vllm_responses.parsers.reasoning import ReasoningSplitter
 
 from .helpers import run, split_at, summarize
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from vllm_responses.chat import CODE_TOOL_NAME, Delta, TextDelta, ToolCall, ToolResult
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.regions import CodeRegion, code_arguments
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.regions import CodeRegion, code_arguments
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import CODE_TOOL_NAME, Delta, TextDelta, ToolCall, ToolResult
 
 __all__ = ["MarkdownCodeParser", "MarkdownRegion", "FENCE", "PYTHON_LANGS"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_responses.parsers import (  # noqa: F401  (importing registers the parsers)
+from vllm_responses.engine.parsers import (  # noqa: F401  (importing registers the parsers)
     fallback,
     function_tag,
     harmony,
@@ -13,7 +13,7 @@ from vllm_responses.parsers import (  # noqa: F401  (importing registers the par
     python_tag,
     pythonic,
 )
-from vllm_responses.parsers.base import PlainTextParser, ToolParser, get_parser, parser_names, register
-from vllm_responses.parsers.select import pick_parser
+from vllm_responses.engine.parsers.base import PlainTextParser, ToolParser, get_parser, parser_names, register
+from vllm_responses.engine.parsers.select import pick_parser
 
 __all__ = ["PlainTextParser", "ToolParser", "get_parser", "parser_names", "pick_parser", "register"]

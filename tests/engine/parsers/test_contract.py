@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_responses.parsers import get_parser, parser_names
+from vllm_responses.engine.parsers import get_parser, parser_names
 
 from .helpers import run, split_at, summarize
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_responses.parsers.partial_json import JsonRepairer, JsonStringField, repair_json
+from vllm_responses.engine.parsers.partial_json import JsonRepairer, JsonStringField, repair_json
 
 code_text = st.text(
     alphabet=st.one_of(
@@ -144,7 +144,7 @@ def test_repairer_is_identity_on_valid_json_any_chunking(obj, cuts):
 
 
 def test_the_escape_table_is_json_s() -> None:
-    from vllm_responses.parsers.json_text import CONTROL_ESCAPES, ESCAPES
+    from vllm_responses.engine.parsers.json_text import CONTROL_ESCAPES, ESCAPES
 
     for c in map(chr, range(0x20, 0x7F)):
         try:

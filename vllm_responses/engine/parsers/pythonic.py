@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import json
 
-from vllm_responses.chat import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from vllm_responses.parsers.base import register
-from vllm_responses.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.parsers.base import register
+from vllm_responses.engine.parsers.scan import Region, ScanningParser
+from vllm_responses.engine.types import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 
 __all__ = ["PythonicParser", "PythonicRegion", "parse_pythonic"]
 

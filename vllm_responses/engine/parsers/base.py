@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
-from vllm_responses.chat import Delta, TextDelta, ToolCall, ToolResult, ToolSpec
+from vllm_responses.engine.types import Delta, TextDelta, ToolCall, ToolResult, ToolSpec
 
 __all__ = ["ToolParser", "PlainTextParser", "register", "get_parser", "parser_names"]
 
