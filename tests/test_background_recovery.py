@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from vllm_responses.store.responses.responses import store_for
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.real import TINY
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
-from vllm_responses.store import store_for
 
 MODEL = "fake-model"
 

@@ -6,9 +6,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-
-from vllm_responses.conversation_store import StoredConversation
-from vllm_responses.store import MemoryStore, ResponseStore, store_for
+from vllm_responses.store.responses.conversations import StoredConversation
+from vllm_responses.store.responses.responses import MemoryStore, ResponseStore, store_for
 
 
 def msg(i: int) -> dict[str, object]:

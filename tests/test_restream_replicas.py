@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from vllm_responses.store.responses.responses import store_for
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
@@ -24,7 +25,6 @@ from tests.wire import check_stream, parse_sse, validate_event, validate_respons
 from vllm_responses.app import AppState
 from vllm_responses.config import Config
 from vllm_responses.records import INTERRUPTED_MESSAGE, fail_abandoned
-from vllm_responses.store import store_for
 
 MODEL = "fake-model"
 # B's poll interval here (the default is 0.2 s); RESTREAM_POLL_S=0.2 measures the default's delay

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from vllm_responses.store import MemoryStore, ResponseStore, StoredResponse, store_for
+from vllm_responses.store.responses.responses import MemoryStore, ResponseStore, StoredResponse, store_for
 
 
 def record(i: int, created_at: float | None = None) -> StoredResponse:

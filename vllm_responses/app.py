@@ -40,7 +40,7 @@ from vllm_responses.protocol.requests import check_includes, parse_create_reques
 from vllm_responses.restream import Restreams
 from vllm_responses.runs import Run
 from vllm_responses.service import ResponsesService
-from vllm_responses.store import ResponseStore
+from vllm_responses.store.responses.responses import ResponseStore
 from vllm_responses.websocket import deny_websocket, responses_websocket
 
 __all__ = ["AppState", "build_app", "sse_frame"]

@@ -18,7 +18,7 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.records import generated, response_record
 from vllm_responses.runs import Run
-from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]

@@ -8,10 +8,10 @@ import logging
 import time
 from typing import Any, cast
 
-from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.runs import Run
-from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.store.responses.leases import UNFINISHED
+from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
 

@@ -10,12 +10,12 @@ import logging
 import time
 import uuid
 
-from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.protocol.errors import Conflict, NotFound, Unavailable
 from vllm_responses.records import fail_abandoned
 from vllm_responses.runs import Run
-from vllm_responses.store import ResponseStore
-from vllm_responses.store_notify import cancel_key, wait_woken
+from vllm_responses.store.responses.leases import UNFINISHED
+from vllm_responses.store.responses.notify import cancel_key, wait_woken
+from vllm_responses.store.responses.responses import ResponseStore
 
 __all__ = ["Replica"]
 

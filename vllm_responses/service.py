@@ -27,7 +27,6 @@ from vllm_responses.engine.types import (
     code_tool_spec,
 )
 from vllm_responses.history import input_to_items, items_to_turns
-from vllm_responses.lease_store import UNFINISHED
 from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
 from vllm_responses.protocol.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
@@ -40,7 +39,8 @@ from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.replicas import Replica
 from vllm_responses.request_sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.runs import Run
-from vllm_responses.store import ResponseStore, StoredResponse
+from vllm_responses.store.responses.leases import UNFINISHED
+from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 from vllm_responses.stream import ResponseBuilder
 from vllm_responses.truncation import fit_context
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+from vllm_responses.store.responses.responses import MemoryStore
 
 from interpreter_service.pool import WorkerPool
 from tests.fakes import FakeEngine, code_call, say
@@ -19,7 +20,6 @@ from tests.serving import LiveServer
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
-from vllm_responses.store import MemoryStore
 
 pytestmark = pytest.mark.sandbox
 

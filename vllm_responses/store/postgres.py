@@ -8,13 +8,13 @@ from typing import Any
 
 import asyncpg
 
-from vllm_responses.conversation_store_pg import PostgresConversations, affected
-from vllm_responses.event_store_pg import PostgresEvents
-from vllm_responses.lease_store import PostgresLeases
-from vllm_responses.migrations import upgrade_postgres
-from vllm_responses.store import StoredResponse, _own_items
-from vllm_responses.store_notify import LocalNotices, PostgresNotices
-from vllm_responses.store_retry import retry_on_disconnect
+from vllm_responses.store.responses.conversations_pg import PostgresConversations, affected
+from vllm_responses.store.responses.events_pg import PostgresEvents
+from vllm_responses.store.responses.leases import PostgresLeases
+from vllm_responses.store.responses.migrations import upgrade_postgres
+from vllm_responses.store.responses.notify import LocalNotices, PostgresNotices
+from vllm_responses.store.responses.responses import StoredResponse, _own_items
+from vllm_responses.store.responses.retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
 
