@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, code_call, say
 from tests.serving import LiveServer
-from vllm_responses.logs import (
+from vllm_responses.observe.logs import (
     RESPONSE_LOGGER,
     JSONFormatter,
     RequestIdFilter,

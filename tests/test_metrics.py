@@ -14,7 +14,7 @@ from tests.metrics_text import Samples, parse, value
 from tests.serving import LiveServer
 from tests.test_api import wait_until
 from vllm_responses.engine.base import EngineUnavailable
-from vllm_responses.metrics import LiveCollector, LiveSources, render
+from vllm_responses.observe.metrics import LiveCollector, LiveSources, render
 
 MODEL = "fake-model"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]

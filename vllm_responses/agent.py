@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
-from vllm_responses import metrics
 from vllm_responses.citations import WrittenFile
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
@@ -34,6 +33,7 @@ from vllm_responses.engine.types import (
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
 from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.mcp_tools import McpPlan, McpRun
+from vllm_responses.observe import metrics
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem

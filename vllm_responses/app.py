@@ -29,8 +29,8 @@ from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.lifecycle import Lifecycle, ShutdownGate
-from vllm_responses.logs import RequestIdMiddleware
-from vllm_responses.metrics import LiveCollector, LiveSources
+from vllm_responses.observe.logs import RequestIdMiddleware
+from vllm_responses.observe.metrics import LiveCollector, LiveSources
 from vllm_responses.ops import ops_routes, pool_stats
 from vllm_responses.pagination import cursor_page
 from vllm_responses.playground import playground_routes

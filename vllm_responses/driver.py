@@ -13,7 +13,7 @@ from vllm_responses.conversations import ConversationService
 from vllm_responses.engine.types import Usage
 from vllm_responses.errors import failure_code
 from vllm_responses.event_log import EventLog
-from vllm_responses.meter import ResponseMeter
+from vllm_responses.observe.meter import ResponseMeter
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.records import generated, response_record

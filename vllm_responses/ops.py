@@ -12,7 +12,7 @@ from starlette.routing import Route
 
 from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.lifecycle import Lifecycle
-from vllm_responses.metrics import CONTENT_TYPE, render
+from vllm_responses.observe.metrics import CONTENT_TYPE, render
 from vllm_responses.store.responses.responses import ResponseStore
 
 __all__ = ["ops_routes", "pool_stats", "refresh_pool"]

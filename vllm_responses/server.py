@@ -18,7 +18,7 @@ from vllm_responses.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.lifecycle import Lifecycle
-from vllm_responses.logs import configure_logging
+from vllm_responses.observe.logs import configure_logging
 from vllm_responses.store.responses.responses import ResponseStore, open_store
 
 __all__ = ["interpreter_from_config", "open_components", "run"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import time
 
-from vllm_responses import metrics
-from vllm_responses.logs import RESPONSE_LOGGER, current_request_id, request_started_at
+from vllm_responses.observe import metrics
+from vllm_responses.observe.logs import RESPONSE_LOGGER, current_request_id, request_started_at
 from vllm_responses.protocol.events import Event
 from vllm_responses.stream import ResponseBuilder
 

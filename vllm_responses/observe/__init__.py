@@ -1,0 +1,1 @@
+"""Observability: Prometheus metrics, log lines, and one response's meter."""
