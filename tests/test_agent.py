@@ -10,6 +10,7 @@ from interpreter_service import PoolExhausted
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, echo_fields, function_call, say
 from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 from vllm_responses.agent import AgentLoop, AgentPlan
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
@@ -26,7 +27,6 @@ from vllm_responses.engine.types import (
     code_tool_spec,
 )
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.stream import ResponseBuilder
 
 ECHO = echo_fields()
 WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})

@@ -78,9 +78,9 @@ def test_a_restart_marks_responses_left_running_failed(db: str) -> None:
     async def leave_running() -> tuple[str, str]:
         """Two responses as a crashed process leaves them: acknowledged, never ended."""
         from tests.fakes import echo_fields
+        from vllm_responses.builder.response import ResponseBuilder
         from vllm_responses.records import response_record
         from vllm_responses.runs import Run
-        from vllm_responses.stream import ResponseBuilder
 
         store = store_for(db)
         await store.open()

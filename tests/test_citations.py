@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_responses.citations import WrittenFile, file_citations, mentions
+from vllm_responses.builder.citations import WrittenFile, file_citations, mentions
 
 OUT = "/mnt/data/out.csv"
 

@@ -231,10 +231,10 @@ def test_a_response_whose_replica_died_ends_with_response_failed(durable_db: str
 
     async def left_running() -> tuple[str, list[str]]:
         from tests.fakes import echo_fields
+        from vllm_responses.builder.response import ResponseBuilder
         from vllm_responses.event_log import event_json
         from vllm_responses.records import response_record
         from vllm_responses.runs import Run
-        from vllm_responses.stream import ResponseBuilder
 
         store = store_for(durable_db)
         await store.open()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.runs import Run
-from vllm_responses.stream import ResponseBuilder
 
 
 def _run() -> Run:

@@ -1,4 +1,4 @@
-"""The response event builder (`vllm_responses/stream.py`) alone: numbering, item order, include, ends."""
+"""The response event builder (`vllm_responses/builder/response.py`) alone: numbering, item order, include, ends."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from tests.wire import (
     validate_event,
     validate_response,
 )
-from vllm_responses.citations import WrittenFile
+from vllm_responses.builder.citations import WrittenFile
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import Usage
-from vllm_responses.stream import ResponseBuilder
 
 CONTAINER = "cntr_test"
 LOGS = [{"type": "logs", "logs": "42\n"}]

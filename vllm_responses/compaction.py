@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vllm_responses.builder.core import usage_dict
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
     Finish,
@@ -39,7 +40,6 @@ from vllm_responses.protocol.compaction import (
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
-from vllm_responses.stream_core import usage_dict
 
 __all__ = [
     "SUMMARY_MAX_TOKENS",

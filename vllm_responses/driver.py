@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from vllm_responses.agent import AgentLoop
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.conversations import ConversationService
 from vllm_responses.engine.types import Usage
 from vllm_responses.errors import failure_code
@@ -19,7 +20,6 @@ from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.records import generated, response_record
 from vllm_responses.runs import Run
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
-from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
 

@@ -7,9 +7,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
-from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["Run"]
 

@@ -10,6 +10,7 @@ from typing import Any
 from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.compaction import Compaction, compact, compact_over_threshold
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
@@ -41,7 +42,6 @@ from vllm_responses.request_sampling import engine_tool_choice, max_output_token
 from vllm_responses.runs import Run
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
-from vllm_responses.stream import ResponseBuilder
 from vllm_responses.truncation import fit_context
 
 __all__ = ["ResponsesService"]

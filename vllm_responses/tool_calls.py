@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from interpreter_service import InterpreterError
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
 from vllm_responses.protocol.events import Event
-from vllm_responses.stream import ResponseBuilder
 
 if TYPE_CHECKING:
     from vllm_responses.mcp_tools import McpRoute

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import time
 
+from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.observe import metrics
 from vllm_responses.observe.logs import RESPONSE_LOGGER, current_request_id, request_started_at
 from vllm_responses.protocol.events import Event
-from vllm_responses.stream import ResponseBuilder
 
 __all__ = ["ResponseMeter"]
 

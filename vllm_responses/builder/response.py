@@ -14,7 +14,9 @@ from __future__ import annotations
 import copy
 import time
 
-from vllm_responses.citations import WrittenFile, file_citations
+from vllm_responses.builder.citations import WrittenFile, file_citations
+from vllm_responses.builder.core import seal_reasoning
+from vllm_responses.builder.mcp import McpSteps
 from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     AnnotationAdded,
@@ -49,8 +51,6 @@ from vllm_responses.protocol.items import (
     ReasoningItem,
     ResponseStatus,
 )
-from vllm_responses.stream_core import seal_reasoning
-from vllm_responses.stream_mcp import McpSteps
 
 __all__ = ["ResponseBuilder"]
 

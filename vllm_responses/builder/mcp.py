@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_responses.builder.core import BuilderCore
 from vllm_responses.protocol.events import (
     Event,
     McpArgumentsDelta,
@@ -18,7 +19,6 @@ from vllm_responses.protocol.items import (
     McpListedTool,
     McpListToolsItem,
 )
-from vllm_responses.stream_core import BuilderCore
 
 __all__ = ["McpSteps"]
 

@@ -6,7 +6,7 @@ import base64
 import copy
 import time
 
-from vllm_responses.citations import WrittenFile
+from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     Event,
