@@ -100,7 +100,7 @@ async def test_items_are_found_by_id_until_their_response_goes(store_db: str) ->
 
 
 async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
-    from vllm_responses.records import INTERRUPTED_MESSAGE, fail_abandoned
+    from vllm_responses.runs.run.records import INTERRUPTED_MESSAGE, fail_abandoned
 
     store = await opened(store_db)
     now = time.time()

@@ -37,8 +37,8 @@ from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.errors import InvalidRequest, Unauthorized, error_body
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
-from vllm_responses.restream import Restreams
-from vllm_responses.runs import Run
+from vllm_responses.runs.run.restream import Restreams
+from vllm_responses.runs.run.run import Run
 from vllm_responses.service import ResponsesService
 from vllm_responses.store.responses.responses import ResponseStore
 from vllm_responses.websocket import deny_websocket, responses_websocket

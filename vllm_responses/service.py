@@ -35,11 +35,11 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
-from vllm_responses.records import response_record
 from vllm_responses.references import check_call_outputs, resolve_stored_items
-from vllm_responses.replicas import Replica
 from vllm_responses.request_sampling import engine_tool_choice, max_output_tokens, request_sampling
-from vllm_responses.runs import Run
+from vllm_responses.runs.run.records import response_record
+from vllm_responses.runs.run.replicas import Replica
+from vllm_responses.runs.run.run import Run
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 from vllm_responses.truncation import fit_context

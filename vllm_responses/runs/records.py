@@ -9,7 +9,7 @@ import time
 from typing import Any, cast
 
 from vllm_responses.protocol.items import ResponseObject
-from vllm_responses.runs import Run
+from vllm_responses.runs.run.run import Run
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 
