@@ -20,9 +20,9 @@ from tests.fakes import FakeEngine, say
 from tests.serving import LiveServer
 from tests.test_protocol_types import _check as check_typed_dict
 from tests.wire import check_stream, parse_sse, validate_as
-from vllm_responses.compaction import split
+from vllm_responses.context.compaction import split
+from vllm_responses.context.turns import SUMMARY_HEADER
 from vllm_responses.engine.types import Message
-from vllm_responses.history import SUMMARY_HEADER
 from vllm_responses.protocol.compaction import CompactedResponse as CompactedResponseShape
 from vllm_responses.protocol.compaction import CompactionItem, open_summary, seal_summary
 

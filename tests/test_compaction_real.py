@@ -11,7 +11,7 @@ import pytest
 from tests.real import TINY, exactly
 from tests.test_compaction import validate_compacted
 from tests.wire import validate_response
-from vllm_responses.history import SUMMARY_HEADER
+from vllm_responses.context.turns import SUMMARY_HEADER
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 

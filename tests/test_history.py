@@ -1,4 +1,4 @@
-"""`vllm_responses/history.py` alone: request input to stored items, code results, items to model turns."""
+"""`vllm_responses/context/turns.py` alone: request input to stored items, code results, items to model turns."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from interpreter_service import ExecutionResult
 from tests.fakes import TINY_PNG
+from vllm_responses.context.turns import code_outputs, code_result_text, input_to_items, items_to_turns
 from vllm_responses.engine.types import CODE_TOOL_NAME, Message, ToolCall, ToolResult
-from vllm_responses.history import code_outputs, code_result_text, input_to_items, items_to_turns
 from vllm_responses.protocol.requests import parse_create_request
 
 PNG_URL = "data:image/png;base64," + base64.b64encode(TINY_PNG).decode()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from vllm_responses.context.truncation import cut_points, output_reserve
 from vllm_responses.engine.types import Message, ToolCall, ToolResult, Turn
-from vllm_responses.truncation import cut_points, output_reserve
 
 
 def test_cuts_keep_instructions_and_the_last_user_message_and_never_split_a_call() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
 from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.turns import code_outputs, code_result_text
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
     Finish,
@@ -32,7 +33,6 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
-from vllm_responses.history import code_outputs, code_result_text
 from vllm_responses.mcp_tools import McpPlan, McpRun
 from vllm_responses.observe import metrics
 from vllm_responses.protocol.errors import APIError

@@ -22,9 +22,9 @@ from interpreter_service import Interpreter
 from vllm_responses.admission import until_disconnect
 from vllm_responses.bodies import json_body
 from vllm_responses.body_limit import BodyLimitMiddleware
-from vllm_responses.compaction import compacted_response, parse_compact_request
 from vllm_responses.config import Config
 from vllm_responses.container_routes import container_routes
+from vllm_responses.context.compaction import compacted_response, parse_compact_request
 from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, api_error

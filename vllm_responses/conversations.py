@@ -14,12 +14,12 @@ import logging
 import time
 from typing import Any
 
-from vllm_responses.history import input_to_items
+from vllm_responses.context.references import resolve_stored_items
+from vllm_responses.context.turns import input_to_items
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.requests import InputItem
-from vllm_responses.references import resolve_stored_items
 from vllm_responses.store.responses.conversations import StoredConversation
 from vllm_responses.store.responses.responses import ResponseStore
 

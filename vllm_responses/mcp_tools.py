@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.turns import mcp_result_text
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn
-from vllm_responses.history import mcp_result_text
 from vllm_responses.mcp_client import McpFailure, McpServer, call_tool, list_tools
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event

@@ -11,9 +11,12 @@ from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
-from vllm_responses.compaction import Compaction, compact, compact_over_threshold
 from vllm_responses.config import Config
 from vllm_responses.containers import ContainerService
+from vllm_responses.context.compaction import Compaction, compact, compact_over_threshold
+from vllm_responses.context.references import check_call_outputs, resolve_stored_items
+from vllm_responses.context.truncation import fit_context
+from vllm_responses.context.turns import input_to_items, items_to_turns
 from vllm_responses.conversations import ConversationService
 from vllm_responses.custom_tools import check_grammar, custom_tool_spec
 from vllm_responses.driver import RunDriver, no_generation
@@ -27,7 +30,6 @@ from vllm_responses.engine.types import (
     Usage,
     code_tool_spec,
 )
-from vllm_responses.history import input_to_items, items_to_turns
 from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
 from vllm_responses.protocol.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
@@ -35,14 +37,12 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
-from vllm_responses.references import check_call_outputs, resolve_stored_items
 from vllm_responses.request_sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.runs.run.records import response_record
 from vllm_responses.runs.run.replicas import Replica
 from vllm_responses.runs.run.run import Run
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
-from vllm_responses.truncation import fit_context
 
 __all__ = ["ResponsesService"]
 

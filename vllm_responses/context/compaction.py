@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vllm_responses.builder.core import usage_dict
+from vllm_responses.context.turns import items_to_turns
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
     Finish,
@@ -29,7 +30,6 @@ from vllm_responses.engine.types import (
     Turn,
     Usage,
 )
-from vllm_responses.history import items_to_turns
 from vllm_responses.protocol.compaction import (
     CompactedResponse,
     CompactionItem,

@@ -1,0 +1,1 @@
+"""A response's context: input items to model turns, stored references, truncation and compaction."""
