@@ -10,8 +10,8 @@ import pytest
 
 from interpreter_service import DATA_DIR, ContainerNotFound, InterpreterError, PoolExhausted
 from tests.fakes import FakeInterpreter
-from vllm_responses.containers import ContainerService
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.tools.containers import ContainerService
 
 
 def _idle_for(interp: FakeInterpreter, container_id: str, seconds: float) -> None:

@@ -23,7 +23,6 @@ from tests.fakes import FakeEngine, chunks, function_call, say
 from tests.metrics_text import parse, value
 from tests.serving import LiveServer
 from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
-from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.types import (
     EngineEvent,
     Finish,
@@ -35,6 +34,7 @@ from vllm_responses.engine.types import (
     ToolResult,
     Usage,
 )
+from vllm_responses.tools.functions import CUSTOM_PARAMETERS
 
 MODEL = "fake-model"
 SQL = {

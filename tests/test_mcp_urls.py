@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_responses.mcp_tools import url_allowed
 from vllm_responses.protocol.mcp_items import McpTool
+from vllm_responses.tools.mcp import url_allowed
 
 ALLOWED = ("http://10.0.0.5:9000/mcp", "https://tools.example")
 

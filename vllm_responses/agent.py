@@ -33,12 +33,12 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
-from vllm_responses.mcp_tools import McpPlan, McpRun
 from vllm_responses.observe import metrics
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.tool_calls import CallTracker, OpenCall
+from vllm_responses.tools.mcp import McpPlan, McpRun
 
 __all__ = ["AgentLoop", "AgentPlan"]
 

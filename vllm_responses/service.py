@@ -12,13 +12,11 @@ from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
-from vllm_responses.containers import ContainerService
 from vllm_responses.context.compaction import Compaction, compact, compact_over_threshold
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
 from vllm_responses.context.turns import input_to_items, items_to_turns
 from vllm_responses.conversations import ConversationService
-from vllm_responses.custom_tools import check_grammar, custom_tool_spec
 from vllm_responses.driver import RunDriver, no_generation
 from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
@@ -30,7 +28,6 @@ from vllm_responses.engine.types import (
     Usage,
     code_tool_spec,
 )
-from vllm_responses.mcp_tools import check_mcp_request, mcp_plan
 from vllm_responses.protocol.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
@@ -43,6 +40,9 @@ from vllm_responses.runs.run.replicas import Replica
 from vllm_responses.runs.run.run import Run
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
+from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.functions import check_grammar, custom_tool_spec
+from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
 
 __all__ = ["ResponsesService"]
 

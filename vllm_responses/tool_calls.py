@@ -15,7 +15,7 @@ from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCall
 from vllm_responses.protocol.events import Event
 
 if TYPE_CHECKING:
-    from vllm_responses.mcp_tools import McpRoute
+    from vllm_responses.tools.mcp import McpRoute
 
 __all__ = ["CallTracker", "OpenCall", "custom_input"]
 

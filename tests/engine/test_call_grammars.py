@@ -11,11 +11,11 @@ import pytest
 
 from tests.engine.parsers.helpers import run, summarize
 from tests.grammars import accepts, request
-from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import SHAPES
 from vllm_responses.engine.sampling import structured_constraint
 from vllm_responses.engine.types import ForcedTool, ToolSpec, code_tool_spec
+from vllm_responses.tools.functions import CUSTOM_PARAMETERS
 
 xgr = pytest.importorskip("xgrammar")
 

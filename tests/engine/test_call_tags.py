@@ -8,11 +8,11 @@ import json
 import pytest
 
 from tests.grammars import accepts, request
-from vllm_responses.custom_tools import CUSTOM_PARAMETERS
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_tags import free_calls_tag
 from vllm_responses.engine.sampling import structured_constraint
 from vllm_responses.engine.types import ForcedTool, ToolSpec, code_tool_spec
+from vllm_responses.tools.functions import CUSTOM_PARAMETERS
 
 xgr = pytest.importorskip("xgrammar")
 

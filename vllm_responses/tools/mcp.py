@@ -19,13 +19,13 @@ from urllib.parse import urlsplit
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import mcp_result_text
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn
-from vllm_responses.mcp_client import McpFailure, McpServer, call_tool, list_tools
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import McpListedTool
 from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
+from vllm_responses.tools.mcp_client import McpFailure, McpServer, call_tool, list_tools
 
 __all__ = ["McpPlan", "McpRoute", "McpRun", "check_mcp_request", "mcp_plan", "url_allowed"]
 
