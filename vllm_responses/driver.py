@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from vllm_responses.agent import AgentLoop
+from vllm_responses.agent.loop.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.conversations import ConversationService
 from vllm_responses.engine.types import Usage

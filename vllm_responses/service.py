@@ -9,7 +9,7 @@ from typing import Any
 
 from interpreter_service import ContainerNotFound, Interpreter
 from vllm_responses.admission import Admission, default_max_queued
-from vllm_responses.agent import AgentLoop, AgentPlan
+from vllm_responses.agent.loop.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact, compact_over_threshold

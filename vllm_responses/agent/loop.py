@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
+from vllm_responses.agent.loop.calls import CallTracker, OpenCall
 from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import code_outputs, code_result_text
@@ -37,7 +38,6 @@ from vllm_responses.observe import metrics
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
-from vllm_responses.tool_calls import CallTracker, OpenCall
 from vllm_responses.tools.mcp import McpPlan, McpRun
 
 __all__ = ["AgentLoop", "AgentPlan"]
