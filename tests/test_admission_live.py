@@ -14,12 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
+from vllm_responses.service.responses.admission import Admission
 from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.metrics_text import parse, value
 from tests.serving import LiveServer
-from vllm_responses.admission import Admission
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import GenerateRequest

@@ -19,7 +19,6 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
-from vllm_responses.admission import until_disconnect
 from vllm_responses.bodies import json_body
 from vllm_responses.body_limit import BodyLimitMiddleware
 from vllm_responses.config import Config
@@ -28,7 +27,6 @@ from vllm_responses.context.compaction import compacted_response, parse_compact_
 from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
-from vllm_responses.lifecycle import Lifecycle, ShutdownGate
 from vllm_responses.observe.logs import RequestIdMiddleware
 from vllm_responses.observe.metrics import LiveCollector, LiveSources
 from vllm_responses.ops import ops_routes, pool_stats
@@ -39,7 +37,9 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
 from vllm_responses.runs.run.restream import Restreams
 from vllm_responses.runs.run.run import Run
-from vllm_responses.service import ResponsesService
+from vllm_responses.service.responses.admission import until_disconnect
+from vllm_responses.service.responses.lifecycle import Lifecycle, ShutdownGate
+from vllm_responses.service.responses.responses import ResponsesService
 from vllm_responses.store.responses.responses import ResponseStore
 from vllm_responses.websocket import deny_websocket, responses_websocket
 

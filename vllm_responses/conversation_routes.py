@@ -7,7 +7,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from vllm_responses.bodies import json_body
-from vllm_responses.conversations import ConversationService
 from vllm_responses.pagination import page_params
 from vllm_responses.protocol.conversations import (
     ConversationDeleted,
@@ -18,6 +17,7 @@ from vllm_responses.protocol.conversations import (
     wire_conversation_item,
 )
 from vllm_responses.protocol.requests import check_includes
+from vllm_responses.service.responses.conversations import ConversationService
 from vllm_responses.store.responses.conversations import StoredConversation
 
 __all__ = ["conversation_routes"]

@@ -17,8 +17,8 @@ from interpreter_service import Interpreter
 from vllm_responses.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
-from vllm_responses.lifecycle import Lifecycle
 from vllm_responses.observe.logs import configure_logging
+from vllm_responses.service.responses.lifecycle import Lifecycle
 from vllm_responses.store.responses.responses import ResponseStore, open_store
 
 __all__ = ["interpreter_from_config", "open_components", "run"]

@@ -27,7 +27,7 @@ from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.store.responses.responses import MemoryStore
 
 if TYPE_CHECKING:
-    from vllm_responses.service import ResponsesService
+    from vllm_responses.service.responses.responses import ResponsesService
 
 __all__ = ["LIMITS", "WebSocketLimits", "deny_websocket", "error_event", "responses_websocket"]
 

@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from interpreter_service import ContainerNotFound, Interpreter
-from vllm_responses.admission import Admission, default_max_queued
 from vllm_responses.agent.loop.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
@@ -16,9 +15,6 @@ from vllm_responses.context.compaction import Compaction, compact, compact_over_
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
 from vllm_responses.context.turns import input_to_items, items_to_turns
-from vllm_responses.conversations import ConversationService
-from vllm_responses.driver import RunDriver, no_generation
-from vllm_responses.echo import response_echo
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
     GenerateRequest,
@@ -34,10 +30,14 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
-from vllm_responses.request_sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.runs.run.records import response_record
 from vllm_responses.runs.run.replicas import Replica
 from vllm_responses.runs.run.run import Run
+from vllm_responses.service.responses.admission import Admission, default_max_queued
+from vllm_responses.service.responses.conversations import ConversationService
+from vllm_responses.service.responses.driver import RunDriver, no_generation
+from vllm_responses.service.responses.echo import response_echo
+from vllm_responses.service.responses.sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.store.responses.leases import UNFINISHED
 from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
