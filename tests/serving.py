@@ -13,7 +13,7 @@ import httpx
 import uvicorn
 from vllm_responses.store.responses.responses import MemoryStore, store_for
 
-from vllm_responses.app import Opener, build_app
+from vllm_responses.api.app import Opener, build_app
 from vllm_responses.config import Config
 
 __all__ = ["LiveServer", "free_port"]

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
-from vllm_responses.bodies import MAX_JSON_DEPTH
+from vllm_responses.api.params import MAX_JSON_DEPTH
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

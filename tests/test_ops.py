@@ -11,8 +11,8 @@ import pytest
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
 from tests.test_api import wait_until
+from vllm_responses.api.ops import _sandbox_check
 from vllm_responses.config import Config
-from vllm_responses.ops import _sandbox_check
 
 
 def test_health_is_liveness(fake_server: LiveServer) -> None:

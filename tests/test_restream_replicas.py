@@ -23,7 +23,7 @@ from vllm_responses.store.responses.responses import store_for
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_event, validate_response
-from vllm_responses.app import AppState
+from vllm_responses.api.app import AppState
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

@@ -17,7 +17,7 @@ from websockets.sync.client import ClientConnection, connect
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_as, validate_event
-from vllm_responses import websocket
+from vllm_responses.api import websocket
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import GenerateRequest, Message

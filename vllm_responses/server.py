@@ -14,7 +14,7 @@ from typing import Any
 import uvicorn
 
 from interpreter_service import Interpreter
-from vllm_responses.app import build_app
+from vllm_responses.api.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.observe.logs import configure_logging

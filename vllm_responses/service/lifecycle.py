@@ -17,11 +17,11 @@ from typing import Any, Literal
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vllm_responses.api.websocket import deny_websocket
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import APIError, Unavailable
 from vllm_responses.runs.run.run import Run
 from vllm_responses.service.responses.admission import Admission
-from vllm_responses.websocket import deny_websocket
 
 __all__ = ["ENGINE_DEAD_EXIT", "EngineMonitor", "Lifecycle", "ShutdownGate"]
 

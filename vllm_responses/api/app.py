@@ -19,19 +19,20 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from interpreter_service import Interpreter
-from vllm_responses.bodies import json_body
-from vllm_responses.body_limit import BodyLimitMiddleware
+from vllm_responses.api.containers import container_routes
+from vllm_responses.api.conversations import conversation_routes
+from vllm_responses.api.middleware import BodyLimitMiddleware
+from vllm_responses.api.ops import ops_routes, pool_stats
+from vllm_responses.api.pagination import cursor_page
+from vllm_responses.api.params import json_body
+from vllm_responses.api.playground import playground_routes
+from vllm_responses.api.websocket import deny_websocket, responses_websocket
 from vllm_responses.config import Config
-from vllm_responses.container_routes import container_routes
 from vllm_responses.context.compaction import compacted_response, parse_compact_request
-from vllm_responses.conversation_routes import conversation_routes
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.observe.logs import RequestIdMiddleware
 from vllm_responses.observe.metrics import LiveCollector, LiveSources
-from vllm_responses.ops import ops_routes, pool_stats
-from vllm_responses.pagination import cursor_page
-from vllm_responses.playground import playground_routes
 from vllm_responses.protocol.errors import InvalidRequest, Unauthorized, error_body
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
@@ -41,7 +42,6 @@ from vllm_responses.service.responses.admission import until_disconnect
 from vllm_responses.service.responses.lifecycle import Lifecycle, ShutdownGate
 from vllm_responses.service.responses.responses import ResponsesService
 from vllm_responses.store.responses.responses import ResponseStore
-from vllm_responses.websocket import deny_websocket, responses_websocket
 
 __all__ = ["AppState", "build_app", "sse_frame"]
 

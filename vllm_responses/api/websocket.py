@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from vllm_responses.bodies import parse_json
+from vllm_responses.api.params import parse_json
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request

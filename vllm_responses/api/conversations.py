@@ -6,8 +6,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vllm_responses.bodies import json_body
-from vllm_responses.pagination import page_params
+from vllm_responses.api.pagination import page_params
+from vllm_responses.api.params import json_body
 from vllm_responses.protocol.conversations import (
     ConversationDeleted,
     conversation_json,
