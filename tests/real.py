@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vllm_responses.store.responses.responses import MemoryStore
 
 from tests.serving import LiveServer
 from vllm_responses.config import Config
+from vllm_responses.store.responses import MemoryStore
 
 __all__ = ["TINY", "exactly", "hermes_call", "tiny_model_server"]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from vllm_responses.store.responses.responses import MemoryStore
 
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.server import interpreter_from_config
+from vllm_responses.store.responses import MemoryStore
 
 __all__ = ["SandboxService", "gateway"]
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import uvicorn
-from vllm_responses.store.responses.responses import MemoryStore, store_for
 
 from vllm_responses.api.app import Opener, build_app
 from vllm_responses.config import Config
+from vllm_responses.store.responses import MemoryStore, store_for
 
 __all__ = ["LiveServer", "free_port"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from vllm_responses.service.responses.admission import Admission, Slot, default_max_queued, until_disconnect
 
 from vllm_responses.protocol.errors import Busy, Unavailable
+from vllm_responses.service.admission import Admission, Slot, default_max_queued, until_disconnect
 
 
 async def _settle() -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from vllm_responses.service.responses.admission import Admission
 from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter
@@ -23,6 +22,7 @@ from tests.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import GenerateRequest
+from vllm_responses.service.admission import Admission
 
 MODEL = "fake-model"
 STREAM = {"model": MODEL, "input": "hi", "stream": True}

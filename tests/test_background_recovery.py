@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from vllm_responses.runs.run.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
-from vllm_responses.store.responses.responses import store_for
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.real import TINY
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
+from vllm_responses.runs.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
+from vllm_responses.store.responses import store_for
 
 MODEL = "fake-model"
 
@@ -77,11 +77,10 @@ def test_a_background_response_is_stored_when_acknowledged(db: str) -> None:
 def test_a_restart_marks_responses_left_running_failed(db: str) -> None:
     async def leave_running() -> tuple[str, str]:
         """Two responses as a crashed process leaves them: acknowledged, never ended."""
-        from vllm_responses.runs.run.records import response_record
-        from vllm_responses.runs.run.run import Run
-
         from tests.fakes import echo_fields
         from vllm_responses.builder.response import ResponseBuilder
+        from vllm_responses.runs.records import response_record
+        from vllm_responses.runs.run import Run
 
         store = store_for(db)
         await store.open()

@@ -6,8 +6,9 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from vllm_responses.store.responses.conversations import StoredConversation
-from vllm_responses.store.responses.responses import MemoryStore, ResponseStore, store_for
+
+from vllm_responses.store.conversations import StoredConversation
+from vllm_responses.store.responses import MemoryStore, ResponseStore, store_for
 
 
 def msg(i: int) -> dict[str, object]:

@@ -12,7 +12,6 @@ from typing import Any
 
 import openai
 import pytest
-from vllm_responses.store.responses.responses import MemoryStore
 
 from tests.serving import LiveServer
 from tests.test_compaction import validate_compacted
@@ -20,6 +19,7 @@ from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.models import repo_root
 from vllm_responses.protocol.compaction import open_summary
+from vllm_responses.store.responses import MemoryStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from vllm_responses.runs.run.event_log import EventLog
-from vllm_responses.store.responses.events import StoredEvent
-from vllm_responses.store.responses.responses import MemoryStore
-
 from tests.test_store import opened, record
 from vllm_responses.protocol.events import Event
+from vllm_responses.runs.event_log import EventLog
+from vllm_responses.store.events import StoredEvent
+from vllm_responses.store.responses import MemoryStore
 
 
 async def test_events_round_trip_delete_and_prune(store_db: str) -> None:

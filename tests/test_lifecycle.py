@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from vllm_responses.service.responses.lifecycle import ENGINE_DEAD_EXIT, Lifecycle
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -17,6 +16,7 @@ from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from tests.test_api import wait_until
 from vllm_responses.config import Config
+from vllm_responses.service.lifecycle import ENGINE_DEAD_EXIT, Lifecycle
 
 MODEL = "fake-model"
 

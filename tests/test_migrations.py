@@ -15,20 +15,20 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from vllm_responses.store.responses.migrations import (
-    LATEST,
-    SQLITE_MIGRATIONS,
-    SchemaTooNew,
-    is_postgres_url,
-    upgrade,
-)
-from vllm_responses.store.responses.responses import store_for
 
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer
 from tests.test_store import record
 from vllm_responses.cli import main
 from vllm_responses.config import Config
+from vllm_responses.store.migrations import (
+    LATEST,
+    SQLITE_MIGRATIONS,
+    SchemaTooNew,
+    is_postgres_url,
+    upgrade,
+)
+from vllm_responses.store.responses import store_for
 
 # The schema today's (pre-migration) code created with `executescript`: migration 1, with no schema_version.
 PRE_MIGRATION_SCHEMA = SQLITE_MIGRATIONS[0]

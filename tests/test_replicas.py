@@ -16,11 +16,11 @@ from pathlib import Path
 import openai
 import pytest
 from openai.types.responses import Response
-from vllm_responses.runs.run.records import INTERRUPTED_CODE
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from vllm_responses.config import Config
+from vllm_responses.runs.records import INTERRUPTED_CODE
 
 MODEL = "fake-model"
 HEARTBEAT, LEASE = 0.2, 2.0  # fast for the tests; the defaults are 2 s and 20 s

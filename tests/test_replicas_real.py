@@ -22,13 +22,13 @@ import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseCodeInterpreterToolCall
-from vllm_responses.runs.run.records import INTERRUPTED_CODE
 
 from tests.postgres import PostgresServer
 from tests.real import TINY, exactly, hermes_call
 from tests.sandbox_service import SandboxService
 from tests.serving import free_port
 from tests.test_replicas import _eventually
+from vllm_responses.runs.records import INTERRUPTED_CODE
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

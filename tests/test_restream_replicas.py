@@ -17,14 +17,14 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from vllm_responses.runs.run.records import INTERRUPTED_MESSAGE, fail_abandoned
-from vllm_responses.store.responses.responses import store_for
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_event, validate_response
 from vllm_responses.api.app import AppState
 from vllm_responses.config import Config
+from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
+from vllm_responses.store.responses import store_for
 
 MODEL = "fake-model"
 # B's poll interval here (the default is 0.2 s); RESTREAM_POLL_S=0.2 measures the default's delay
@@ -230,12 +230,11 @@ def test_a_response_whose_replica_died_ends_with_response_failed(durable_db: str
     does) ends with a `response.failed` made from the stored record."""
 
     async def left_running() -> tuple[str, list[str]]:
-        from vllm_responses.runs.run.event_log import event_json
-        from vllm_responses.runs.run.records import response_record
-        from vllm_responses.runs.run.run import Run
-
         from tests.fakes import echo_fields
         from vllm_responses.builder.response import ResponseBuilder
+        from vllm_responses.runs.event_log import event_json
+        from vllm_responses.runs.records import response_record
+        from vllm_responses.runs.run import Run
 
         store = store_for(durable_db)
         await store.open()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from vllm_responses.runs.run.run import Run
-
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.runs.run import Run
 
 
 def _run() -> Run:

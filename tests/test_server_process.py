@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from vllm_responses.service.responses.lifecycle import ENGINE_DEAD_EXIT
 
 from tests.metrics_text import parse, value
 from tests.real import TINY, exactly
 from tests.serving import free_port
 from vllm_responses.engine.models import repo_root, tiny_model_path
+from vllm_responses.service.lifecycle import ENGINE_DEAD_EXIT
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from vllm_responses.store.responses.responses import MemoryStore, ResponseStore, StoredResponse, store_for
+from vllm_responses.store.responses import MemoryStore, ResponseStore, StoredResponse, store_for
 
 
 def record(i: int, created_at: float | None = None) -> StoredResponse:
@@ -100,7 +100,7 @@ async def test_items_are_found_by_id_until_their_response_goes(store_db: str) ->
 
 
 async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
-    from vllm_responses.runs.run.records import INTERRUPTED_MESSAGE, fail_abandoned
+    from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
 
     store = await opened(store_db)
     now = time.time()

@@ -11,20 +11,20 @@ from collections.abc import AsyncIterator, Iterator
 
 import openai
 import pytest
-from vllm_responses.store.responses.notify import (
-    LocalNotices,
-    PostgresNotices,
-    cancel_key,
-    events_key,
-    wait_woken,
-)
-from vllm_responses.store.responses.postgres import PostgresStore
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.postgres import PostgresServer
 from tests.serving import LiveServer
 from tests.test_restream_replicas import Frames
 from vllm_responses.config import Config
+from vllm_responses.store.notify import (
+    LocalNotices,
+    PostgresNotices,
+    cancel_key,
+    events_key,
+    wait_woken,
+)
+from vllm_responses.store.postgres import PostgresStore
 
 MODEL = "fake-model"
 SLOW = 30.0  # heartbeat and re-stream poll of the live test: far longer than its waits

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import openai
 import pytest
-from vllm_responses.store.responses.postgres import PostgresStore
 
 from tests.fakes import FakeEngine, say
 from tests.serving import LiveServer
 from tests.wire import validate_response
 from vllm_responses.config import Config
+from vllm_responses.store.postgres import PostgresStore
 
 MODEL = "fake-model"
 

@@ -370,7 +370,7 @@ def _db_upgrade(db: str) -> int:
     """`vllm-responses db upgrade`: migrate the store `db` names; 2 when it is newer than this code."""
     import asyncio
 
-    from vllm_responses.store.responses.migrations import SchemaTooNew, upgrade
+    from vllm_responses.store.migrations import SchemaTooNew, upgrade
 
     if db == ":memory:":
         print("vllm-responses: ':memory:' has no schema to upgrade", file=sys.stderr)

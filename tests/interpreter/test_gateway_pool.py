@@ -12,7 +12,6 @@ from typing import Any
 
 import openai
 import pytest
-from vllm_responses.store.responses.responses import MemoryStore
 
 from interpreter_service.pool import WorkerPool
 from tests.fakes import FakeEngine, code_call, say
@@ -20,6 +19,7 @@ from tests.serving import LiveServer
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
+from vllm_responses.store.responses import MemoryStore
 
 pytestmark = pytest.mark.sandbox
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import ExecutionResult, Interpreter, InterpreterError
-from vllm_responses.agent.loop.calls import CallTracker, OpenCall
+from vllm_responses.agent.calls import CallTracker, OpenCall
 from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import code_outputs, code_result_text

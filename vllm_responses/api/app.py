@@ -36,12 +36,12 @@ from vllm_responses.observe.metrics import LiveCollector, LiveSources
 from vllm_responses.protocol.errors import InvalidRequest, Unauthorized, error_body
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
-from vllm_responses.runs.run.restream import Restreams
-from vllm_responses.runs.run.run import Run
-from vllm_responses.service.responses.admission import until_disconnect
-from vllm_responses.service.responses.lifecycle import Lifecycle, ShutdownGate
-from vllm_responses.service.responses.responses import ResponsesService
-from vllm_responses.store.responses.responses import ResponseStore
+from vllm_responses.runs.restream import Restreams
+from vllm_responses.runs.run import Run
+from vllm_responses.service.admission import until_disconnect
+from vllm_responses.service.lifecycle import Lifecycle, ShutdownGate
+from vllm_responses.service.responses import ResponsesService
+from vllm_responses.store.responses import ResponseStore
 
 __all__ = ["AppState", "build_app", "sse_frame"]
 

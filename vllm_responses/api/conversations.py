@@ -17,8 +17,8 @@ from vllm_responses.protocol.conversations import (
     wire_conversation_item,
 )
 from vllm_responses.protocol.requests import check_includes
-from vllm_responses.service.responses.conversations import ConversationService
-from vllm_responses.store.responses.conversations import StoredConversation
+from vllm_responses.service.conversations import ConversationService
+from vllm_responses.store.conversations import StoredConversation
 
 __all__ = ["conversation_routes"]
 

@@ -12,8 +12,8 @@ from starlette.routing import Route
 
 from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.observe.metrics import CONTENT_TYPE, render
-from vllm_responses.service.responses.lifecycle import Lifecycle
-from vllm_responses.store.responses.responses import ResponseStore
+from vllm_responses.service.lifecycle import Lifecycle
+from vllm_responses.store.responses import ResponseStore
 
 __all__ = ["ops_routes", "pool_stats", "refresh_pool"]
 

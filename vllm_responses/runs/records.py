@@ -9,9 +9,9 @@ import time
 from typing import Any, cast
 
 from vllm_responses.protocol.items import ResponseObject
-from vllm_responses.runs.run.run import Run
-from vllm_responses.store.responses.leases import UNFINISHED
-from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
+from vllm_responses.runs.run import Run
+from vllm_responses.store.leases import UNFINISHED
+from vllm_responses.store.responses import ResponseStore, StoredResponse
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
 

@@ -11,11 +11,11 @@ import time
 import uuid
 
 from vllm_responses.protocol.errors import Conflict, NotFound, Unavailable
-from vllm_responses.runs.run.records import fail_abandoned
-from vllm_responses.runs.run.run import Run
-from vllm_responses.store.responses.leases import UNFINISHED
-from vllm_responses.store.responses.notify import cancel_key, wait_woken
-from vllm_responses.store.responses.responses import ResponseStore
+from vllm_responses.runs.records import fail_abandoned
+from vllm_responses.runs.run import Run
+from vllm_responses.store.leases import UNFINISHED
+from vllm_responses.store.notify import cancel_key, wait_woken
+from vllm_responses.store.responses import ResponseStore
 
 __all__ = ["Replica"]
 

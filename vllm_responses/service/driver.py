@@ -8,18 +8,18 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
-from vllm_responses.agent.loop.loop import AgentLoop
+from vllm_responses.agent.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import Usage
 from vllm_responses.errors import failure_code
 from vllm_responses.observe.meter import ResponseMeter
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.runs.run.event_log import EventLog
-from vllm_responses.runs.run.records import generated, response_record
-from vllm_responses.runs.run.run import Run
-from vllm_responses.service.responses.conversations import ConversationService
-from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
+from vllm_responses.runs.event_log import EventLog
+from vllm_responses.runs.records import generated, response_record
+from vllm_responses.runs.run import Run
+from vllm_responses.service.conversations import ConversationService
+from vllm_responses.store.responses import ResponseStore, StoredResponse
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
 

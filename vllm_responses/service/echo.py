@@ -7,7 +7,7 @@ from typing import Any
 
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.service.responses.sampling import echoed_sampling, max_output_tokens
+from vllm_responses.service.sampling import echoed_sampling, max_output_tokens
 
 __all__ = ["response_echo"]
 

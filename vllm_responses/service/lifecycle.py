@@ -20,8 +20,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vllm_responses.api.websocket import deny_websocket
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import APIError, Unavailable
-from vllm_responses.runs.run.run import Run
-from vllm_responses.service.responses.admission import Admission
+from vllm_responses.runs.run import Run
+from vllm_responses.service.admission import Admission
 
 __all__ = ["ENGINE_DEAD_EXIT", "EngineMonitor", "Lifecycle", "ShutdownGate"]
 

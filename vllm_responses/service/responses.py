@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from interpreter_service import ContainerNotFound, Interpreter
-from vllm_responses.agent.loop.loop import AgentLoop, AgentPlan
+from vllm_responses.agent.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact, compact_over_threshold
@@ -30,16 +30,16 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
-from vllm_responses.runs.run.records import response_record
-from vllm_responses.runs.run.replicas import Replica
-from vllm_responses.runs.run.run import Run
-from vllm_responses.service.responses.admission import Admission, default_max_queued
-from vllm_responses.service.responses.conversations import ConversationService
-from vllm_responses.service.responses.driver import RunDriver, no_generation
-from vllm_responses.service.responses.echo import response_echo
-from vllm_responses.service.responses.sampling import engine_tool_choice, max_output_tokens, request_sampling
-from vllm_responses.store.responses.leases import UNFINISHED
-from vllm_responses.store.responses.responses import ResponseStore, StoredResponse
+from vllm_responses.runs.records import response_record
+from vllm_responses.runs.replicas import Replica
+from vllm_responses.runs.run import Run
+from vllm_responses.service.admission import Admission, default_max_queued
+from vllm_responses.service.conversations import ConversationService
+from vllm_responses.service.driver import RunDriver, no_generation
+from vllm_responses.service.echo import response_echo
+from vllm_responses.service.sampling import engine_tool_choice, max_output_tokens, request_sampling
+from vllm_responses.store.leases import UNFINISHED
+from vllm_responses.store.responses import ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import check_grammar, custom_tool_spec
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan

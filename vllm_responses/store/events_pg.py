@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from vllm_responses.store.responses.events import StoredEvent
-from vllm_responses.store.responses.notify import CHANNEL, events_key
+from vllm_responses.store.events import StoredEvent
+from vllm_responses.store.notify import CHANNEL, events_key
 
 __all__ = ["PostgresEvents"]
 

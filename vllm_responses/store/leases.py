@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import aiosqlite
 import asyncpg
 
-from vllm_responses.store.responses.notify import CHANNEL, cancel_key
+from vllm_responses.store.notify import CHANNEL, cancel_key
 
 __all__ = ["UNFINISHED", "LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
 

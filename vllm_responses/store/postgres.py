@@ -8,13 +8,13 @@ from typing import Any
 
 import asyncpg
 
-from vllm_responses.store.responses.conversations_pg import PostgresConversations, affected
-from vllm_responses.store.responses.events_pg import PostgresEvents
-from vllm_responses.store.responses.leases import PostgresLeases
-from vllm_responses.store.responses.migrations import upgrade_postgres
-from vllm_responses.store.responses.notify import LocalNotices, PostgresNotices
-from vllm_responses.store.responses.responses import StoredResponse, _own_items
-from vllm_responses.store.responses.retry import retry_on_disconnect
+from vllm_responses.store.conversations_pg import PostgresConversations, affected
+from vllm_responses.store.events_pg import PostgresEvents
+from vllm_responses.store.leases import PostgresLeases
+from vllm_responses.store.migrations import upgrade_postgres
+from vllm_responses.store.notify import LocalNotices, PostgresNotices
+from vllm_responses.store.responses import StoredResponse, _own_items
+from vllm_responses.store.retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
 

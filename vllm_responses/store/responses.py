@@ -11,15 +11,15 @@ from typing import Any, Protocol
 import aiosqlite
 
 from vllm_responses.protocol.items import ResponseObject
-from vllm_responses.store.responses.conversations import (
+from vllm_responses.store.conversations import (
     ConversationStore,
     MemoryConversations,
     SQLiteConversations,
 )
-from vllm_responses.store.responses.events import EventStore, MemoryEvents, SQLiteEvents
-from vllm_responses.store.responses.leases import LeaseStore, MemoryLeases, SQLiteLeases
-from vllm_responses.store.responses.migrations import is_postgres_url, upgrade_sqlite
-from vllm_responses.store.responses.notify import LocalNotices
+from vllm_responses.store.events import EventStore, MemoryEvents, SQLiteEvents
+from vllm_responses.store.leases import LeaseStore, MemoryLeases, SQLiteLeases
+from vllm_responses.store.migrations import is_postgres_url, upgrade_sqlite
+from vllm_responses.store.notify import LocalNotices
 
 __all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse", "open_store", "store_for"]
 
@@ -260,7 +260,7 @@ def store_for(
     at most `pool_size` connections, ":memory:" a `MemoryStore`, anything else a SQLite file."""
     db = str(db)
     if is_postgres_url(db):
-        from vllm_responses.store.responses.postgres import PostgresStore
+        from vllm_responses.store.postgres import PostgresStore
 
         return PostgresStore(db, max_age_s=max_age_s, max_rows=max_rows or 100_000, pool_size=pool_size)
     if db == ":memory:":
