@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run the whole test suite; extra arguments go to pytest.
+# Set up (idempotent) and run the checks and the whole test suite; extra arguments go to pytest.
+# `--fast` first: the inner loop, no vLLM engine and no sandbox worker (docs/testing.md says what each tier covers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 bash scripts/setup.sh
 say() { printf '\033[1m[test]\033[0m %s\n' "$*"; }
-if ! command -v chromium >/dev/null 2>&1; then
+if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
   # Only the playground's browser test needs it (it skips, saying why, where none can be installed).
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian's chromium for the playground test"
@@ -14,8 +20,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     say "no chromium and no root apt-get: the playground browser test will be skipped"
   fi
 fi
-say "checks: ruff check, ruff format --check, mypy --strict (vllm_responses, interpreter_service)"
+say "checks: ruff check, ruff format --check, mypy --strict, lint-imports (the layers, no cycles)"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache
+if [ "$fast" = 1 ]; then
+  say "fast tier: no engine, no sandbox"
+  exec .venv/bin/python -m pytest -m "not engine and not sandbox" "$@"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -39,12 +39,29 @@ def serve_a(pg_url: str, tmp_path: Path) -> Iterator[str]:
             proc.wait(timeout=60)
 
 
+def _record_reads(server: LiveServer) -> list[bool]:
+    """Each non-empty read of stored events `server` makes, as whether it caught up with a running response:
+    it found fewer events than it asked for (all there were), the terminal one not among them."""
+    reads: list[bool] = []
+    events_after = server.store.events_after
+
+    async def recording(response_id: str, after: int, limit: int) -> list[tuple[int, str]]:
+        rows = await events_after(response_id, after, limit)
+        if rows:
+            ended = any(json.loads(text)["type"] == "response.incomplete" for _, text in rows)
+            reads.append(len(rows) < limit and not ended)
+        return rows
+
+    server.store.events_after = recording  # type: ignore[method-assign]
+    return reads
+
+
 @pytest.mark.engine
 @pytest.mark.slow
 def test_a_real_response_is_restreamed_by_another_replica(pg_url: str, serve_a: str) -> None:
-    b = LiveServer(
-        Config(), FakeEngine(), FakeInterpreter(), db=pg_url
-    ).start()  # after A: see test_restream_replicas
+    b = LiveServer(Config(), FakeEngine(), FakeInterpreter(), db=pg_url)
+    reads = _record_reads(b)
+    b.start()  # after A: see test_restream_replicas
     try:
         mine = Frames(
             "POST",
@@ -69,7 +86,10 @@ def test_a_real_response_is_restreamed_by_another_replica(pg_url: str, serve_a: 
     assert from_start.data == mine.data  # the frames A sent, byte for byte
     assert a_events[-1]["type"] == "response.incomplete"  # 3000 tokens, ignore_eos
     assert len(a_events) > 1000
-    assert first_b < mine.at[-1], "B's stream began after A's ended: it did not follow a running response"
+    # B followed a running response: a read of the stored events caught up with A before A's last event
+    # (judged from what B read, not from when its frames reached this process: on a busy host a client
+    # thread can be held back for seconds)
+    assert any(reads), f"B never caught up with A while A ran: {len(reads)} reads"
     assert [e.model_dump(mode="json") for e in sdk_events] == [
         validate_event(e).model_dump(mode="json") for e in a_events[4:]
     ]
