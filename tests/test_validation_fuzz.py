@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ _bodies = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(body=st.one_of(_bodies, _json))
 def test_the_request_model_raises_only_invalid_request(body: Any) -> None:
@@ -89,6 +91,7 @@ def test_the_request_model_raises_only_invalid_request(body: Any) -> None:
         json.dumps(exc.body()).encode()  # an answerable body
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.one_of(_bodies, _json))
 def test_random_bodies_never_get_a_5xx(fake_server: LiveServer, body: Any) -> None:
