@@ -15,6 +15,21 @@ from tests.real import tiny_model_server
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
+# Fixtures that start the real parts: a test using one is in the engine / sandbox tier whether or not it says
+# so (`scripts/test.sh --fast` leaves those tiers out; docs/testing.md).
+_REAL_FIXTURES = {
+    "real_server": ("engine", "sandbox"),
+    "real_client": ("engine", "sandbox"),
+    "tiny_model": ("engine",),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in getattr(item, "fixturenames", ()):
+            for marker in _REAL_FIXTURES.get(name, ()):
+                item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
