@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-__all__ = ["SETTINGS", "Config", "Setting"]
+__all__ = ["SETTINGS", "Config", "Setting", "setting"]
 
 _T = TypeVar("_T")
 _KEY = "setting"  # where a field's `Setting` sits in its dataclass metadata
