@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from vllm_responses import cli
-from vllm_responses.config import Config
+from vllm_responses.config import SETTINGS, Config
 
 
 def test_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -90,12 +91,10 @@ ENV_VALUES = {
     "--code-interpreter-timeout": ("2.5", 2.5),
     "--code-interpreter-allow-net": ("a.org,b.org", "a.org,b.org"),
     "--code-interpreter-idle-expiry": ("60", 60.0),
-    # --- sandbox (issue 16) ---
     "--code-interpreter-max-workers": ("6", 6),
     "--code-interpreter-memory-budget": ("8g", "8g"),
     "--code-interpreter-queue-timeout": ("2.5", 2.5),
     "--code-interpreter-user": ("", ""),
-    # --- end sandbox ---
     "--max-turns": ("3", 3),
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),
@@ -103,25 +102,18 @@ ENV_VALUES = {
     "--log-format": ("json", "json"),
     "--sse-keepalive": ("0.5", 0.5),
     "--shutdown-grace": ("5", 5.0),
-    # --- limits (issue 16) ---
     "--max-request-bytes": ("1048576", 1048576),
     "--max-upload-bytes": ("2097152", 2097152),
-    # --- admission (issue 16) ---
     "--max-concurrent-responses": ("4", 4),
     "--max-queued-responses": ("0", 0),
-    # --- MCP tools (issue 17) ---
     "--mcp-timeout": ("2.5", 2.5),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
-    # --- shared sandbox service (issue 18) ---
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),
-    # --- Postgres store (issue 18) ---
     "--db-pool-size": ("3", 3),
-    # --- replicas (issue 18) ---
     "--replica-id": ("pod-1", "pod-1"),
     "--replica-heartbeat": ("0.5", 0.5),
     "--replica-lease": ("10", 10.0),
-    # --- persisted events (issue 18) ---
     "--restream-poll-interval": ("0.5", 0.5),
 }
 
@@ -213,7 +205,6 @@ def test_admission_counts_default_to_the_engine_and_refuse_nonsense(
         assert exit_.value.code == 2 and "must be at least" in capsys.readouterr().err
 
 
-# --- shared sandbox service (issue 18) ---
 def test_the_shared_sandbox_flags_reach_the_config_and_the_interpreter(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -237,3 +228,40 @@ def test_the_shared_sandbox_flags_reach_the_config_and_the_interpreter(
     with pytest.raises(SystemExit):
         cli.build_parser(with_engine_args=False).parse_args(["serve", "--help"])
     assert "env-s3cret" not in capsys.readouterr().out  # a token from the environment is never printed
+
+
+def _docs_table() -> dict[str, list[str]]:
+    """docs/settings.md's table of flags: each row's environment variable, default and meaning, by flag."""
+    rows: dict[str, list[str]] = {}
+    for line in (Path(__file__).parents[1] / "docs" / "settings.md").read_text().splitlines():
+        if line.startswith("| `--"):
+            flag, *cells = line[2:].split(" | ", 3)
+            rows[flag.split("`")[1]] = cells
+    return rows
+
+
+def _shown(default: str) -> str | None:
+    """The first `code` span of a default cell: the value the docs give, if they give one."""
+    found = re.search(r"`([^`]*)`", default)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_docs_settings_lists_every_setting(name: str) -> None:
+    setting = SETTINGS[name]
+    table = _docs_table()
+    assert setting.flag in table, f"{setting.flag} is missing from docs/settings.md"
+    env, default, _meaning = table[setting.flag]
+    assert all(f"`{var}`" in env for var in setting.env_names), (setting.flag, env)
+    if setting.default not in (None, ()) and not setting.switch:
+        shown = _shown(default)
+        assert shown is not None, (setting.flag, default)
+        same = (
+            shown == setting.default if isinstance(setting.default, str) else float(shown) == setting.default
+        )
+        assert same, (setting.flag, shown, setting.default)
+
+
+def test_docs_settings_lists_no_other_flag_of_ours() -> None:
+    ours = {setting.flag for setting in SETTINGS.values()}
+    assert set(_docs_table()) - ours == {"--reasoning-parser"}  # vLLM's own flag, documented beside ours

@@ -1,100 +1,298 @@
-"""Server settings as one frozen dataclass; the CLI builds it, everything else only reads it."""
+"""Server settings as one frozen dataclass, each field declared once with its flag, env variable and help."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
-__all__ = ["Config"]
+__all__ = ["SETTINGS", "Config", "Setting", "setting"]
+
+_T = TypeVar("_T")
+_KEY = "setting"  # where a field's `Setting` sits in its dataclass metadata
+
+
+def _as_parsed(value: Any) -> Any:
+    return value
+
+
+def _empty_is_none(text: str | None) -> str | None:
+    return text or None
+
+
+def _comma_list(text: str) -> tuple[str, ...]:
+    """`a, b,,c` -> ("a", "b", "c"): the items of a comma-separated flag, blanks dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _switched_off(given: bool) -> bool:
+    return not given
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    """A flag's parser: an integer of at least `least`, else a usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one `Config` field is given: a flag of `vllm-responses serve` or its environment variable.
+
+    Parameters
+    ----------
+    flag: the command-line flag (`--max-turns`); the environment variable is derived from it.
+    help: the flag's help text.
+    default: the field's default, which is the flag's too (a tuple is written joined with commas).
+    parse: turns the flag's text into its value (argparse's `type`); None: the text as given.
+    choices: the only values the flag accepts; None: any.
+    to_config: turns the parsed value into the field's (a comma-separated text into a tuple, ...).
+    switch: an on/off flag that takes no value; its environment variable is read as a boolean.
+    older_env: another environment variable read for this flag, which wins over `env`.
+    """
+
+    flag: str
+    help: str
+    default: Any
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    to_config: Callable[[Any], Any] = _as_parsed
+    switch: bool = False
+    older_env: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores the flag's value in: `--max-turns` -> `max_turns`."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        """The flag's environment variable: `--max-turns` -> `VLLM_RESPONSES_MAX_TURNS`."""
+        return "VLLM_RESPONSES_" + self.dest.upper()
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        """The environment variables read for this flag, the one that wins first."""
+        return (self.older_env, self.env) if self.older_env else (self.env,)
+
+
+def setting(
+    default: _T,
+    flag: str,
+    help: str,
+    *,
+    parse: Callable[[str], Any] | None = None,
+    choices: tuple[str, ...] | None = None,
+    to_config: Callable[[Any], Any] = _as_parsed,
+    switch: bool = False,
+    older_env: str | None = None,
+) -> _T:
+    """A `Config` field with its default and the `Setting` that declares its flag (see `Setting`)."""
+    declared = Setting(flag, help, default, parse, choices, to_config, switch, older_env)
+    return field(default=default, metadata={_KEY: declared})
 
 
 @dataclass(frozen=True)
 class Config:
-    """Settings of one `vllm-responses serve`.
+    """Settings of one `vllm-responses serve`; the CLI builds it, everything else only reads it.
 
-    Parameters
-    ----------
-    host, port: where to listen (127.0.0.1:8000).
-    model: model path or name for vLLM; None serves the embedded default model.
-    served_model_names: names clients may send as `model` (the first is echoed back).
-    db: where responses are stored: a SQLite file, ":memory:" (in process only), or a Postgres URL
-        (`postgresql://user:password@host:port/database`, `postgres://` too; replicas share it).
-    api_key: when set, every /v1 request needs `Authorization: Bearer <api_key>`.
-    code_interpreter: whether the sandbox pool is started at all.
-    code_interpreter_workers: warm sandbox workers started with the server.
-    code_interpreter_timeout: seconds one code cell may run.
-    code_interpreter_allow_net: hosts sandboxed code may reach (empty: no network).
-    code_interpreter_idle_expiry: seconds an idle container lives before its worker is recycled.
-    code_interpreter_max_workers: most containers (each one worker) at once; None: memory budget / the
-        memory one worker may use (its memory limit + JS heap).
-    code_interpreter_memory_budget: memory the sandbox workers may use together ("8g"); None: half of RAM.
-    code_interpreter_queue_timeout: seconds a code call or `POST /v1/containers` waits for a container.
-    code_interpreter_user: user the sandbox workers run as; None: "nobody" when the server runs as root,
-        else the server's own; "": the server's own.
-    max_turns: model calls one response may make (a hard bound on the agent loop).
-    tool_parser: tool-call format of the model; None chooses one from the chat template.
-    log_level: the server's log level.
-    engine_args: the vLLM engine arguments, as parsed by vLLM's own argument definitions.
-    log_format: "text" or "json" (one JSON object per line, and one line per finished response).
-    sse_keepalive: seconds of silence after which a stream gets an SSE comment line (0: never).
-    shutdown_grace: seconds running responses may go on after SIGTERM before they are ended.
-    max_request_bytes: the largest request body (a 413 past it, before the rest is read).
-    max_upload_bytes: the largest container file upload (multipart), bounded the same way.
-    max_concurrent_responses: responses running at once (None: the engine's `max_num_seqs`).
-    max_queued_responses: requests waiting for one of those slots, FIFO (None: twice the former); 429 past it.
-    mcp_timeout: seconds one remote MCP listing or call may take (connecting included).
-    code_interpreter_url: a shared sandbox service (`python -m interpreter_service serve`) to use instead of
-        starting a pool in this process; None: start one here. The local pool's settings do not apply then.
-    code_interpreter_token: the bearer token sent to that service (its `--token`).
-    mcp_allowed_urls: URL prefixes of the remote MCP servers requests may name ("*": any http(s) URL);
-        empty (the default): remote MCP tools are refused, since the server would fetch any URL a client names.
-
-    The defaults here are the CLI's defaults too (`cli.py` reads them).
+    Each field of ours is declared with `setting(default, flag, help, ...)`, from which the CLI makes its
+    flag and environment variable (docs/settings.md explains every one). `model`, `served_model_names`
+    and `engine_args` come from vLLM's own engine flags instead.
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = setting("127.0.0.1", "--host", "Address to listen on.")
+    port: int = setting(8000, "--port", "Port to listen on.", parse=int)
+    # model path or name for vLLM; None serves the embedded default model
     model: str | None = None
+    # names clients may send as `model` (the first is echoed back)
     served_model_names: tuple[str, ...] = ()
-    db: str = "~/.cache/vllm-responses/responses.db"
-    api_key: str | None = None
-    code_interpreter: bool = True
-    code_interpreter_workers: int = 2
-    code_interpreter_timeout: float = 30.0
-    code_interpreter_allow_net: tuple[str, ...] = ()
-    code_interpreter_idle_expiry: float = 20 * 60.0
-    # --- sandbox (issue 16) ---
-    code_interpreter_max_workers: int | None = None
-    code_interpreter_memory_budget: str | None = None
-    code_interpreter_queue_timeout: float = 60.0
-    code_interpreter_user: str | None = None
-    # --- end sandbox ---
-    max_turns: int = 8
-    tool_parser: str | None = None
-    log_level: str = "info"
+    db: str = setting(
+        "~/.cache/vllm-responses/responses.db",
+        "--db",
+        "SQLite file, Postgres URL or ':memory:' (in process) for stored responses.",
+    )
+    api_key: str | None = setting(None, "--api-key", "Require 'Authorization: Bearer KEY' on /v1 routes.")
+    code_interpreter: bool = setting(
+        True,
+        "--no-code-interpreter",
+        "Do not start the sandbox pool; requests with the code_interpreter tool get a 400.",
+        switch=True,
+        to_config=_switched_off,
+    )
+    # the sandbox pool started in this process
+    code_interpreter_workers: int = setting(
+        2,
+        "--code-interpreter-workers",
+        "Warm sandbox workers started with the server.",
+        parse=int,
+        older_env="VR_CODE_INTERPRETER_WORKERS",
+    )
+    code_interpreter_timeout: float = setting(
+        30.0, "--code-interpreter-timeout", "Seconds one code cell may run.", parse=float
+    )
+    code_interpreter_allow_net: tuple[str, ...] = setting(
+        (),
+        "--code-interpreter-allow-net",
+        "Comma-separated hosts sandboxed code may reach (default: none).",
+        to_config=_comma_list,
+    )
+    code_interpreter_idle_expiry: float = setting(
+        20 * 60.0,
+        "--code-interpreter-idle-expiry",
+        "Seconds an idle container lives before its worker is recycled.",
+        parse=float,
+    )
+    code_interpreter_max_workers: int | None = setting(
+        None,
+        "--code-interpreter-max-workers",
+        "Most sandbox containers at once (default: memory budget / one worker's memory).",
+        parse=int,
+    )
+    code_interpreter_memory_budget: str | None = setting(
+        None,
+        "--code-interpreter-memory-budget",
+        "Memory all sandbox workers may use together, e.g. 8g (default: half of the machine's RAM).",
+        to_config=_empty_is_none,
+    )
+    code_interpreter_queue_timeout: float = setting(
+        60.0,
+        "--code-interpreter-queue-timeout",
+        "Seconds a code call or POST /v1/containers waits for a free container.",
+        parse=float,
+    )
+    code_interpreter_user: str | None = setting(
+        None,
+        "--code-interpreter-user",
+        "User the sandbox workers run as (default: nobody when run as root; '' for the server's own).",
+    )
+    # the agent loop and the model
+    max_turns: int = setting(
+        8, "--max-turns", "Model calls one response may make (agent-loop bound).", parse=int
+    )
+    tool_parser: str | None = setting(
+        None,
+        "--tool-call-parser",
+        "Tool-call format of the model (hermes, llama3_json, pythonic, harmony, markdown_code, auto, "
+        "..., or any of vLLM's tool-call parser names, e.g. qwen3_xml, kimi_k2, glm45; see docs/parsers.md); "
+        "default: chosen from the chat template.",
+    )
+    log_level: str = setting(
+        "info", "--log-level", "Log level.", choices=("critical", "error", "warning", "info", "debug")
+    )
+    # the vLLM engine arguments, as parsed by vLLM's own argument definitions
     engine_args: dict[str, Any] = field(default_factory=dict)
-    # --- observe (issue 16) ---
-    log_format: str = "text"
-    sse_keepalive: float = 15.0
-    shutdown_grace: float = 30.0
-    # --- limits (issue 16) ---
-    max_request_bytes: int = 8 * 1024 * 1024
-    max_upload_bytes: int = 64 * 1024 * 1024
-    # --- admission (issue 16) ---
-    max_concurrent_responses: int | None = None
-    max_queued_responses: int | None = None
-    # --- MCP tools (issue 17) ---
-    mcp_timeout: float = 30.0
-    mcp_allowed_urls: tuple[str, ...] = ()
-    # --- shared sandbox service (issue 18) ---
-    code_interpreter_url: str | None = None
-    code_interpreter_token: str | None = None
-    # --- end shared sandbox service ---
-    # --- Postgres store (issue 18) ---
-    db_pool_size: int = 10  # most connections to a Postgres `db` this process holds
-    # --- replicas (issue 18) ---
-    replica_id: str | None = None  # this process's name in leases (default: random at start)
-    replica_heartbeat: float = 2.0  # seconds between lease renewals, cancel checks and sweeps
-    replica_lease: float = 20.0  # a lease not renewed for this long is expired: its responses fail
-    # --- persisted events (issue 18) ---
-    restream_poll_interval: float = 0.2  # seconds between reads of a re-stream served from the store
+    # logs, streams and shutdown
+    log_format: str = setting(
+        "text", "--log-format", "Log lines as text or as one JSON object each.", choices=("text", "json")
+    )
+    sse_keepalive: float = setting(
+        15.0,
+        "--sse-keepalive",
+        "Seconds of silence after which a stream gets an SSE comment (0: never).",
+        parse=float,
+    )
+    shutdown_grace: float = setting(
+        30.0,
+        "--shutdown-grace",
+        "Seconds running responses may go on after SIGTERM before they are ended.",
+        parse=float,
+    )
+    # request size limits
+    max_request_bytes: int = setting(
+        8 * 1024 * 1024,
+        "--max-request-bytes",
+        "Largest request body in bytes; past it a 413, before the rest is read.",
+        parse=int,
+    )
+    max_upload_bytes: int = setting(
+        64 * 1024 * 1024,
+        "--max-upload-bytes",
+        "Largest container file upload (multipart) in bytes; past it a 413.",
+        parse=int,
+    )
+    # admission
+    max_concurrent_responses: int | None = setting(
+        None,
+        "--max-concurrent-responses",
+        "Responses running at once (default: the engine's max_num_seqs).",
+        parse=_at_least(1),
+    )
+    max_queued_responses: int | None = setting(
+        None,
+        "--max-queued-responses",
+        "Requests waiting for a running slot, FIFO (default: twice the former); 429 past them.",
+        parse=_at_least(0),
+    )
+    # remote MCP tools
+    mcp_timeout: float = setting(
+        30.0,
+        "--mcp-timeout",
+        "Seconds one remote MCP tool listing or call may take (connecting included).",
+        parse=float,
+    )
+    mcp_allowed_urls: tuple[str, ...] = setting(
+        (),
+        "--mcp-allowed-urls",
+        "Comma-separated URL prefixes of the remote MCP servers requests may name ('*': any "
+        "http(s) URL; default: none, remote MCP tools are refused).",
+        to_config=_comma_list,
+    )
+    # a shared sandbox service instead of the pool in this process
+    code_interpreter_url: str | None = setting(
+        None,
+        "--code-interpreter-url",
+        "Use the shared sandbox service at this URL (python -m interpreter_service serve) instead "
+        "of starting sandbox workers here (default: start them here).",
+        to_config=_empty_is_none,
+    )
+    # "%(default).0s" keeps a token from the environment out of --help (it prints no character of it)
+    code_interpreter_token: str | None = setting(
+        None,
+        "--code-interpreter-token",
+        "Bearer token for the shared sandbox service (its --token); better given as "
+        "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN.%(default).0s",
+        to_config=_empty_is_none,
+    )
+    # the Postgres store and replicas sharing it
+    db_pool_size: int = setting(
+        10, "--db-pool-size", "Most connections to a Postgres --db (this process).", parse=_at_least(1)
+    )
+    replica_id: str | None = setting(
+        None,
+        "--replica-id",
+        "This server's name in the leases of its responses (default: random).",
+        to_config=_empty_is_none,
+    )
+    replica_heartbeat: float = setting(
+        2.0,
+        "--replica-heartbeat",
+        "Seconds between lease renewals, cross-replica cancel checks and sweeps.",
+        parse=float,
+    )
+    replica_lease: float = setting(
+        20.0,
+        "--replica-lease",
+        "Seconds a lease lasts unrenewed; then its responses are marked failed.",
+        parse=float,
+    )
+    restream_poll_interval: float = setting(
+        0.2,
+        "--restream-poll-interval",
+        "Seconds between store reads of a background response re-streamed on a replica that does not run it.",
+        parse=float,
+    )
+
+
+# every field of `Config` that has a flag of ours, by field name, in declaration order
+SETTINGS: Mapping[str, Setting] = {f.name: f.metadata[_KEY] for f in fields(Config) if _KEY in f.metadata}
