@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -16,30 +15,30 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from interpreter_service import Interpreter
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
-from vllm_responses.api.middleware import BodyLimitMiddleware
+from vllm_responses.api.middleware import APIKeyMiddleware, BodyLimitMiddleware, ShutdownGate
 from vllm_responses.api.ops import ops_routes, pool_stats
 from vllm_responses.api.pagination import cursor_page
 from vllm_responses.api.params import json_body
 from vllm_responses.api.playground import playground_routes
-from vllm_responses.api.websocket import deny_websocket, responses_websocket
+from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import compacted_response, parse_compact_request
 from vllm_responses.engine.base import Engine
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.observe.logs import RequestIdMiddleware
 from vllm_responses.observe.metrics import LiveCollector, LiveSources
-from vllm_responses.protocol.errors import InvalidRequest, Unauthorized, error_body
+from vllm_responses.protocol.errors import InvalidRequest, error_body
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import check_includes, parse_create_request
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import until_disconnect
-from vllm_responses.service.lifecycle import Lifecycle, ShutdownGate
+from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.responses import ResponseStore
 
@@ -219,29 +218,6 @@ async def list_models(request: Request) -> Response:
             ],
         }
     )
-
-
-class APIKeyMiddleware:
-    """Plain ASGI middleware: `/v1/*` needs `Authorization: Bearer <key>` when a key is configured (HTTP, and
-    WebSocket upgrades, refused before they are accepted)."""
-
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
-        self.app = app
-        self.api_key = api_key
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.api_key and scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
-            headers = dict(scope["headers"])
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            token = given[7:] if given.lower().startswith("bearer ") else ""
-            if not secrets.compare_digest(token.encode(), self.api_key.encode()):
-                err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
-                if scope["type"] == "websocket":
-                    await deny_websocket(scope, receive, send, err)
-                    return
-                await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

@@ -92,7 +92,7 @@ async def create_file(request: Request) -> Response:
     if not ctype.startswith("multipart/form-data"):
         raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
     await svc.get(cid)  # 404 before reading a large body
-    # The body is bounded while it streams in (body_limit.py); the file itself is held to the exact limit.
+    # The body is bounded while it streams in (middleware.py); the file itself is held to the exact limit.
     limit: int = request.app.state.vr.service.config.max_upload_bytes
     async with request.form(max_files=1, max_fields=16) as form:
         upload = form.get("file")

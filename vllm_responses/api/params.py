@@ -26,7 +26,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 async def json_body(request: Request) -> Any:
     """The request's body as parsed JSON (any JSON value: the caller checks its shape). The body's size is
-    bounded while it is read (`body_limit.BodyLimitMiddleware`)."""
+    bounded while it is read (`middleware.BodyLimitMiddleware`)."""
     return parse_json(await request.body())
 
 

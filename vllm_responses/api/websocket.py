@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from vllm_responses.api.params import parse_json
@@ -29,13 +27,13 @@ from vllm_responses.store.responses import MemoryStore
 if TYPE_CHECKING:
     from vllm_responses.service.responses import ResponsesService
 
-__all__ = ["LIMITS", "WebSocketLimits", "deny_websocket", "error_event", "responses_websocket"]
+__all__ = ["LIMITS", "WebSocketLimits", "error_event", "responses_websocket"]
 
 logger = logging.getLogger(__name__)
 
-# Close codes (RFC 6455) this server sends; see docs/api.md.
+# Close codes (RFC 6455) this server sends on an open connection (before it: `middleware.CLOSE_POLICY`);
+# see docs/api.md.
 CLOSE_GOING_AWAY = 1001  # the connection reached `max_connection_s` (clients may reconnect)
-CLOSE_POLICY = 1008  # bad or missing API key, before the upgrade (an HTTP 403 where no denial response)
 CLOSE_INTERNAL = 1011  # the server failed (a bug): clients may reconnect
 
 STREAM_ID = re.compile(r"[A-Za-z0-9_.-]{1,256}")
@@ -61,16 +59,6 @@ def error_event(err: APIError, stream_id: str | None = None) -> dict[str, Any]:
     if stream_id is not None:
         event["stream_id"] = stream_id
     return event
-
-
-async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
-    """Refuse an upgrade before accepting it: the HTTP error response where the server supports denial
-    responses (uvicorn does), else close 1008 (which the server answers with a 403)."""
-    websocket = WebSocket(scope, receive, send)
-    if "websocket.http.response" in scope.get("extensions", {}):
-        await websocket.send_denial_response(JSONResponse(err.body(), status_code=err.status))
-    else:
-        await websocket.close(CLOSE_POLICY)
 
 
 async def responses_websocket(websocket: WebSocket) -> None:
