@@ -22,8 +22,7 @@ from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
 from vllm_responses.api.middleware import APIKeyMiddleware, BodyLimitMiddleware, ShutdownGate
 from vllm_responses.api.ops import ops_routes, pool_stats
-from vllm_responses.api.pagination import cursor_page
-from vllm_responses.api.params import json_body
+from vllm_responses.api.params import cursor_page, include_params, json_body
 from vllm_responses.api.playground import playground_routes
 from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.config import Config
@@ -34,7 +33,7 @@ from vllm_responses.observe.logs import RequestIdMiddleware
 from vllm_responses.observe.metrics import LiveCollector, LiveSources
 from vllm_responses.protocol.errors import InvalidRequest, error_body
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.requests import check_includes, parse_create_request
+from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import until_disconnect
@@ -136,8 +135,8 @@ async def create_response(request: Request) -> Response:
 
 
 def _include_outputs(request: Request) -> bool | None:
-    include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
-    check_includes(include)
+    """Whether the query's `include` asks for code outputs; None when it names nothing."""
+    include = include_params(request.query_params)
     return ("code_interpreter_call.outputs" in include) if include else None
 
 

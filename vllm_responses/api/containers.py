@@ -12,8 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import FileInfo
-from vllm_responses.api.pagination import cursor_page
-from vllm_responses.api.params import json_body
+from vllm_responses.api.params import cursor_page, json_body
 from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
 from vllm_responses.protocol.errors import InvalidRequest, NotFound, PayloadTooLarge
 from vllm_responses.tools.containers import ContainerService

@@ -6,8 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vllm_responses.api.pagination import page_params
-from vllm_responses.api.params import json_body
+from vllm_responses.api.params import include_params, json_body, page_params
 from vllm_responses.protocol.conversations import (
     ConversationDeleted,
     conversation_json,
@@ -16,7 +15,6 @@ from vllm_responses.protocol.conversations import (
     parse_metadata_update,
     wire_conversation_item,
 )
-from vllm_responses.protocol.requests import check_includes
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.store.conversations import StoredConversation
 
@@ -33,10 +31,8 @@ def _json(conversation: StoredConversation) -> Response:
 
 
 def _include_outputs(request: Request) -> bool:
-    """Whether the query's `include` (`include[]=` as the SDK sends it) asks for code outputs."""
-    include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
-    check_includes(include)
-    return "code_interpreter_call.outputs" in include
+    """Whether the query's `include` asks for code outputs."""
+    return "code_interpreter_call.outputs" in include_params(request.query_params)
 
 
 async def create_conversation(request: Request) -> Response:
