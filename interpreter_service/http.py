@@ -60,75 +60,67 @@ def _guard(fn: Handler) -> Handler:
     return wrapped
 
 
-def create_app(
-    interp: Interpreter,
-    *,
-    manage_lifecycle: bool = True,
-    token: str | None = None,
-    max_timeout_s: float | None = None,
-    boot_id: str | None = None,
-) -> Starlette:
-    """An app serving `interp`; with `manage_lifecycle` it starts and closes it with the app. With `token`,
-    every request needs `Authorization: Bearer <token>` (401 otherwise); `max_timeout_s` caps a call's
-    `timeout_s`; `boot_id` (default: random) names this run of the service in every answer's header."""
-    boot = boot_id or secrets.token_hex(8)
+class _Handlers:
+    """The routes' handlers over one interpreter: its pool, its containers and their files."""
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if manage_lifecycle:
-            await interp.start()
-        try:
-            yield
-        finally:
-            if manage_lifecycle:
-                await interp.aclose()
+    def __init__(self, interp: Interpreter, max_timeout_s: float | None, boot: str) -> None:
+        self.interp = interp
+        self.max_timeout_s = max_timeout_s
+        self.boot = boot
 
-    async def health(_r: Request) -> Response:
-        stats = getattr(interp, "stats", None)
+    # --- the pool ---------------------------------------------------------------------------------------
+
+    async def health(self, _r: Request) -> Response:
+        stats = getattr(self.interp, "stats", None)
         value = stats() if callable(stats) else None
         snapshot: dict[str, Any] = dict(value) if value else {}
-        limits = {"max_timeout_s": max_timeout_s, "queue_timeout_s": getattr(interp, "queue_timeout_s", None)}
-        return JSONResponse({"status": "ok", "boot_id": boot, **snapshot, "limits": limits})
+        limits = {
+            "max_timeout_s": self.max_timeout_s,
+            "queue_timeout_s": getattr(self.interp, "queue_timeout_s", None),
+        }
+        return JSONResponse({"status": "ok", "boot_id": self.boot, **snapshot, "limits": limits})
 
-    async def check_memory(r: Request) -> Response:
+    async def check_memory(self, r: Request) -> Response:
         body = await r.json()
-        interp.check_memory_limit(body.get("memory_limit"))
+        self.interp.check_memory_limit(body.get("memory_limit"))
         return Response(status_code=204)
 
-    async def pin(r: Request) -> Response:
-        interp.pin(r.path_params["cid"])
+    # --- containers -------------------------------------------------------------------------------------
+
+    async def pin(self, r: Request) -> Response:
+        self.interp.pin(r.path_params["cid"])
         return Response(status_code=204)
 
-    async def unpin(r: Request) -> Response:
-        interp.unpin(r.path_params["cid"])
+    async def unpin(self, r: Request) -> Response:
+        self.interp.unpin(r.path_params["cid"])
         return Response(status_code=204)
 
-    async def create(r: Request) -> Response:
+    async def create(self, r: Request) -> Response:
         body = await r.json() if await r.body() else {}
-        info = await interp.create_container(
+        info = await self.interp.create_container(
             name=body.get("name"),
             memory_limit=body.get("memory_limit"),
             expires_after_s=body.get("expires_after_s"),
         )
         return JSONResponse(to_json(info), status_code=201)
 
-    async def list_(_r: Request) -> Response:
-        return JSONResponse({"data": [to_json(c) for c in await interp.list_containers()]})
+    async def list_(self, _r: Request) -> Response:
+        return JSONResponse({"data": [to_json(c) for c in await self.interp.list_containers()]})
 
-    async def get(r: Request) -> Response:
-        return JSONResponse(to_json(await interp.get_container(r.path_params["cid"])))
+    async def get(self, r: Request) -> Response:
+        return JSONResponse(to_json(await self.interp.get_container(r.path_params["cid"])))
 
-    async def delete(r: Request) -> Response:
-        await interp.delete_container(r.path_params["cid"])
+    async def delete(self, r: Request) -> Response:
+        await self.interp.delete_container(r.path_params["cid"])
         return Response(status_code=204)
 
-    async def execute(r: Request) -> Response:
+    async def execute(self, r: Request) -> Response:
         body = await r.json()
         timeout_s = body.get("timeout_s")
-        if timeout_s is not None and max_timeout_s is not None:
-            timeout_s = min(float(timeout_s), max_timeout_s)  # the service's limit, whatever is asked
+        if timeout_s is not None and self.max_timeout_s is not None:
+            timeout_s = min(float(timeout_s), self.max_timeout_s)  # the service's limit, whatever is asked
         task = asyncio.create_task(
-            interp.execute(r.path_params["cid"], str(body["code"]), timeout_s=timeout_s)
+            self.interp.execute(r.path_params["cid"], str(body["code"]), timeout_s=timeout_s)
         )
         try:
             while not task.done():  # a client that goes away cancels (interrupts) its code
@@ -145,37 +137,93 @@ def create_app(
                     await task
         return JSONResponse(to_json(task.result()))
 
-    async def put_file(r: Request) -> Response:
-        info = await interp.write_file(r.path_params["cid"], r.query_params["path"], await r.body())
+    # --- files ------------------------------------------------------------------------------------------
+
+    async def put_file(self, r: Request) -> Response:
+        info = await self.interp.write_file(r.path_params["cid"], r.query_params["path"], await r.body())
         return JSONResponse(to_json(info), status_code=201)
 
-    async def get_file(r: Request) -> Response:
-        data = await interp.read_file(r.path_params["cid"], r.query_params["path"])
+    async def get_file(self, r: Request) -> Response:
+        data = await self.interp.read_file(r.path_params["cid"], r.query_params["path"])
         return Response(data, media_type="application/octet-stream")
 
-    async def delete_file(r: Request) -> Response:
-        await interp.delete_file(r.path_params["cid"], r.query_params["path"])
+    async def delete_file(self, r: Request) -> Response:
+        await self.interp.delete_file(r.path_params["cid"], r.query_params["path"])
         return Response(status_code=204)
 
-    async def list_files(r: Request) -> Response:
-        return JSONResponse({"data": [to_json(f) for f in await interp.list_files(r.path_params["cid"])]})
+    async def list_files(self, r: Request) -> Response:
+        files = await self.interp.list_files(r.path_params["cid"])
+        return JSONResponse({"data": [to_json(f) for f in files]})
 
-    routes = [
-        Route("/health", _guard(health), methods=["GET"]),
-        Route("/v1/memory-limit/check", _guard(check_memory), methods=["POST"]),
-        Route("/v1/containers/{cid}/pin", _guard(pin), methods=["POST"]),
-        Route("/v1/containers/{cid}/unpin", _guard(unpin), methods=["POST"]),
-        Route("/v1/containers", _guard(create), methods=["POST"]),
-        Route("/v1/containers", _guard(list_), methods=["GET"]),
-        Route("/v1/containers/{cid}", _guard(get), methods=["GET"]),
-        Route("/v1/containers/{cid}", _guard(delete), methods=["DELETE"]),
-        Route("/v1/containers/{cid}/execute", _guard(execute), methods=["POST"]),
-        Route("/v1/containers/{cid}/files", _guard(list_files), methods=["GET"]),
-        Route("/v1/containers/{cid}/files/content", _guard(put_file), methods=["PUT"]),
-        Route("/v1/containers/{cid}/files/content", _guard(get_file), methods=["GET"]),
-        Route("/v1/containers/{cid}/files/content", _guard(delete_file), methods=["DELETE"]),
+
+def _route(path: str, handler: Handler, method: str) -> Route:
+    """`handler` at `path` for `method`, its interpreter errors answered as `_guard` says."""
+    return Route(path, _guard(handler), methods=[method])
+
+
+def _pool_routes(h: _Handlers) -> list[Route]:
+    return [
+        _route("/health", h.health, "GET"),
+        _route("/v1/memory-limit/check", h.check_memory, "POST"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+
+
+def _container_routes(h: _Handlers) -> list[Route]:
+    one = "/v1/containers/{cid}"
+    return [
+        _route(one + "/pin", h.pin, "POST"),
+        _route(one + "/unpin", h.unpin, "POST"),
+        _route("/v1/containers", h.create, "POST"),
+        _route("/v1/containers", h.list_, "GET"),
+        _route(one, h.get, "GET"),
+        _route(one, h.delete, "DELETE"),
+        _route(one + "/execute", h.execute, "POST"),
+    ]
+
+
+def _file_routes(h: _Handlers) -> list[Route]:
+    files = "/v1/containers/{cid}/files"
+    return [
+        _route(files, h.list_files, "GET"),
+        _route(files + "/content", h.put_file, "PUT"),
+        _route(files + "/content", h.get_file, "GET"),
+        _route(files + "/content", h.delete_file, "DELETE"),
+    ]
+
+
+def _lifespan(
+    interp: Interpreter, manage_lifecycle: bool
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's lifespan: with `manage_lifecycle` it starts `interp` and closes it with the app."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await interp.start()
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await interp.aclose()
+
+    return lifespan
+
+
+def create_app(
+    interp: Interpreter,
+    *,
+    manage_lifecycle: bool = True,
+    token: str | None = None,
+    max_timeout_s: float | None = None,
+    boot_id: str | None = None,
+) -> Starlette:
+    """An app serving `interp`; with `manage_lifecycle` it starts and closes it with the app. With `token`,
+    every request needs `Authorization: Bearer <token>` (401 otherwise); `max_timeout_s` caps a call's
+    `timeout_s`; `boot_id` (default: random) names this run of the service in every answer's header."""
+    boot = boot_id or secrets.token_hex(8)
+    handlers = _Handlers(interp, max_timeout_s, boot)
+    routes = [*_pool_routes(handlers), *_container_routes(handlers), *_file_routes(handlers)]
+    app = Starlette(routes=routes, lifespan=_lifespan(interp, manage_lifecycle))
     app.add_middleware(TokenGuard, token=token, boot_id=boot)
     return app
 

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from vllm_responses.api.app import Opener, build_app
+from vllm_responses.api.app import build_app
+from vllm_responses.api.state import Opener
 from vllm_responses.config import Config
 from vllm_responses.store.responses import MemoryStore, store_for
 

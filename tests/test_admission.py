@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
+from vllm_responses.api.responses import until_disconnect
 from vllm_responses.protocol.errors import Busy, Unavailable
-from vllm_responses.service.admission import Admission, Slot, default_max_queued, until_disconnect
+from vllm_responses.service.admission import Admission, Slot, default_max_queued
 
 
 async def _settle() -> None:

@@ -57,7 +57,7 @@ class Stream:
 @pytest.fixture
 def served() -> Iterator[tuple[LiveServer, Lifecycle, threading.Event]]:
     server = LiveServer(Config(shutdown_grace=1.5), FakeEngine(), FakeInterpreter()).start()
-    lifecycle: Lifecycle = server.app.state.lifecycle
+    lifecycle: Lifecycle = server.app.state.vr.lifecycle
     stopped = threading.Event()
     lifecycle.stop_server = stopped.set  # as server.py's would, minus stopping uvicorn: the test looks on
     yield server, lifecycle, stopped
@@ -165,7 +165,7 @@ def test_drain_refuses_requests_still_queued_for_admission() -> None:
     """A request waiting for a slot when the drain starts gets the 503 at once; the running one goes on."""
     config = Config(shutdown_grace=1.5, max_concurrent_responses=1, max_queued_responses=2)
     server = LiveServer(config, FakeEngine(), FakeInterpreter()).start()
-    lifecycle: Lifecycle = server.app.state.lifecycle
+    lifecycle: Lifecycle = server.app.state.vr.lifecycle
     stopped = threading.Event()
     lifecycle.stop_server = stopped.set
     engine: FakeEngine = server.engine

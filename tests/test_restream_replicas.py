@@ -21,7 +21,7 @@ import pytest
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_event, validate_response
-from vllm_responses.api.app import AppState
+from vllm_responses.api.state import AppState
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
 from vllm_responses.store.responses import store_for

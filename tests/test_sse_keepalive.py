@@ -12,7 +12,7 @@ import pytest
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse
-from vllm_responses.api.app import SSE_KEEPALIVE
+from vllm_responses.api.responses import SSE_KEEPALIVE
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

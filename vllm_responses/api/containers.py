@@ -12,31 +12,25 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import FileInfo
-from vllm_responses.api.pagination import cursor_page
-from vllm_responses.api.params import json_body
+from vllm_responses.api.params import cursor_page, json_body
+from vllm_responses.api.state import app_state
 from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
 from vllm_responses.protocol.errors import InvalidRequest, NotFound, PayloadTooLarge
-from vllm_responses.tools.containers import ContainerService
 
 __all__ = ["container_routes"]
-
-
-def _service(request: Request) -> ContainerService:
-    service: ContainerService = request.app.state.vr.service.containers
-    return service
 
 
 async def _file(request: Request) -> FileInfo:
     """The file the path names; a 404 naming `file_id` when its container has no such file."""
     cid, fid = request.path_params["container_id"], request.path_params["file_id"]
-    info = await _service(request).file(cid, fid)
+    info = await app_state(request).service.containers.file(cid, fid)
     if info is None:
         raise NotFound(f"No file {fid!r} in container {cid!r}.", param="file_id")
     return info
 
 
 async def create_container(request: Request) -> Response:
-    svc = _service(request)
+    svc = app_state(request).service.containers
     req = parse_create_container(await json_body(request))
     info = await svc.create(
         name=req.name,
@@ -47,7 +41,7 @@ async def create_container(request: Request) -> Response:
 
 
 async def list_containers(request: Request) -> Response:
-    svc = _service(request)
+    svc = app_state(request).service.containers
     infos = await svc.list_all()
     if name := request.query_params.get("name"):
         infos = [i for i in infos if i.name == name]
@@ -57,14 +51,14 @@ async def list_containers(request: Request) -> Response:
 
 
 async def get_container(request: Request) -> Response:
-    svc = _service(request)
+    svc = app_state(request).service.containers
     info = await svc.get(request.path_params["container_id"])
     return JSONResponse(container_json(info, svc.expires_after_s(info)))
 
 
 async def delete_container(request: Request) -> Response:
     cid = request.path_params["container_id"]
-    await _service(request).delete(cid)
+    await app_state(request).service.containers.delete(cid)
     return JSONResponse({"id": cid, "object": "container.deleted", "deleted": True})
 
 
@@ -77,7 +71,7 @@ def _filename(raw: str | None) -> str:
 
 
 async def create_file(request: Request) -> Response:
-    svc = _service(request)
+    svc = app_state(request).service.containers
     cid = request.path_params["container_id"]
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("application/json"):
@@ -92,8 +86,8 @@ async def create_file(request: Request) -> Response:
     if not ctype.startswith("multipart/form-data"):
         raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
     await svc.get(cid)  # 404 before reading a large body
-    # The body is bounded while it streams in (body_limit.py); the file itself is held to the exact limit.
-    limit: int = request.app.state.vr.service.config.max_upload_bytes
+    # The body is bounded while it streams in (middleware.py); the file itself is held to the exact limit.
+    limit = app_state(request).service.config.max_upload_bytes
     async with request.form(max_files=1, max_fields=16) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
@@ -110,7 +104,7 @@ async def create_file(request: Request) -> Response:
 
 
 async def list_files(request: Request) -> Response:
-    infos = await _service(request).files(request.path_params["container_id"])
+    infos = await app_state(request).service.containers.files(request.path_params["container_id"])
     return JSONResponse(cursor_page([file_json(i) for i in infos], request.query_params))
 
 
@@ -120,7 +114,7 @@ async def get_file(request: Request) -> Response:
 
 async def get_file_content(request: Request) -> Response:
     info = await _file(request)
-    data = await _service(request).content(info)
+    data = await app_state(request).service.containers.content(info)
     name = posixpath.basename(info.path)
     media = mimetypes.guess_type(name)[0] or "application/octet-stream"
     disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
@@ -129,7 +123,7 @@ async def get_file_content(request: Request) -> Response:
 
 async def delete_file(request: Request) -> Response:
     info = await _file(request)
-    await _service(request).delete_file(info)
+    await app_state(request).service.containers.delete_file(info)
     return JSONResponse({"id": info.id, "object": "container.file.deleted", "deleted": True})
 
 

@@ -6,8 +6,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vllm_responses.api.pagination import page_params
-from vllm_responses.api.params import json_body
+from vllm_responses.api.params import include_params, json_body, page_params
+from vllm_responses.api.state import app_state
 from vllm_responses.protocol.conversations import (
     ConversationDeleted,
     conversation_json,
@@ -16,16 +16,9 @@ from vllm_responses.protocol.conversations import (
     parse_metadata_update,
     wire_conversation_item,
 )
-from vllm_responses.protocol.requests import check_includes
-from vllm_responses.service.conversations import ConversationService
 from vllm_responses.store.conversations import StoredConversation
 
 __all__ = ["conversation_routes"]
-
-
-def _service(request: Request) -> ConversationService:
-    service: ConversationService = request.app.state.vr.service.conversations
-    return service
 
 
 def _json(conversation: StoredConversation) -> Response:
@@ -33,29 +26,31 @@ def _json(conversation: StoredConversation) -> Response:
 
 
 def _include_outputs(request: Request) -> bool:
-    """Whether the query's `include` (`include[]=` as the SDK sends it) asks for code outputs."""
-    include = request.query_params.getlist("include[]") + request.query_params.getlist("include")
-    check_includes(include)
-    return "code_interpreter_call.outputs" in include
+    """Whether the query's `include` asks for code outputs."""
+    return "code_interpreter_call.outputs" in include_params(request.query_params)
 
 
 async def create_conversation(request: Request) -> Response:
     items, metadata = parse_items_and_metadata(await json_body(request), items_required=False)
-    return _json(await _service(request).create(items, metadata))
+    return _json(await app_state(request).service.conversations.create(items, metadata))
 
 
 async def get_conversation(request: Request) -> Response:
-    return _json(await _service(request).get(request.path_params["conversation_id"]))
+    return _json(await app_state(request).service.conversations.get(request.path_params["conversation_id"]))
 
 
 async def update_conversation(request: Request) -> Response:
     metadata = parse_metadata_update(await json_body(request))
-    return _json(await _service(request).update(request.path_params["conversation_id"], metadata))
+    return _json(
+        await app_state(request).service.conversations.update(
+            request.path_params["conversation_id"], metadata
+        )
+    )
 
 
 async def delete_conversation(request: Request) -> Response:
     cid = request.path_params["conversation_id"]
-    await _service(request).delete(cid)
+    await app_state(request).service.conversations.delete(cid)
     deleted: ConversationDeleted = {"id": cid, "object": "conversation.deleted", "deleted": True}
     return JSONResponse(deleted)
 
@@ -63,14 +58,16 @@ async def delete_conversation(request: Request) -> Response:
 async def create_items(request: Request) -> Response:
     show = _include_outputs(request)
     items, _metadata = parse_items_and_metadata(await json_body(request), items_required=True)
-    kept = await _service(request).add_items(request.path_params["conversation_id"], items)
+    kept = await app_state(request).service.conversations.add_items(
+        request.path_params["conversation_id"], items
+    )
     return JSONResponse(item_list([wire_conversation_item(it, show) for it in kept]))
 
 
 async def list_items(request: Request) -> Response:
     show = _include_outputs(request)
     order, limit, after = page_params(request.query_params)
-    page, has_more = await _service(request).page(
+    page, has_more = await app_state(request).service.conversations.page(
         request.path_params["conversation_id"], order=order, limit=limit, after=after
     )
     return JSONResponse(item_list([wire_conversation_item(it, show) for it in page], has_more))
@@ -78,14 +75,14 @@ async def list_items(request: Request) -> Response:
 
 async def get_item(request: Request) -> Response:
     show = _include_outputs(request)
-    item = await _service(request).item(
+    item = await app_state(request).service.conversations.item(
         request.path_params["conversation_id"], request.path_params["item_id"]
     )
     return JSONResponse(wire_conversation_item(item, show))
 
 
 async def delete_item(request: Request) -> Response:
-    svc = _service(request)
+    svc = app_state(request).service.conversations
     return _json(
         await svc.delete_item(request.path_params["conversation_id"], request.path_params["item_id"])
     )

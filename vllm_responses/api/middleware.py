@@ -1,25 +1,96 @@
-"""Request bodies bounded while they are read: a 413 as soon as a body is known to be too large, before the
-rest of it is read (a `Content-Length` past the limit before reading anything)."""
+"""The app's plain ASGI middleware: the API-key check, the shutdown gate and request bodies bounded while
+they are read, with the refusal of a WebSocket upgrade that the first two share."""
 
 from __future__ import annotations
 
 import re
+import secrets
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
-from vllm_responses.protocol.errors import PayloadTooLarge
+from vllm_responses.protocol.errors import APIError, PayloadTooLarge, Unauthorized
+from vllm_responses.service.lifecycle import Lifecycle
 
-__all__ = ["MULTIPART_SLACK", "UPLOAD_PATH", "BodyLimitMiddleware"]
+__all__ = [
+    "CLOSE_POLICY",
+    "MULTIPART_SLACK",
+    "UPLOAD_PATH",
+    "APIKeyMiddleware",
+    "BodyLimitMiddleware",
+    "ShutdownGate",
+    "deny_websocket",
+]
 
+# The close code (RFC 6455) of a WebSocket refused before its upgrade (an HTTP 403 where no denial response).
+CLOSE_POLICY = 1008
 # The container file upload (multipart): bounded by --max-upload-bytes instead of --max-request-bytes.
 UPLOAD_PATH = re.compile(r"/v1/containers/[^/]+/files/?")
 # What multipart framing (boundaries, part headers, a few small fields) may add to the file it carries.
 MULTIPART_SLACK = 64 * 1024
 
 
+async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
+    """Refuse an upgrade before accepting it: the HTTP error response where the server supports denial
+    responses (uvicorn does), else close 1008 (which the server answers with a 403)."""
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await websocket.send_denial_response(JSONResponse(err.body(), status_code=err.status))
+    else:
+        await websocket.close(CLOSE_POLICY)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
+    """`err` as the answer: its HTTP error response, or the refusal of a WebSocket upgrade."""
+    if scope["type"] == "websocket":
+        await deny_websocket(scope, receive, send, err)
+    else:
+        await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
+
+
+class APIKeyMiddleware:
+    """`/v1/*` needs `Authorization: Bearer <key>` when a key is configured (HTTP, and WebSocket upgrades,
+    refused before they are accepted)."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.api_key = api_key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.api_key and scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
+            headers = dict(scope["headers"])
+            given = headers.get(b"authorization", b"").decode("latin-1")
+            token = given[7:] if given.lower().startswith("bearer ") else ""
+            if not secrets.compare_digest(token.encode(), self.api_key.encode()):
+                err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
+                await _refuse(scope, receive, send, err)
+                return
+        await self.app(scope, receive, send)
+
+
+class ShutdownGate:
+    """While the server is not serving, a new response (`POST /v1/responses`, `POST /v1/responses/compact`,
+    a `/v1/responses` WebSocket) gets 503 in the OpenAI error shape."""
+
+    PATHS = frozenset({"/v1/responses", "/v1/responses/compact"})
+
+    def __init__(self, app: ASGIApp, lifecycle: Lifecycle) -> None:
+        self.app = app
+        self.lifecycle = lifecycle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope["path"] in self.PATHS:
+            if scope["type"] == "websocket" or scope.get("method") == "POST":
+                err = self.lifecycle.refusal()
+                if err is not None:
+                    await _refuse(scope, receive, send, err)
+                    return
+        await self.app(scope, receive, send)
+
+
 class BodyLimitMiddleware:
-    """Plain ASGI middleware. An HTTP request whose `Content-Length` is past its limit is answered 413 at once,
+    """An HTTP request whose `Content-Length` is past its limit is answered 413 at once,
     without reading the body; a longer body (chunked, or no length) raises `PayloadTooLarge` from `receive`
     when the byte that passes the limit arrives, which the app answers with the 413. Either answer carries
     `Connection: close`: the rest of the body is never read, so the connection cannot be reused.

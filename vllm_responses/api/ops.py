@@ -11,7 +11,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import Interpreter, InterpreterError
-from vllm_responses.observe.metrics import CONTENT_TYPE, render
+from vllm_responses.api.state import AppState, app_state
+from vllm_responses.observe.metrics import CONTENT_TYPE, LiveCollector, LiveSources, render
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.store.responses import ResponseStore
 
@@ -87,8 +88,7 @@ def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: 
     """`unreachable`: why a remote pool did not answer `refresh_pool` (None: it did, or it is local)."""
     if interpreter is None:
         return {"ok": True, "detail": "disabled" if not enabled else "none"}
-    # `closed`, else the in-process pool's private flag (it has no public one yet)
-    if getattr(interpreter, "closed", False) or getattr(interpreter, "_closed", False):
+    if getattr(interpreter, "closed", False):  # the pool's and the shared service client's `closed`
         return {"ok": False, "detail": "closed"}
     if unreachable is not None:
         return {"ok": False, "detail": unreachable}
@@ -116,7 +116,7 @@ async def health(request: Request) -> Response:
 async def ready(request: Request) -> Response:
     """Readiness: serving (not draining), engine alive and answering, store reachable, sandbox able to
     hand out a container. 200 when all hold, else 503; the body has every check's detail."""
-    state = request.app.state.vr
+    state = app_state(request)
     service = state.service
     checks = {
         "server": _server_check(state.lifecycle),
@@ -131,11 +131,24 @@ async def ready(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
+def _live_sources(state: AppState) -> LiveSources:
+    """What the live gauges of /metrics read at each scrape."""
+    service, lifecycle = state.service, state.lifecycle
+    return LiveSources(
+        running=lambda: sum(not r.done.is_set() for r in list(service.runs.values())),
+        engine_alive=lambda: service.engine.dead is None,
+        draining=lambda: lifecycle.state in ("draining", "failed"),
+        pool_stats=lambda: pool_stats(service.interpreter),
+        admission=lambda: service.admission,
+    )
+
+
 async def metrics(request: Request) -> Response:
     """Prometheus text format: vLLM's engine metrics and ours (a shared sandbox service's pool as it
     answers now; its gauges are left out while it does not)."""
-    await refresh_pool(request.app.state.vr.service.interpreter)
-    return Response(render(request.app.state.vr.live), media_type=CONTENT_TYPE)
+    state = app_state(request)
+    await refresh_pool(state.service.interpreter)
+    return Response(render(LiveCollector(_live_sources(state))), media_type=CONTENT_TYPE)
 
 
 def ops_routes() -> list[Route]:

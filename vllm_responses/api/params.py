@@ -1,17 +1,24 @@
-"""Request bodies as JSON: valid UTF-8, nested at most `MAX_JSON_DEPTH` deep, every string valid Unicode;
-a 400 naming `body` (or the string's place) otherwise, never a 500."""
+"""A request's body and query parameters.
+
+The body as JSON: valid UTF-8, nested at most `MAX_JSON_DEPTH` deep, every string valid Unicode; a 400 naming
+`body` (or the string's place) otherwise, never a 500. The query: `include` (`include_params`), and cursor
+pages (`{"object": "list", "data", "first_id", "last_id", "has_more"}`) from `order`, `limit` and `after`.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.requests import check_includes
 
-__all__ = ["MAX_JSON_DEPTH", "json_body", "parse_json"]
+__all__ = ["MAX_JSON_DEPTH", "cursor_page", "include_params", "json_body", "page_params", "parse_json"]
 
 # Arrays and objects nested deeper than this are refused. A real create body is a dozen levels deep; the
 # deepest legitimate part, a function tool's JSON schema, stays far below it (OpenAI's structured outputs
@@ -26,7 +33,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 async def json_body(request: Request) -> Any:
     """The request's body as parsed JSON (any JSON value: the caller checks its shape). The body's size is
-    bounded while it is read (`body_limit.BodyLimitMiddleware`)."""
+    bounded while it is read (`middleware.BodyLimitMiddleware`)."""
     return parse_json(await request.body())
 
 
@@ -102,3 +109,48 @@ def _refuse_surrogate(text: str, path: str, what: str) -> None:
             param=place,
             code="invalid_value",
         )
+
+
+# --- query parameters ---------------------------------------------------------------------------------
+
+
+def include_params(query: QueryParams) -> list[str]:
+    """The query's `include` values (`include[]=` as the SDK sends them, and `include=`), checked."""
+    include = query.getlist("include[]") + query.getlist("include")
+    check_includes(include)
+    return include
+
+
+def page_params(query: Mapping[str, str], *, default_order: str = "desc") -> tuple[str, int, str | None]:
+    """`order`, `limit` and `after` of a list request; bad values are a 400 naming the parameter."""
+    order = query.get("order", default_order)
+    if order not in ("asc", "desc"):
+        raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(query.get("limit", "20"))
+    except ValueError:
+        raise InvalidRequest("limit must be an integer.", param="limit") from None
+    if not 1 <= limit <= 100:
+        raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+    return order, limit, query.get("after") or None
+
+
+def cursor_page(
+    items: Sequence[dict[str, Any]], query: Mapping[str, str], *, default_order: str = "desc"
+) -> dict[str, Any]:
+    """One page of `items` (given oldest first) as the SDK's cursor page; bad parameters are a 400."""
+    order, limit, after = page_params(query, default_order=default_order)
+    ordered = list(items) if order == "asc" else list(reversed(items))
+    if after:
+        ids = [it["id"] for it in ordered]
+        if after not in ids:
+            raise InvalidRequest(f"No item with id {after!r} in this list.", param="after")
+        ordered = ordered[ids.index(after) + 1 :]
+    page = ordered[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(ordered) > limit,
+    }

@@ -14,28 +14,26 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from vllm_responses.api.params import parse_json
+from vllm_responses.api.state import app_state
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.service.lifecycle import Lifecycle
+from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.responses import MemoryStore
 
-if TYPE_CHECKING:
-    from vllm_responses.service.responses import ResponsesService
-
-__all__ = ["LIMITS", "WebSocketLimits", "deny_websocket", "error_event", "responses_websocket"]
+__all__ = ["LIMITS", "WebSocketLimits", "error_event", "responses_websocket"]
 
 logger = logging.getLogger(__name__)
 
-# Close codes (RFC 6455) this server sends; see docs/api.md.
+# Close codes (RFC 6455) this server sends on an open connection (before it: `middleware.CLOSE_POLICY`);
+# see docs/api.md.
 CLOSE_GOING_AWAY = 1001  # the connection reached `max_connection_s` (clients may reconnect)
-CLOSE_POLICY = 1008  # bad or missing API key, before the upgrade (an HTTP 403 where no denial response)
 CLOSE_INTERNAL = 1011  # the server failed (a bug): clients may reconnect
 
 STREAM_ID = re.compile(r"[A-Za-z0-9_.-]{1,256}")
@@ -63,21 +61,11 @@ def error_event(err: APIError, stream_id: str | None = None) -> dict[str, Any]:
     return event
 
 
-async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
-    """Refuse an upgrade before accepting it: the HTTP error response where the server supports denial
-    responses (uvicorn does), else close 1008 (which the server answers with a 403)."""
-    websocket = WebSocket(scope, receive, send)
-    if "websocket.http.response" in scope.get("extensions", {}):
-        await websocket.send_denial_response(JSONResponse(err.body(), status_code=err.status))
-    else:
-        await websocket.close(CLOSE_POLICY)
-
-
 async def responses_websocket(websocket: WebSocket) -> None:
     """The `/v1/responses` WebSocket route."""
-    service: ResponsesService = websocket.app.state.vr.service
+    state = app_state(websocket)
     await websocket.accept()
-    await Connection(websocket, service, LIMITS).serve()
+    await Connection(websocket, state.service, state.lifecycle, LIMITS).serve()
 
 
 @dataclass
@@ -90,9 +78,12 @@ class _Lane:
 class Connection:
     """One socket: its lanes, its active-response slots, its cache, and one writer at a time."""
 
-    def __init__(self, websocket: WebSocket, service: ResponsesService, limits: WebSocketLimits) -> None:
+    def __init__(
+        self, websocket: WebSocket, service: ResponsesService, lifecycle: Lifecycle, limits: WebSocketLimits
+    ) -> None:
         self.ws = websocket
         self.service = service
+        self.lifecycle = lifecycle
         self.limits = limits
         self.cache = MemoryStore(max_rows=limits.cache_size)
         self.origin: dict[str, str | None] = {}  # cached response id -> the lane that made it
@@ -186,7 +177,7 @@ class Connection:
                     f"Unsupported client event type {kind!r}; supported: 'response.create'.", param="type"
                 )
             )
-        refusal = self.ws.app.state.lifecycle.refusal()  # shutting down, or the engine died (lifecycle.py)
+        refusal = self.lifecycle.refusal()  # shutting down, or the engine died
         if refusal is not None:
             raise _Refused(refusal)
         stream_id = event.get("stream_id")

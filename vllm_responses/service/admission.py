@@ -13,16 +13,10 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable
-from typing import TypeVar
-
-from starlette.types import Receive
 
 from vllm_responses.protocol.errors import APIError, Busy
 
-__all__ = ["Admission", "Slot", "default_max_queued", "until_disconnect"]
-
-T = TypeVar("T")
+__all__ = ["Admission", "Slot", "default_max_queued"]
 
 # Bounds of the `Retry-After` a 429 carries, in seconds.
 RETRY_AFTER_MIN_S = 1
@@ -150,29 +144,3 @@ class Admission:
                 waiter.set_result(None)  # the slot goes to the first waiter: `running` stays
                 return
         self.running -= 1
-
-
-async def until_disconnect(receive: Receive, work: Awaitable[T]) -> T | None:
-    """`work`'s result, unless the HTTP client disconnects first (an `http.disconnect` on the ASGI `receive`
-    channel, whose body was read already): then `work` is cancelled and None is returned."""
-
-    async def disconnected() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(disconnected())
-    try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    finally:
-        watch.cancel()
-    if task.done():
-        return task.result()
-    task.cancel()  # the client is gone
-    await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # ended otherwise all the same: retrieved, for nobody
-    return None

@@ -1,5 +1,5 @@
 """The server's life once started: serving; draining on SIGTERM (`--shutdown-grace`); failing fast when the
-engine dies (watched here); and the gate that refuses new responses once it is not serving.
+engine dies (watched here); and the refusal new responses get once it is not serving.
 
 Drain: new responses are refused (503), running ones may finish within the grace, the rest are ended
 `failed` with a message saying why; then the runner is told to stop (exit status 0). Engine death: the
@@ -14,16 +14,12 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from vllm_responses.api.websocket import deny_websocket
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import APIError, Unavailable
 from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Admission
 
-__all__ = ["ENGINE_DEAD_EXIT", "EngineMonitor", "Lifecycle", "ShutdownGate"]
+__all__ = ["ENGINE_DEAD_EXIT", "EngineMonitor", "Lifecycle"]
 
 logger = logging.getLogger(__name__)
 
@@ -217,26 +213,3 @@ class Lifecycle:
         self.exit_code = code
         if self.stop_server is not None:
             self.stop_server()
-
-
-class ShutdownGate:
-    """Plain ASGI middleware: while the server is not serving, a new response (`POST /v1/responses`,
-    `POST /v1/responses/compact`, a `/v1/responses` WebSocket) gets 503 in the OpenAI error shape."""
-
-    PATHS = frozenset({"/v1/responses", "/v1/responses/compact"})
-
-    def __init__(self, app: ASGIApp, lifecycle: Lifecycle) -> None:
-        self.app = app
-        self.lifecycle = lifecycle
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and scope["path"] in self.PATHS:
-            if scope["type"] == "websocket" or scope.get("method") == "POST":
-                err = self.lifecycle.refusal()
-                if err is not None:
-                    if scope["type"] == "websocket":
-                        await deny_websocket(scope, receive, send, err)
-                    else:
-                        await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)

@@ -1,0 +1,209 @@
+"""The `/v1/responses` routes: parse the request, call `ResponsesService`, answer in JSON or as an SSE stream.
+
+SSE framing is here (`sse_frame`, one write per batch of ready events, keep-alive comments), and so is
+`until_disconnect`, which gives up on a request's work when its HTTP client leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive
+
+from vllm_responses.api.params import cursor_page, include_params, json_body
+from vllm_responses.api.state import app_state
+from vllm_responses.api.websocket import responses_websocket
+from vllm_responses.context.compaction import compacted_response, parse_compact_request
+from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.runs.restream import Restreams
+from vllm_responses.runs.run import Run
+
+__all__ = ["SSE_KEEPALIVE", "response_routes", "sse_frame", "stored_sse_frame", "until_disconnect"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# An SSE comment: clients skip it; proxies with idle timeouts see bytes flowing (`--sse-keepalive`).
+SSE_KEEPALIVE = b": keep-alive\n\n"
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse_frame(event: Event) -> bytes:
+    """One SSE frame: `event:` line, one-line JSON `data:`, blank line, in a single write."""
+    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+
+def stored_sse_frame(kind: str, data: str) -> bytes:
+    """`sse_frame` of a stored event: its type and its one-line JSON as kept (event_log.event_json)."""
+    return f"event: {kind}\ndata: {data}\n\n".encode()
+
+
+def _sse(frames: AsyncIterator[bytes]) -> StreamingResponse:
+    return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _stream(
+    run: Run, starting_after: int | None, *, cancel_on_disconnect: bool, keepalive_s: float = 0.0
+) -> AsyncIterator[bytes]:
+    completed = False
+    try:
+        # one write for all frames ready at once; a keep-alive after `keepalive_s` s with nothing written
+        async for batch in run.follow_batches(starting_after, idle_s=keepalive_s):
+            yield b"".join(sse_frame(event) for event in batch) if batch else SSE_KEEPALIVE
+        completed = True
+    finally:
+        if not completed and cancel_on_disconnect and not run.done.is_set():
+            logger.info("client left response %s mid-stream: cancelling it", run.id)
+            run.cancel()
+
+
+async def _stored_stream(
+    restreams: Restreams, response_id: str, starting_after: int | None, keepalive_s: float
+) -> AsyncIterator[bytes]:
+    async for batch in restreams.follow(response_id, starting_after, keepalive_s=keepalive_s):
+        yield b"".join(stored_sse_frame(kind, data) for kind, data in batch) if batch else SSE_KEEPALIVE
+
+
+async def until_disconnect(receive: Receive, work: Awaitable[T]) -> T | None:
+    """`work`'s result, unless the HTTP client disconnects first (an `http.disconnect` on the ASGI `receive`
+    channel, whose body was read already): then `work` is cancelled and None is returned."""
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()  # the client is gone
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # ended otherwise all the same: retrieved, for nobody
+    return None
+
+
+async def create_response(request: Request) -> Response:
+    """Streamed: headers, `response.created` and `response.in_progress` go out as soon as the response is
+    admitted (a 4xx before that for what the engine would refuse up front, a 429 when the server is full). A
+    request waiting for admission leaves the queue when its client disconnects."""
+    state = app_state(request)
+    req = parse_create_request(await json_body(request))
+    run = await until_disconnect(request.receive, state.service.create(req))
+    if run is None:
+        return Response(status_code=499)  # the client left while its request waited (nobody reads this)
+    if req.stream:
+        return _sse(
+            _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
+        )
+    if req.background:
+        return JSONResponse(run.builder.snapshot())
+    try:
+        if await until_disconnect(request.receive, run.done.wait()) is None:
+            logger.info("client left response %s before its end: cancelling it", run.id)
+            run.cancel()
+            return Response(status_code=499)
+    except asyncio.CancelledError:
+        run.cancel()
+        raise
+    failure = run.failure
+    if failure is not None and 400 <= failure.status < 500 and not run.builder.output:
+        raise failure  # refused before any output: an error, as before a stream starts
+    return JSONResponse(await state.service.get(run.id))
+
+
+async def count_input_tokens(request: Request) -> Response:
+    state = app_state(request)
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", param="body")
+    # `model` and `input` are optional here; the rest is validated as for create.
+    body = {**body, "model": body.get("model") or state.service.model_names[0]}
+    if body.get("input") is None:
+        body["input"] = []
+    count = await state.service.count_input_tokens(parse_create_request(body))
+    return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+
+
+async def compact_conversation(request: Request) -> Response:
+    req = parse_compact_request(await json_body(request))
+    done = await until_disconnect(request.receive, app_state(request).service.compact(req))
+    if done is None:
+        return Response(status_code=499)  # the client left: its model call was cancelled
+    return JSONResponse(compacted_response(done))
+
+
+def _include_outputs(request: Request) -> bool | None:
+    """Whether the query's `include` asks for code outputs; None when it names nothing."""
+    include = include_params(request.query_params)
+    return ("code_interpreter_call.outputs" in include) if include else None
+
+
+def _starting_after(request: Request) -> int | None:
+    after = request.query_params.get("starting_after")
+    try:
+        return int(after) if after is not None else None
+    except ValueError:
+        raise InvalidRequest("starting_after must be an integer.", param="starting_after") from None
+
+
+async def get_response(request: Request) -> Response:
+    state = app_state(request)
+    rid = request.path_params["response_id"]
+    if request.query_params.get("stream") not in ("true", "1"):
+        return JSONResponse(await state.service.get(rid, _include_outputs(request)))
+    starting_after = _starting_after(request)
+    run = state.service.runs.get(rid)
+    if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
+        run = run if await state.service.store.get(rid) is not None else None
+    if run is None:  # run elsewhere (another replica) or no longer in memory: from the store
+        await state.restreams.check(rid)  # 404 when unknown, 400 when not re-streamable
+        return _sse(_stored_stream(state.restreams, rid, starting_after, state.keepalive_s))
+    return _sse(_stream(run, starting_after, cancel_on_disconnect=False, keepalive_s=state.keepalive_s))
+
+
+async def delete_response(request: Request) -> Response:
+    rid = request.path_params["response_id"]
+    await app_state(request).service.delete(rid)
+    return JSONResponse({"id": rid, "object": "response.deleted", "deleted": True})
+
+
+async def cancel_response(request: Request) -> Response:
+    return JSONResponse(await app_state(request).service.cancel(request.path_params["response_id"]))
+
+
+async def list_input_items(request: Request) -> Response:
+    items = await app_state(request).service.input_items(request.path_params["response_id"])
+    return JSONResponse(cursor_page(items, request.query_params))
+
+
+def response_routes() -> list[BaseRoute]:
+    base = "/v1/responses"
+    one = base + "/{response_id}"
+    return [
+        Route(base, create_response, methods=["POST"]),
+        WebSocketRoute(base, responses_websocket),  # WebSocket mode (websocket.py)
+        Route(base + "/input_tokens", count_input_tokens, methods=["POST"]),
+        Route(base + "/compact", compact_conversation, methods=["POST"]),
+        Route(one, get_response, methods=["GET"]),
+        Route(one, delete_response, methods=["DELETE"]),
+        Route(one + "/cancel", cancel_response, methods=["POST"]),
+        Route(one + "/input_items", list_input_items, methods=["GET"]),
+    ]

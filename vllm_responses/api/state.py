@@ -1,0 +1,73 @@
+"""The app's state: `open_state` builds it over the opened components, `app_state` is how routes reach it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
+
+from interpreter_service import Interpreter
+from vllm_responses.config import Config
+from vllm_responses.engine.base import Engine
+from vllm_responses.runs.restream import Restreams
+from vllm_responses.service.lifecycle import Lifecycle
+from vllm_responses.service.responses import ResponsesService
+from vllm_responses.store.responses import ResponseStore
+
+__all__ = ["AppState", "Opener", "app_state", "open_state"]
+
+# Opens the engine, the sandbox (None: no code interpreter) and the store, and closes them on exit.
+Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What the routes use, built once per start of the app by `open_state`.
+
+    Parameters
+    ----------
+    service: creates, runs and keeps the responses (and holds conversations and containers).
+    lifecycle: serving, draining or failed; the refusal new responses get when not serving.
+    restreams: streams of background responses this process does not run, from their stored events.
+    started_at: when the app started (Unix time).
+    keepalive_s: seconds without an event before an SSE stream gets a keep-alive comment (0: never).
+    """
+
+    service: ResponsesService
+    lifecycle: Lifecycle
+    restreams: Restreams
+    started_at: float
+    keepalive_s: float
+
+
+def app_state(connection: HTTPConnection) -> AppState:
+    """The state of the app serving `connection` (a request or a WebSocket), as the lifespan set it."""
+    state: AppState = connection.app.state.vr
+    return state
+
+
+@asynccontextmanager
+async def open_state(
+    config: Config, open_components: Opener, lifecycle: Lifecycle
+) -> AsyncIterator[AppState]:
+    """Open the components, build the service over them and start `lifecycle` watching it; on exit the
+    lifecycle stops watching, the service closes, then the components."""
+    async with open_components(config) as (engine, interpreter, store):
+        service = ResponsesService(config, engine, interpreter, store)
+        await service.recover()  # background responses a crash left running: failed, not 404
+        state = AppState(
+            service=service,
+            lifecycle=lifecycle,
+            restreams=Restreams(store, config.restream_poll_interval),
+            started_at=time.time(),
+            keepalive_s=config.sse_keepalive,
+        )
+        lifecycle.attach(service.runs, engine, service.admission)
+        try:
+            yield state
+        finally:
+            await lifecycle.detach()
+            await service.aclose()
