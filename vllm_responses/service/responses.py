@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from interpreter_service import ContainerNotFound, Interpreter
+from interpreter_service import Interpreter
 from vllm_responses.agent.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
@@ -40,6 +39,7 @@ from vllm_responses.service.echo import response_echo
 from vllm_responses.service.sampling import engine_tool_choice, max_output_tokens, request_sampling
 from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import check_grammar, custom_tool_spec
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
@@ -102,13 +102,8 @@ class ResponsesService:
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
+        check_code_tool(req, self.interpreter)
         code_tool = req.code_tool
-        if code_tool is not None and self.interpreter is None:
-            raise InvalidRequest(
-                "The code_interpreter tool is disabled on this server.",
-                param="tools",
-                code="unsupported_value",
-            )
         turns = _turns(req, [*history, *input_items])
         tools: list[ToolSpec] = [code_tool_spec()] if code_tool is not None else []
         tools += [
@@ -198,7 +193,11 @@ class ResponsesService:
             if fmt is not None and fmt.type != "text":
                 text_format = fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
             structured = req.structured_outputs
-            container = await self._container_resolver(req, [*history, *input_items]) if code_tool else None
+            container = (
+                await container_resolver(req, self.containers, [*history, *input_items])
+                if code_tool
+                else None
+            )
             builder = ResponseBuilder(
                 response_echo(req, self.model_names[0], self.engine.default_sampling),
                 include_outputs=req.wants_outputs,
@@ -283,47 +282,6 @@ class ResponsesService:
                 f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
             )
         return prev
-
-    async def _container_resolver(
-        self, req: CreateResponseRequest, history: list[dict[str, Any]]
-    ) -> Callable[[], Awaitable[str]]:
-        """A coroutine function giving this response's container id, created or reused on first use.
-
-        With container "auto", the last code_interpreter_call in the model's context names the container to
-        reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do).
-        A container that cannot be had raises the interpreter's own errors (`errors.api_error` maps them)."""
-        tool = req.code_tool
-        assert tool is not None
-        containers = self.containers
-        named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
-        if named is not None:
-            try:
-                await containers.get(named)
-            except ContainerNotFound as exc:
-                raise NotFound(str(exc), param=f"tools[{req.tools.index(tool)}].container") from None
-        earlier = next(
-            (it.get("container_id") for it in reversed(history) if it.get("type") == "code_interpreter_call"),
-            None,
-        )
-        memory = getattr(tool.container, "memory_limit", None)
-        containers.check_memory_limit(memory, param=f"tools[{req.tools.index(tool)}].container.memory_limit")
-        chosen: list[str] = [named] if named else []
-
-        async def resolve() -> str:
-            if chosen:
-                return chosen[0]
-            if earlier:
-                try:
-                    await containers.get(earlier)
-                    chosen.append(earlier)
-                    return str(earlier)
-                except ContainerNotFound:
-                    pass
-            info = await containers.create(memory_limit=memory)
-            chosen.append(info.id)
-            return info.id
-
-        return resolve
 
     # --- read, delete, cancel -------------------------------------------------------------------------
 
