@@ -21,13 +21,11 @@ from vllm_responses.engine.types import (
     ToolSpec,
     Turn,
     Usage,
-    code_tool_spec,
 )
 from vllm_responses.protocol.errors import Conflict, InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import (
     CreateResponseRequest,
-    ToolChoiceAllowed,
 )
 from vllm_responses.runs.records import response_record
 from vllm_responses.runs.replicas import Replica
@@ -41,7 +39,7 @@ from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.responses import ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
-from vllm_responses.tools.functions import check_grammar, custom_tool_spec
+from vllm_responses.tools.functions import offered_tools
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
 
 __all__ = ["ResponsesService"]
@@ -103,29 +101,8 @@ class ResponsesService:
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
         check_code_tool(req, self.interpreter)
-        code_tool = req.code_tool
         turns = _turns(req, [*history, *input_items])
-        tools: list[ToolSpec] = [code_tool_spec()] if code_tool is not None else []
-        tools += [
-            ToolSpec(
-                t.name,
-                t.description or "",
-                t.parameters or {"type": "object", "properties": {}},
-                strict=bool(t.strict),
-            )
-            for t in req.function_tools
-        ]
-        for i, tool in enumerate(req.tools):  # --- custom tools (issue 17) ---
-            if tool.type == "custom":
-                check_grammar(tool, f"tools[{i}]")
-                tools.append(custom_tool_spec(tool))
-        if isinstance(req.tool_choice, ToolChoiceAllowed):  # only the allowed tools are offered
-            allowed = req.tool_choice
-            tools = [
-                t
-                for t in tools
-                if allowed.allows(t.name, code_interpreter=t.code_interpreter, custom=t.custom)
-            ]
+        tools = offered_tools(req)
         if req.truncation == "auto":  # the oldest turns dropped to fit the context window
             first = self._first_call(req, turns, tools)
             budget = max_output_tokens(req, self.engine.default_sampling)
