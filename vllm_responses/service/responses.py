@@ -33,8 +33,8 @@ from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Admission, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
-from vllm_responses.service.echo import response_echo
-from vllm_responses.service.sampling import engine_tool_choice, max_output_tokens, request_sampling
+from vllm_responses.service.echo import max_output_tokens, response_echo
+from vllm_responses.service.sampling import engine_tool_choice, request_sampling
 from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.responses import ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
