@@ -8,9 +8,10 @@ from typing import Any
 
 from interpreter_service import ExecutionResult
 from tests.fakes import TINY_PNG
-from vllm_responses.context.turns import code_outputs, code_result_text, input_to_items, items_to_turns
+from vllm_responses.context.turns import code_result_text, input_to_items, items_to_turns
 from vllm_responses.engine.types import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.tools.code import code_outputs
 
 PNG_URL = "data:image/png;base64," + base64.b64encode(TINY_PNG).decode()
 NOT_KEPT = "(the output of this code was not kept)"

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
-from interpreter_service import ExecutionResult, Interpreter, InterpreterError
-from vllm_responses.agent.calls import CallTracker, OpenCall
-from vllm_responses.builder.citations import WrittenFile
+from interpreter_service import Interpreter
+from vllm_responses.agent.calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
-from vllm_responses.context.turns import code_outputs, code_result_text
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
     Finish,
@@ -23,21 +19,19 @@ from vllm_responses.engine.types import (
     ReasoningDelta,
     Sampling,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
     ToolChoice,
-    ToolResult,
     ToolSpec,
     Turn,
     Usage,
 )
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
-from vllm_responses.observe import metrics
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
+from vllm_responses.tools.code import CodeRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
 
 __all__ = ["AgentLoop", "AgentPlan"]
@@ -89,7 +83,6 @@ class AgentLoop:
         self.plan = plan
         self.builder = builder
         self.engine = engine
-        self.interpreter = interpreter
         self.request_id = request_id
         self.usage = Usage()
         self.turns: list[Turn] = list(plan.turns)
@@ -98,26 +91,9 @@ class AgentLoop:
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
         self._custom_names = frozenset(t.name for t in plan.tools if t.custom)
-        self._pinned: str | None = None  # the container this response uses, kept from eviction until it ends
+        self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
         self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
         self.tools = plan.tools  # and, once listed, the MCP tools
-
-    async def _container(self) -> str:
-        """The response's container (`plan.container`), pinned in the interpreter until the loop ends, so
-        that another response waiting for room cannot evict it between two of this response's code calls."""
-        assert self.plan.container is not None
-        container_id = await self.plan.container()
-        if container_id != self._pinned and self.interpreter is not None:
-            if self._pinned is not None:
-                self.interpreter.unpin(self._pinned)
-            self.interpreter.pin(container_id)
-            self._pinned = container_id
-        return container_id
-
-    def _unpin(self) -> None:
-        if self._pinned is not None and self.interpreter is not None:
-            self.interpreter.unpin(self._pinned)
-        self._pinned = None
 
     async def events(self) -> AsyncIterator[Event]:
         try:
@@ -125,7 +101,7 @@ class AgentLoop:
                 async for ev in events:
                     yield ev
         finally:
-            self._unpin()
+            self.code.unpin()
 
     async def _events(self) -> AsyncGenerator[Event, None]:
         builder = self.builder
@@ -150,7 +126,7 @@ class AgentLoop:
                 tracker = CallTracker(
                     builder,
                     self._code_names,
-                    self._container if self.plan.container else None,
+                    self.code.container if self.plan.container else None,
                     self._custom_names,
                     self.mcp.routes if self.mcp is not None else None,
                 )
@@ -169,7 +145,7 @@ class AgentLoop:
                 for ev in builder.close_open(final=last):
                     yield ev
                 for call in code_calls:
-                    async for ev in self._run_code(call):
+                    async for ev in self.code.run(builder, call.index, call.name, call.error, self.turns):
                         yield ev
                 for call in mcp_calls:
                     assert self.mcp is not None
@@ -271,47 +247,3 @@ class AgentLoop:
         for ev in tracker.close_dangling():
             yield ev
         tracker.finish_reason = finish.reason
-
-    async def _run_code(self, call: OpenCall) -> AsyncIterator[Event]:
-        """Execute one finished code call, finish its item, and append the call and its result to the turns."""
-        item = self.builder.code_item(call.index)
-        code, container_id = item["code"], item["container_id"]
-        interpreter = self.interpreter
-        started = time.monotonic()
-        try:
-            if interpreter is None:
-                raise InterpreterError("the code interpreter is not enabled on this server")
-            if call.error is not None:  # no container could be had: the model is told so, as the output
-                result = ExecutionResult(logs="", error=call.error, error_kind="crashed")
-            else:
-                result = await interpreter.execute(container_id, code, timeout_s=self.plan.code_timeout_s)
-        except asyncio.CancelledError:
-            metrics.code_run("cancelled", time.monotonic() - started)
-            raise
-        except (
-            InterpreterError
-        ) as exc:  # a failing tool is an error output the model sees, not a failed response
-            result = ExecutionResult(logs="", error=f"Sandbox error: {exc}", error_kind="crashed")
-        metrics.code_run(result.error_kind or "ok", time.monotonic() - started)
-        if result.files_changed and interpreter is not None:
-            self.builder.note_files(await _written_files(interpreter, container_id, result.files_changed))
-        outputs = code_outputs(result)
-        for ev in self.builder.code_finished(
-            call.index, outputs, failed=result.error_kind not in (None, "exception")
-        ):
-            yield ev
-        self.turns.append(ToolCall(item["id"], call.name, json.dumps({"code": code})))
-        self.turns.append(ToolResult(item["id"], call.name, code_result_text(outputs)))
-
-
-async def _written_files(
-    interpreter: Interpreter, container_id: str, paths: tuple[str, ...]
-) -> list[WrittenFile]:
-    """The container files (with their ids) at `paths`, which a code call just wrote."""
-    try:
-        infos = await interpreter.list_files(container_id)
-    except InterpreterError as exc:
-        logger.warning("could not list the files of container %s: %s", container_id, exc)
-        return []
-    changed = set(paths)
-    return [WrittenFile(container_id, f.id, f.path) for f in infos if f.path in changed]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from interpreter_service import ExecutionResult
 from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem
-from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import (
     CodeInterpreterCallItem,
     FunctionCallItem,
@@ -24,7 +21,6 @@ from vllm_responses.protocol.requests import (
 __all__ = [
     "MCP_DENIED",
     "SUMMARY_HEADER",
-    "code_outputs",
     "code_result_text",
     "input_to_items",
     "items_to_turns",
@@ -66,17 +62,6 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
         )
         items.append(d)
     return items
-
-
-def code_outputs(result: ExecutionResult) -> list[CodeOutput]:
-    """A sandbox result as code_interpreter_call `outputs` (logs, then one image per figure)."""
-    logs = result.logs
-    if result.error and result.error_kind != "exception" and result.error not in logs:
-        logs = f"{logs}\n{result.error}" if logs else result.error
-    outputs: list[CodeOutput] = [{"type": "logs", "logs": logs}] if logs else []
-    for png in result.images:
-        outputs.append({"type": "image", "url": "data:image/png;base64," + base64.b64encode(png).decode()})
-    return outputs
 
 
 def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:

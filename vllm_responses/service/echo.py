@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.service.sampling import echoed_sampling, max_output_tokens
 
-__all__ = ["response_echo"]
+__all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "max_output_tokens", "response_echo"]
+
+# vLLM's own defaults for the sampling fields a response echoes (`SamplingParams`, and its `/v1/responses`).
+VLLM_DEFAULTS: dict[str, float] = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+}
+
+
+class EchoedSampling(TypedDict):
+    """The sampling values in effect, as a response echoes them."""
+
+    temperature: float
+    top_p: float
+    presence_penalty: float
+    frequency_penalty: float
 
 
 def response_echo(
@@ -63,3 +79,27 @@ def response_echo(
     if req.conversation:
         echo["conversation"] = {"id": req.conversation}
     return echo
+
+
+def echoed_sampling(req: CreateResponseRequest, defaults: Mapping[str, Any]) -> EchoedSampling:
+    """The values in effect: the request's, else the engine's defaults (the model's generation config, as
+    `Engine.default_sampling` reports it), else vLLM's."""
+
+    def value(name: str, sent: float | None) -> float:
+        return float(sent if sent is not None else defaults.get(name, VLLM_DEFAULTS[name]))
+
+    return {
+        "temperature": value("temperature", req.temperature),
+        "top_p": value("top_p", req.top_p),
+        "presence_penalty": value("presence_penalty", req.presence_penalty),
+        "frequency_penalty": value("frequency_penalty", req.frequency_penalty),
+    }
+
+
+def max_output_tokens(req: CreateResponseRequest, defaults: Mapping[str, Any]) -> int | None:
+    """The response's output-token budget: the request's, else the model's generation config
+    (`max_new_tokens`, which vLLM reports as `max_tokens`; the embedded default model sets one), else none."""
+    if req.max_output_tokens is not None:
+        return req.max_output_tokens
+    value = defaults.get("max_tokens")
+    return int(value) if value is not None else None

@@ -1,15 +1,18 @@
-"""Custom tools: offered to the model as a function taking one string, their grammar checked and made an xgrammar format."""
+"""The tools a request offers the model: function and custom tools (the ones the client answers) beside the code
+interpreter; a custom tool offered as a function taking one string, its grammar checked."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vllm_responses.engine.call_tags import grammar_format
-from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
+from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec, code_tool_spec
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.inputs import CustomTool
+from vllm_responses.protocol.inputs import CustomTool, FunctionTool
+from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.tool_choice import ToolChoiceAllowed
 
-__all__ = ["CUSTOM_PARAMETERS", "check_grammar", "custom_tool_spec"]
+__all__ = ["CUSTOM_PARAMETERS", "check_grammar", "custom_tool_spec", "function_tool_spec", "offered_tools"]
 
 # The arguments a custom tool is offered with (as vLLM's own server offers one: `custom_tool_parameters`).
 CUSTOM_PARAMETERS: dict[str, Any] = {
@@ -20,6 +23,34 @@ CUSTOM_PARAMETERS: dict[str, Any] = {
     "required": [CUSTOM_INPUT_KEY],
     "additionalProperties": False,
 }
+
+
+def offered_tools(req: CreateResponseRequest) -> list[ToolSpec]:
+    """The tools the model is offered for `req` before any MCP server's are listed: the code interpreter, the
+    function tools, then the custom tools (each grammar checked: a 400 naming the tool), only those an
+    `allowed_tools` tool_choice allows."""
+    tools: list[ToolSpec] = [code_tool_spec()] if req.code_tool is not None else []
+    tools += [function_tool_spec(t) for t in req.function_tools]
+    for i, tool in enumerate(req.tools):
+        if tool.type == "custom":
+            check_grammar(tool, f"tools[{i}]")
+            tools.append(custom_tool_spec(tool))
+    if isinstance(req.tool_choice, ToolChoiceAllowed):
+        allowed = req.tool_choice
+        tools = [
+            t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter, custom=t.custom)
+        ]
+    return tools
+
+
+def function_tool_spec(tool: FunctionTool) -> ToolSpec:
+    """A function tool as the model is offered it (no parameters: an object with none)."""
+    return ToolSpec(
+        tool.name,
+        tool.description or "",
+        tool.parameters or {"type": "object", "properties": {}},
+        strict=bool(tool.strict),
+    )
 
 
 def custom_tool_spec(tool: CustomTool) -> ToolSpec:

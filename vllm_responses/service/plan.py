@@ -1,0 +1,280 @@
+"""A create request's preparation: the request read, checked and resolved into the plan its response runs.
+
+`ResponsesService.create` calls the two stages in turn:
+
+- `Planner.resolve` reads and checks, calling no model, before the response takes an admission slot: the
+  model named, the items the response continues (a previous response's or a conversation's), the input
+  with its references to stored items resolved, the tools offered, and the turns the model sees (with
+  `truncation: "auto"`, the oldest dropped until they fit the context window).
+- `Planner.plan` makes the `ResponsePlan`: the context compacted (`context_management`: a model call, so
+  the caller holds an admission slot first), the code interpreter's container, the sampling, the MCP
+  servers, and the response's echo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vllm_responses.agent.loop import AgentPlan
+from vllm_responses.config import Config
+from vllm_responses.context.compaction import Compaction, compact_over_threshold
+from vllm_responses.context.references import check_call_outputs, resolve_stored_items
+from vllm_responses.context.truncation import fit_context
+from vllm_responses.context.turns import input_to_items, items_to_turns
+from vllm_responses.engine.base import Engine
+from vllm_responses.engine.types import (
+    CODE_TOOL_NAME,
+    ForcedTool,
+    GenerateRequest,
+    Message,
+    Sampling,
+    ToolChoice,
+    ToolSpec,
+    Turn,
+    Usage,
+)
+from vllm_responses.protocol.errors import InvalidRequest, NotFound
+from vllm_responses.protocol.items import ResponseEcho
+from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.tool_choice import (
+    ToolChoiceAllowed,
+    ToolChoiceBuiltin,
+    ToolChoiceCustom,
+    ToolChoiceFunction,
+    ToolChoiceMcp,
+    ToolChoiceObject,
+)
+from vllm_responses.runs.run import Run
+from vllm_responses.service.conversations import ConversationService
+from vllm_responses.service.echo import max_output_tokens, response_echo
+from vllm_responses.store.leases import UNFINISHED
+from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.tools.code import check_code_tool, container_resolver
+from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.functions import offered_tools
+from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
+
+__all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A create request read and checked (`Planner.resolve`)."""
+
+    history: list[dict[str, Any]]  # the stored items it continues: a previous response's or a conversation's
+    input_items: list[dict[str, Any]]  # its input as items, references to stored items resolved
+    turns: list[Turn]  # what the model sees: the instructions, then the items (fitted: `truncation`)
+    tools: list[ToolSpec]  # the tools offered (an MCP server's come once the loop lists them)
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """The model's context as items: the history, then the input."""
+        return [*self.history, *self.input_items]
+
+
+@dataclass(frozen=True)
+class ResponsePlan:
+    """What a response is started with (`Planner.plan`)."""
+
+    agent: AgentPlan  # what its agent loop runs
+    echo: ResponseEcho  # the settings in effect, as the response reports them
+    context: list[dict[str, Any]]  # the items it continues from (compacted, when it was): kept in its history
+    input_items: list[dict[str, Any]]
+
+
+class Planner:
+    """Turns create requests into plans. `runs` is the service's table of live runs (a previous response
+    still running there is refused); `store` and `conversations` hold the items a request continues."""
+
+    def __init__(
+        self,
+        config: Config,
+        engine: Engine,
+        store: ResponseStore,
+        conversations: ConversationService,
+        containers: ContainerService,
+        runs: Mapping[str, Run],
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.store = store
+        self.conversations = conversations
+        self.containers = containers
+        self.runs = runs
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The names a request may give as `model` (the first is echoed back)."""
+        return self.config.served_model_names or (self.engine.model_name,)
+
+    async def resolve(self, req: CreateResponseRequest, local: ResponseStore | None = None) -> Resolved:
+        """The request read and checked, with no model call (`local`: see `ResponsesService.create`)."""
+        self._check_model(req)
+        history = await self._history(req, local)
+        input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
+        check_call_outputs(history, input_items)
+        check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
+        check_code_tool(req, self.containers.interpreter)
+        turns = _turns(req, [*history, *input_items])
+        tools = offered_tools(req)
+        if req.truncation == "auto":
+            turns = await self._fitted(req, turns, tools)
+        return Resolved(history, input_items, turns, tools)
+
+    async def plan(self, req: CreateResponseRequest, resolved: Resolved) -> ResponsePlan:
+        """The response's plan: its context compacted when `context_management` asks (a model call), its
+        code interpreter's container checked and resolved on first use, its sampling and echo."""
+        context, turns = resolved.items, resolved.turns
+        compacted = await self._compacted(req, resolved)
+        if compacted is not None:
+            context, turns = compacted.items, _turns(req, compacted.items)
+        container = await container_resolver(req, self.containers, resolved.items) if req.code_tool else None
+        echo = response_echo(req, self.model_names[0], self.engine.default_sampling)
+        agent = AgentPlan(
+            turns=tuple(turns),
+            tools=tuple(resolved.tools),
+            tool_choice=engine_tool_choice(req.tool_choice),
+            parallel_tool_calls=req.parallel_tool_calls,
+            sampling=request_sampling(req),
+            max_output_tokens=max_output_tokens(req, self.engine.default_sampling),
+            max_tool_calls=req.max_tool_calls,
+            max_turns=self.config.max_turns,
+            code_timeout_s=self.config.code_interpreter_timeout,
+            container=container,
+            structured=_structured(req),
+            compaction=compacted.item if compacted is not None else None,
+            compaction_usage=compacted.usage if compacted is not None else Usage(),
+            mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
+        )
+        return ResponsePlan(agent, echo, context, resolved.input_items)
+
+    def first_call(
+        self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
+    ) -> GenerateRequest:
+        """The response's first model call as far as its prompt goes (what `Engine.count_tokens` renders)."""
+        choice = engine_tool_choice(req.tool_choice)
+        offered = bool(tools) and choice != "none" and self.config.max_turns > 1
+        return GenerateRequest(
+            request_id="input-tokens",
+            turns=tuple(turns),
+            tools=tuple(tools) if offered else (),
+            tool_choice=choice if offered else "none",
+            parallel_tool_calls=req.parallel_tool_calls,
+        )
+
+    def _check_model(self, req: CreateResponseRequest) -> None:
+        """The model must be one this server serves: a 404 naming `model` otherwise."""
+        if req.model not in self.model_names:
+            raise NotFound(
+                f"The model {req.model!r} does not exist; this server serves {', '.join(self.model_names)}.",
+                param="model",
+                code="model_not_found",
+            )
+
+    async def _history(self, req: CreateResponseRequest, local: ResponseStore | None) -> list[dict[str, Any]]:
+        """The stored items the request continues: its previous response's history, or its conversation's."""
+        if req.previous_response_id:
+            return (await self._previous(req.previous_response_id, local)).history
+        if req.conversation:
+            return await self.conversations.history(req.conversation)
+        return []
+
+    async def _previous(self, response_id: str, local: ResponseStore | None) -> StoredResponse:
+        """The previous response, finished: looked up in `local` first, then in the store."""
+        live = self.runs.get(response_id)
+        if live is not None and not live.done.is_set():
+            raise InvalidRequest(
+                f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
+            )
+        prev = await local.get(response_id) if local is not None else None
+        if prev is None:
+            prev = await self.store.get(response_id)
+        if prev is None:
+            raise NotFound(
+                f"Previous response with id {response_id!r} not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        if prev.response.get("status") in UNFINISHED:  # running on another replica
+            raise InvalidRequest(
+                f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
+            )
+        return prev
+
+    async def _fitted(
+        self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
+    ) -> list[Turn]:
+        """`truncation: "auto"`: the oldest turns dropped until the first model call fits the context window."""
+        first = self.first_call(req, turns, tools)
+        budget = max_output_tokens(req, self.engine.default_sampling)
+        return list(await fit_context(self.engine, first, budget))
+
+    async def _compacted(self, req: CreateResponseRequest, resolved: Resolved) -> Compaction | None:
+        """`context_management`: the context compacted once the first model call passes the threshold
+        (context/compaction.py); None when the request asks for none, or none was needed."""
+        if not req.context_management:
+            return None
+        first = self.first_call(req, resolved.turns, resolved.tools)
+        return await compact_over_threshold(self.engine, req.context_management[0], resolved.items, first)
+
+
+def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:
+    """The turns the model sees: the instructions, then the items."""
+    turns = items_to_turns(items)
+    if req.instructions:
+        turns.insert(0, Message("system", req.instructions))
+    return turns
+
+
+def _structured(req: CreateResponseRequest) -> tuple[dict[str, Any], ...]:
+    """The vendor extension `structured_outputs`: one constraint per model call (the last one repeats)."""
+    structured = req.structured_outputs
+    return (structured,) if isinstance(structured, dict) else tuple(structured or ())
+
+
+def _text_format(req: CreateResponseRequest) -> dict[str, Any] | None:
+    """`text.format` as the engine takes it; None for plain text."""
+    fmt = req.text.format if req.text and req.text.format else None
+    if fmt is None or fmt.type == "text":
+        return None
+    return fmt.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def request_sampling(req: CreateResponseRequest) -> Sampling:
+    """The sampling every model call of the response starts from (the loop sets budget and constraints)."""
+    stop = [req.stop] if isinstance(req.stop, str) else req.stop or []
+    return Sampling(
+        temperature=req.temperature,
+        top_p=req.top_p,
+        text_format=_text_format(req),
+        seed=req.seed,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        repetition_penalty=req.repetition_penalty,
+        stop=tuple(stop),
+        stop_token_ids=tuple(req.stop_token_ids or ()),
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        logit_bias=req.logit_bias,
+        include_stop_str_in_output=req.include_stop_str_in_output,
+        skip_special_tokens=req.skip_special_tokens,
+    )
+
+
+def engine_tool_choice(choice: Literal["none", "auto", "required"] | ToolChoiceObject) -> ToolChoice:
+    """A create body's `tool_choice` as the engine takes it (a named tool forced; `allowed_tools`: its mode, the
+    tools offered being restricted by the service; an MCP choice: `auto`, the agent loop forces it once the
+    server's tools are listed)."""
+    if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
+        return ForcedTool(choice.name)
+    if isinstance(choice, ToolChoiceBuiltin):
+        return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceAllowed):
+        return choice.mode
+    if isinstance(choice, ToolChoiceMcp):
+        return "auto"
+    return choice
