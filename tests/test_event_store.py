@@ -9,7 +9,7 @@ import time
 from tests.test_store import opened, record
 from vllm_responses.protocol.events import Event
 from vllm_responses.runs.event_log import EventLog
-from vllm_responses.store.events import StoredEvent
+from vllm_responses.store.base import StoredEvent
 from vllm_responses.store.responses import MemoryStore
 
 

@@ -41,7 +41,7 @@ from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import until_disconnect
 from vllm_responses.service.lifecycle import Lifecycle, ShutdownGate
 from vllm_responses.service.responses import ResponsesService
-from vllm_responses.store.responses import ResponseStore
+from vllm_responses.store.base import ResponseStore
 
 __all__ = ["AppState", "build_app", "sse_frame"]
 

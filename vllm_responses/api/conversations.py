@@ -18,7 +18,7 @@ from vllm_responses.protocol.conversations import (
 )
 from vllm_responses.protocol.requests import check_includes
 from vllm_responses.service.conversations import ConversationService
-from vllm_responses.store.conversations import StoredConversation
+from vllm_responses.store.base import StoredConversation
 
 __all__ = ["conversation_routes"]
 

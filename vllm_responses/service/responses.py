@@ -38,8 +38,7 @@ from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.echo import response_echo
 from vllm_responses.service.sampling import engine_tool_choice, max_output_tokens, request_sampling
-from vllm_responses.store.leases import UNFINISHED
-from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.store.base import UNFINISHED, ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import check_grammar, custom_tool_spec
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan

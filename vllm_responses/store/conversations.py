@@ -1,11 +1,4 @@
-"""Stored conversations: the `ConversationStore` interface and its SQLite and in-memory halves (mixed into `store.py`).
-
-A conversation is an id, a creation time, its metadata and an ordered list of items (Responses API items in
-wire form, each with an id unique within the conversation). The interface is plain async methods over plain
-data, so a server database (Postgres: a `bigserial` for `seq`, `ON CONFLICT DO NOTHING`) can implement it too.
-Bounds: conversations idle past the store's age and past its row count are deleted (by last update, so a
-live conversation stays), and a conversation keeps at most `max_conversation_items` items (the oldest go).
-"""
+"""Stored conversations: the SQLite and in-memory halves of `ConversationStore` (base.py), mixed into responses.py's stores."""
 
 from __future__ import annotations
 
@@ -13,57 +6,13 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 import aiosqlite
 
-__all__ = [
-    "ConversationStore",
-    "MemoryConversations",
-    "SQLiteConversations",
-    "StoredConversation",
-]
+from vllm_responses.store.base import StoredConversation
 
-
-@dataclass(frozen=True)
-class StoredConversation:
-    id: str
-    created_at: float
-    metadata: dict[str, str] = field(default_factory=dict)
-
-
-class ConversationStore(Protocol):
-    """Conversations and their items. Items are kept in the order added; listing is by that order."""
-
-    async def create_conversation(
-        self, conversation: StoredConversation, items: list[dict[str, Any]]
-    ) -> None: ...
-    async def get_conversation(self, conversation_id: str) -> StoredConversation | None: ...
-    async def update_conversation(
-        self, conversation_id: str, metadata: dict[str, str]
-    ) -> StoredConversation | None:
-        """The conversation with its metadata replaced; None when there is no such conversation."""
-        ...
-
-    async def delete_conversation(self, conversation_id: str) -> bool: ...
-    async def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
-        """Append `items` (each with an `id`; an id the conversation already holds is skipped); False when
-        there is no such conversation."""
-        ...
-
-    async def list_conversation_items(
-        self,
-        conversation_id: str,
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-        descending: bool = False,
-    ) -> list[dict[str, Any]]:
-        """Items in order (or reversed), those after item `after` in that order, at most `limit` of them."""
-        ...
-
-    async def get_conversation_item(self, conversation_id: str, item_id: str) -> dict[str, Any] | None: ...
-    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool: ...
+__all__ = ["MemoryConversations", "SQLiteConversations"]
 
 
 class SQLiteConversations:

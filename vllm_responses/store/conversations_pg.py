@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from vllm_responses.store.conversations import StoredConversation
+from vllm_responses.store.base import StoredConversation
 
 __all__ = ["PostgresConversations", "affected"]
 

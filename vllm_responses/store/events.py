@@ -1,32 +1,12 @@
-"""Stored stream events of background responses: the `EventStore` interface and its SQLite and in-memory halves
-(mixed into `store.py`'s stores; Postgres: event_store_pg.py).
-
-An event is kept as its sequence number and the one-line JSON the SSE `data:` line carries, so a replica that
-re-streams it writes the very bytes the running replica wrote. Events go with their response (`delete`, and
-the store's bounds: `prune` drops the events of responses no longer kept)."""
+"""Stored stream events: the SQLite and in-memory halves of `EventStore` (base.py), mixed into responses.py's stores."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import aiosqlite
 
-__all__ = ["EventStore", "MemoryEvents", "SQLiteEvents", "StoredEvent"]
+from vllm_responses.store.base import StoredEvent
 
-# (sequence number, the event as one-line JSON)
-StoredEvent = tuple[int, str]
-
-
-class EventStore(Protocol):
-    """The stream events of background responses, by response id and sequence number."""
-
-    async def append_events(self, response_id: str, events: list[StoredEvent]) -> None:
-        """Keep `events` of `response_id` (one transaction; a sequence number kept already is skipped)."""
-        ...
-
-    async def events_after(self, response_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
-        """The kept events of `response_id` with a sequence number above `after`, in order, at most `limit`."""
-        ...
+__all__ = ["MemoryEvents", "SQLiteEvents"]
 
 
 class SQLiteEvents:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from vllm_responses.store.events import StoredEvent
+from vllm_responses.store.base import StoredEvent
 from vllm_responses.store.notify import CHANNEL, events_key
 
 __all__ = ["PostgresEvents"]

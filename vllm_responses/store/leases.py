@@ -3,37 +3,15 @@ response until when, and whether another replica asked for it to be cancelled. `
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import aiosqlite
 import asyncpg
 
+from vllm_responses.store.base import UNFINISHED_SQL
 from vllm_responses.store.notify import CHANNEL, cancel_key
 
-__all__ = ["UNFINISHED", "LeaseStore", "MemoryLeases", "PostgresLeases", "SQLiteLeases"]
-
-UNFINISHED = ("queued", "in_progress")  # the statuses of a response some replica should still be running
-_UNFINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in UNFINISHED) + ")"
-
-
-class LeaseStore(Protocol):
-    """One lease row per response a replica runs (taken before its first record is written, dropped after
-    its last), renewed by that replica's heartbeat; a response still `queued`/`in_progress` whose lease
-    expired, or that has none, is abandoned: its replica stopped."""
-
-    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None: ...
-    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
-        """Extend every lease of `owner`; returns the ids of its responses another replica asked to cancel."""
-        ...
-
-    async def release_lease(self, response_id: str) -> None: ...
-    async def request_cancel(self, response_id: str) -> bool:
-        """Flag the lease of `response_id` for cancelling; False when no replica holds one."""
-        ...
-
-    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
-        """Ids of the unfinished responses with no lease, a lease expired at `now`, or one of `dead_owner`."""
-        ...
+__all__ = ["MemoryLeases", "PostgresLeases", "SQLiteLeases"]
 
 
 class SQLiteLeases:
@@ -70,7 +48,7 @@ class SQLiteLeases:
     async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
         query = (
             "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
-            f"WHERE r.status IN {_UNFINISHED_SQL} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
+            f"WHERE r.status IN {UNFINISHED_SQL} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
         )
         async with self.db.execute(query, (now, dead_owner)) as cur:
             return [row[0] for row in await cur.fetchall()]
@@ -116,7 +94,7 @@ class PostgresLeases:
     async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
         rows = await self.pool.fetch(
             "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
-            f"WHERE r.status IN {_UNFINISHED_SQL} "
+            f"WHERE r.status IN {UNFINISHED_SQL} "
             "AND (l.response_id IS NULL OR l.expires_at < $1 OR l.owner = $2) ORDER BY r.created_at",
             now,
             dead_owner,

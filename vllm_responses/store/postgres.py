@@ -8,12 +8,12 @@ from typing import Any
 
 import asyncpg
 
+from vllm_responses.store.base import StoredResponse, own_items
 from vllm_responses.store.conversations_pg import PostgresConversations, affected
 from vllm_responses.store.events_pg import PostgresEvents
 from vllm_responses.store.leases import PostgresLeases
 from vllm_responses.store.migrations import upgrade_postgres
 from vllm_responses.store.notify import LocalNotices, PostgresNotices
-from vllm_responses.store.responses import StoredResponse, _own_items
 from vllm_responses.store.retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
@@ -100,7 +100,7 @@ class PostgresStore(PostgresConversations, PostgresLeases, PostgresEvents):
             await conn.executemany(
                 "INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET "
                 "response_id = EXCLUDED.response_id, item = EXCLUDED.item",
-                [(it["id"], record.id, json.dumps(it)) for it in _own_items(record) if it.get("id")],
+                [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
             )
         self._writes += 1
         if self._writes % 500 == 0:

@@ -1,89 +1,22 @@
-"""Stored responses: the `ResponseStore` interface, kept in SQLite (WAL, async, bounded) or in memory."""
+"""Stored responses in SQLite (WAL, async, bounded) or in memory, and the store `--db` names."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import aiosqlite
 
-from vllm_responses.protocol.items import ResponseObject
-from vllm_responses.store.conversations import (
-    ConversationStore,
-    MemoryConversations,
-    SQLiteConversations,
-)
-from vllm_responses.store.events import EventStore, MemoryEvents, SQLiteEvents
-from vllm_responses.store.leases import LeaseStore, MemoryLeases, SQLiteLeases
+from vllm_responses.store.base import ResponseStore, StoredResponse, own_items
+from vllm_responses.store.conversations import MemoryConversations, SQLiteConversations
+from vllm_responses.store.events import MemoryEvents, SQLiteEvents
+from vllm_responses.store.leases import MemoryLeases, SQLiteLeases
 from vllm_responses.store.migrations import is_postgres_url, upgrade_sqlite
 from vllm_responses.store.notify import LocalNotices
 
-__all__ = ["MemoryStore", "ResponseStore", "SQLiteStore", "StoredResponse", "open_store", "store_for"]
-
-
-@dataclass(frozen=True)
-class StoredResponse:
-    """One response as kept: the response object (with full code outputs), its input items, the whole
-    conversation up to and including its output (what `previous_response_id` continues from), and
-    whether the client asked for code outputs."""
-
-    id: str
-    response: ResponseObject
-    input_items: list[dict[str, Any]]
-    history: list[dict[str, Any]]
-    include_outputs: bool
-    created_at: float
-
-
-class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
-    """Where responses (and conversations) live between requests: `MemoryStore` (one process), `SQLiteStore`
-    (one machine, the default), `PostgresStore` (store_pg.py: replicas share it). `store_for` picks one
-    from `--db`. Every method is one atomic step (a write that spans tables is one transaction), so a replica
-    sharing the database sees a response whole or not at all. Opening migrates the schema (migrations.py).
-    Bounds: responses older than `max_age_s` or past the newest `max_rows` go (at open, then every few
-    hundred writes of this process, and at `prune()`); an item found by `find_item` goes with its response,
-    and so do the stream events of a background response (`EventStore`, event_store.py).
-    """
-
-    notices: LocalNotices  # wake-ups from other replicas (Postgres LISTEN/NOTIFY; others: none, waits poll)
-    # Made for several replicas (Postgres): a stored foreground response is recorded (and leased) when it
-    # starts too, so that the other replicas see it running, not a 404.
-    shared: bool
-
-    async def open(self) -> None:
-        """Connect and migrate (`SchemaTooNew` when the database is newer than this code), then prune."""
-        ...
-
-    async def aclose(self) -> None: ...
-    async def save(self, record: StoredResponse) -> None:
-        """Insert or replace the response `record.id`, with its own items (input, then output)."""
-        ...
-
-    async def get(self, response_id: str) -> StoredResponse | None: ...
-    async def delete(self, response_id: str) -> bool:
-        """Delete the response, its items and its stream events; False when there was none."""
-        ...
-
-    async def unfinished(self) -> list[StoredResponse]:
-        """The responses kept while still `queued` or `in_progress` (background ones, as acknowledged)."""
-        ...
-
-    async def find_item(self, item_id: str) -> dict[str, Any] | None:
-        """An input or output item of a stored response, by its id (what an `item_reference` names)."""
-        ...
-
-    async def prune(self) -> None:
-        """Apply the bounds now: responses and conversations past their age or row count are deleted."""
-        ...
-
-
-def _own_items(record: StoredResponse) -> list[dict[str, Any]]:
-    """The items a response brought: its input, then its output (the full items kept in its history)."""
-    own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
-    return [it for it in record.history if it.get("id") in own]
+__all__ = ["MemoryStore", "SQLiteStore", "open_store", "store_for"]
 
 
 class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
@@ -145,7 +78,7 @@ class SQLiteStore(SQLiteConversations, SQLiteLeases, SQLiteEvents):
         )
         await self.db.executemany(
             "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
-            [(it["id"], record.id, json.dumps(it)) for it in _own_items(record) if it.get("id")],
+            [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
         )
         await self.db.commit()
         self._writes += 1
@@ -247,7 +180,7 @@ class MemoryStore(MemoryConversations, MemoryLeases, MemoryEvents):
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:
         for record in reversed(self._rows.values()):
-            for item in _own_items(record):
+            for item in own_items(record):
                 if item.get("id") == item_id:
                     return item
         return None
