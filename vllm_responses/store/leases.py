@@ -5,53 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiosqlite
 import asyncpg
 
 from vllm_responses.store.base import UNFINISHED_SQL
 from vllm_responses.store.notify import CHANNEL, cancel_key
 
-__all__ = ["MemoryLeases", "PostgresLeases", "SQLiteLeases"]
-
-
-class SQLiteLeases:
-    """The lease half of `SQLiteStore` (which provides `db`)."""
-
-    @property
-    def db(self) -> aiosqlite.Connection:
-        raise NotImplementedError
-
-    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None:
-        await self.db.execute(
-            "INSERT OR REPLACE INTO leases VALUES (?, ?, ?, 0)", (response_id, owner, expires_at)
-        )
-        await self.db.commit()
-
-    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
-        await self.db.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires_at, owner))
-        await self.db.commit()
-        query = "SELECT response_id FROM leases WHERE owner = ? AND cancel_requested = 1"
-        async with self.db.execute(query, (owner,)) as cur:
-            return [row[0] for row in await cur.fetchall()]
-
-    async def release_lease(self, response_id: str) -> None:
-        await self.db.execute("DELETE FROM leases WHERE response_id = ?", (response_id,))
-        await self.db.commit()
-
-    async def request_cancel(self, response_id: str) -> bool:
-        cur = await self.db.execute(
-            "UPDATE leases SET cancel_requested = 1 WHERE response_id = ?", (response_id,)
-        )
-        await self.db.commit()
-        return cur.rowcount > 0
-
-    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
-        query = (
-            "SELECT r.id FROM responses r LEFT JOIN leases l ON l.response_id = r.id "
-            f"WHERE r.status IN {UNFINISHED_SQL} AND (l.response_id IS NULL OR l.expires_at < ? OR l.owner = ?)"
-        )
-        async with self.db.execute(query, (now, dead_owner)) as cur:
-            return [row[0] for row in await cur.fetchall()]
+__all__ = ["MemoryLeases", "PostgresLeases"]
 
 
 class PostgresLeases:
