@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from vllm_responses.store.base import ResponseStore, StoredConversation
-from vllm_responses.store.responses import MemoryStore, store_for
+from vllm_responses.store.memory import MemoryStore
+from vllm_responses.store.responses import store_for
 
 
 def msg(i: int) -> dict[str, object]:

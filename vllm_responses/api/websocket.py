@@ -24,7 +24,7 @@ from vllm_responses.api.params import parse_json
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from vllm_responses.service.responses import ResponsesService

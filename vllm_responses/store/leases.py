@@ -3,14 +3,12 @@ response until when, and whether another replica asked for it to be cancelled. `
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncpg
 
 from vllm_responses.store.base import UNFINISHED_SQL
 from vllm_responses.store.notify import CHANNEL, cancel_key
 
-__all__ = ["MemoryLeases", "PostgresLeases"]
+__all__ = ["PostgresLeases"]
 
 
 class PostgresLeases:
@@ -59,37 +57,3 @@ class PostgresLeases:
             dead_owner,
         )
         return [row["id"] for row in rows]
-
-
-class MemoryLeases:
-    """The lease half of `MemoryStore` (one process: its leases are its own runs)."""
-
-    _leases: dict[str, list[Any]]  # response id -> [owner, expires_at, cancel requested]
-
-    async def _unfinished_ids(self) -> list[str]:
-        raise NotImplementedError
-
-    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None:
-        self._leases[response_id] = [owner, expires_at, False]
-
-    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
-        mine = [(rid, lease) for rid, lease in self._leases.items() if lease[0] == owner]
-        for _rid, lease in mine:
-            lease[1] = expires_at
-        return [rid for rid, lease in mine if lease[2]]
-
-    async def release_lease(self, response_id: str) -> None:
-        self._leases.pop(response_id, None)
-
-    async def request_cancel(self, response_id: str) -> bool:
-        lease = self._leases.get(response_id)
-        if lease is not None:
-            lease[2] = True
-        return lease is not None
-
-    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
-        def gone(rid: str) -> bool:
-            lease = self._leases.get(rid)
-            return lease is None or lease[1] < now or lease[0] == dead_owner
-
-        return [rid for rid in await self._unfinished_ids() if gone(rid)]
