@@ -15,7 +15,7 @@ import uvicorn
 from vllm_responses.api.app import Opener, build_app
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 __all__ = ["LiveServer", "free_port"]
 

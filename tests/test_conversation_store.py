@@ -9,7 +9,7 @@ import pytest
 
 from vllm_responses.store.base import ResponseStore, StoredConversation
 from vllm_responses.store.memory import MemoryStore
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 
 def msg(i: int) -> dict[str, object]:

@@ -28,7 +28,7 @@ from vllm_responses.store.migrations import (
     is_postgres_url,
     upgrade,
 )
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 # The schema today's (pre-migration) code created with `executescript`: migration 1, with no schema_version.
 PRE_MIGRATION_SCHEMA = SQLITE_MIGRATIONS[0]

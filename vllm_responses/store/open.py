@@ -7,6 +7,7 @@ from pathlib import Path
 from vllm_responses.store.base import ResponseStore
 from vllm_responses.store.memory import MemoryStore
 from vllm_responses.store.migrations import is_postgres_url
+from vllm_responses.store.postgres import PostgresStore
 from vllm_responses.store.sqlite import SQLiteStore
 
 __all__ = ["open_store", "store_for"]
@@ -19,8 +20,6 @@ def store_for(
     at most `pool_size` connections, ":memory:" a `MemoryStore`, anything else a SQLite file."""
     db = str(db)
     if is_postgres_url(db):
-        from vllm_responses.store.postgres import PostgresStore
-
         return PostgresStore(db, max_age_s=max_age_s, max_rows=max_rows or 100_000, pool_size=pool_size)
     if db == ":memory:":
         return MemoryStore() if max_rows is None else MemoryStore(max_rows=max_rows)
