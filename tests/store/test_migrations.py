@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer
-from tests.test_store import record
+from tests.store.test_responses import record
 from vllm_responses.cli import main
 from vllm_responses.config import Config
 from vllm_responses.store.migrations import (

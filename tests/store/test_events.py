@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.test_store import opened, record
+from tests.store.test_responses import opened, record
 from vllm_responses.protocol.events import Event
 from vllm_responses.runs.event_log import EventLog
 from vllm_responses.store.base import StoredEvent
