@@ -14,7 +14,7 @@ import pytest
 
 from tests.serving import LiveServer
 from vllm_responses.config import Config
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 __all__ = ["TINY", "exactly", "hermes_call", "tiny_model_server"]
 

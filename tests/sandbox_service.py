@@ -17,7 +17,7 @@ import httpx
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.server import interpreter_from_config
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 __all__ = ["SandboxService", "gateway"]
 

@@ -15,7 +15,8 @@ import uvicorn
 from vllm_responses.api.app import build_app
 from vllm_responses.api.state import Opener
 from vllm_responses.config import Config
-from vllm_responses.store.responses import MemoryStore, store_for
+from vllm_responses.store.memory import MemoryStore
+from vllm_responses.store.open import store_for
 
 __all__ = ["LiveServer", "free_port"]
 

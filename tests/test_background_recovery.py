@@ -21,7 +21,7 @@ from tests.real import TINY
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 MODEL = "fake-model"
 

@@ -19,7 +19,7 @@ from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.models import repo_root
 from vllm_responses.protocol.compaction import open_summary
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

@@ -81,7 +81,7 @@ def server() -> Iterator[LiveServer]:
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
     from vllm_responses.engine.vllm import VLLMEngine
-    from vllm_responses.store.responses import MemoryStore
+    from vllm_responses.store.memory import MemoryStore
 
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:

@@ -24,7 +24,7 @@ from tests.wire import check_stream, parse_sse, validate_event, validate_respons
 from vllm_responses.api.state import AppState
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 MODEL = "fake-model"
 # B's poll interval here (the default is 0.2 s); RESTREAM_POLL_S=0.2 measures the default's delay

@@ -19,7 +19,8 @@ from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.observe.logs import configure_logging
 from vllm_responses.service.lifecycle import Lifecycle
-from vllm_responses.store.responses import ResponseStore, open_store
+from vllm_responses.store.base import ResponseStore
+from vllm_responses.store.open import open_store
 
 __all__ = ["interpreter_from_config", "open_components", "run"]
 

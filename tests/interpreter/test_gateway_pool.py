@@ -19,7 +19,7 @@ from tests.serving import LiveServer
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 pytestmark = pytest.mark.sandbox
 

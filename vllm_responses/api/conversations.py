@@ -16,7 +16,7 @@ from vllm_responses.protocol.conversations import (
     parse_metadata_update,
     wire_conversation_item,
 )
-from vllm_responses.store.conversations import StoredConversation
+from vllm_responses.store.base import StoredConversation
 
 __all__ = ["conversation_routes"]
 

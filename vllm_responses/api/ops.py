@@ -14,7 +14,7 @@ from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.api.state import AppState, app_state
 from vllm_responses.observe.metrics import CONTENT_TYPE, LiveCollector, LiveSources, render
 from vllm_responses.service.lifecycle import Lifecycle
-from vllm_responses.store.responses import ResponseStore
+from vllm_responses.store.base import ResponseStore
 
 __all__ = ["ops_routes", "pool_stats", "refresh_pool"]
 

@@ -15,7 +15,7 @@ from vllm_responses.engine.base import Engine
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.responses import ResponsesService
-from vllm_responses.store.responses import ResponseStore
+from vllm_responses.store.base import ResponseStore
 
 __all__ = ["AppState", "Opener", "app_state", "open_state"]
 

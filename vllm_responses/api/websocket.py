@@ -25,7 +25,7 @@ from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.responses import ResponsesService
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.memory import MemoryStore
 
 __all__ = ["LIMITS", "WebSocketLimits", "error_event", "responses_websocket"]
 

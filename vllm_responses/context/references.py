@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
-from vllm_responses.store.responses import ResponseStore
+from vllm_responses.store.base import ResponseStore
 
 __all__ = ["check_call_outputs", "resolve_stored_items"]
 

@@ -9,7 +9,7 @@ import json
 import logging
 
 from vllm_responses.protocol.events import Event
-from vllm_responses.store.events import EventStore, StoredEvent
+from vllm_responses.store.base import EventStore, StoredEvent
 
 __all__ = ["FLUSH_EVENTS", "FLUSH_INTERVAL_S", "EventLog", "event_json"]
 

@@ -10,8 +10,7 @@ from typing import Any, cast
 
 from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.runs.run import Run
-from vllm_responses.store.leases import UNFINISHED
-from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.store.base import UNFINISHED, ResponseStore, StoredResponse
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
 

@@ -12,8 +12,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.items import wire_items
+from vllm_responses.store.base import ResponseStore, StoredResponse
 from vllm_responses.store.notify import events_key, wait_woken
-from vllm_responses.store.responses import ResponseStore, StoredResponse
 
 __all__ = ["ENDED_STATUSES", "Restreams", "StoredFrame"]
 

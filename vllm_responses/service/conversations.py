@@ -20,8 +20,7 @@ from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.requests import InputItem
-from vllm_responses.store.conversations import StoredConversation
-from vllm_responses.store.responses import ResponseStore
+from vllm_responses.store.base import ResponseStore, StoredConversation
 
 __all__ = ["ConversationService"]
 

@@ -19,7 +19,7 @@ from vllm_responses.runs.event_log import EventLog
 from vllm_responses.runs.records import generated, response_record
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
-from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredResponse
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
 

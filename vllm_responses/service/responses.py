@@ -22,7 +22,7 @@ from vllm_responses.service.admission import Admission, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
-from vllm_responses.store.responses import ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
 
 __all__ = ["ResponsesService"]

@@ -77,7 +77,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX leases_owner ON leases (owner)
     """,
-    # 4: a background response's stream events, so that any replica re-streams it (event_store.py)
+    # 4: a background response's stream events, so that any replica re-streams it (`EventStore`, base.py)
     """
     CREATE TABLE response_events (
         response_id TEXT NOT NULL,

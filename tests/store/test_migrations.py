@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer
-from tests.test_store import record
+from tests.store.test_responses import record
 from vllm_responses.cli import main
 from vllm_responses.config import Config
 from vllm_responses.store.migrations import (
@@ -28,7 +28,7 @@ from vllm_responses.store.migrations import (
     is_postgres_url,
     upgrade,
 )
-from vllm_responses.store.responses import store_for
+from vllm_responses.store.open import store_for
 
 # The schema today's (pre-migration) code created with `executescript`: migration 1, with no schema_version.
 PRE_MIGRATION_SCHEMA = SQLITE_MIGRATIONS[0]

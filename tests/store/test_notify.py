@@ -1,4 +1,4 @@
-"""Postgres LISTEN/NOTIFY between replicas (store_notify.py): a cancel request wakes the owner's heartbeat and
+"""Postgres LISTEN/NOTIFY between replicas (store/notify.py): a cancel request wakes the owner's heartbeat and
 stored events wake re-streams, at once; listening resumes after a database restart; two live replicas whose
 heartbeat and re-stream poll are far longer than the test still cancel and re-stream at once."""
 

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from vllm_responses.store.conversations import StoredConversation
-from vllm_responses.store.responses import MemoryStore, ResponseStore, store_for
+from vllm_responses.store.base import ResponseStore, StoredConversation
+from vllm_responses.store.memory import MemoryStore
+from vllm_responses.store.open import store_for
 
 
 def msg(i: int) -> dict[str, object]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
-from vllm_responses.store.responses import MemoryStore, ResponseStore, StoredResponse, store_for
+from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.memory import MemoryStore
+from vllm_responses.store.open import store_for
 
 
 def record(i: int, created_at: float | None = None) -> StoredResponse:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.test_store import opened, record
+from tests.store.test_responses import opened, record
 from vllm_responses.protocol.events import Event
 from vllm_responses.runs.event_log import EventLog
-from vllm_responses.store.events import StoredEvent
-from vllm_responses.store.responses import MemoryStore
+from vllm_responses.store.base import StoredEvent
+from vllm_responses.store.memory import MemoryStore
 
 
 async def test_events_round_trip_delete_and_prune(store_db: str) -> None:

@@ -1,0 +1,179 @@
+"""The store's interface: what is kept (`StoredResponse`, `StoredConversation`, `StoredEvent`) and the
+`ResponseStore` protocol every backend implements, made of its conversation, event and lease parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.store.notify import LocalNotices
+
+__all__ = [
+    "UNFINISHED",
+    "UNFINISHED_SQL",
+    "ConversationStore",
+    "EventStore",
+    "LeaseStore",
+    "ResponseStore",
+    "StoredConversation",
+    "StoredEvent",
+    "StoredResponse",
+    "own_items",
+]
+
+UNFINISHED = ("queued", "in_progress")  # the statuses of a response some replica should still be running
+# The same as an SQL list, written into queries as a literal (so the partial index `responses_unfinished`
+# serves them).
+UNFINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in UNFINISHED) + ")"
+
+# A stream event of a background response: its sequence number and the one-line JSON its SSE `data:` line
+# carries, so a replica that re-streams it writes the very bytes the running replica wrote.
+StoredEvent = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """One response as kept: the response object (with full code outputs), its input items, the whole
+    conversation up to and including its output (what `previous_response_id` continues from), and
+    whether the client asked for code outputs."""
+
+    id: str
+    response: ResponseObject
+    input_items: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    include_outputs: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    """A conversation's id, creation time and metadata (its items are kept apart, in order)."""
+
+    id: str
+    created_at: float
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def own_items(record: StoredResponse) -> list[dict[str, Any]]:
+    """The items a response brought: its input, then its output (the full items kept in its history)."""
+    own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
+    return [it for it in record.history if it.get("id") in own]
+
+
+class ConversationStore(Protocol):
+    """Conversations and their items. Items are kept in the order added; listing is by that order.
+
+    A conversation is an id, a creation time, its metadata and an ordered list of items (Responses API items
+    in wire form, each with an id unique within the conversation). Bounds: conversations idle past the
+    store's age and past its row count are deleted (by last update, so a live conversation stays), and a
+    conversation keeps at most `max_conversation_items` items (the oldest go).
+    """
+
+    async def create_conversation(
+        self, conversation: StoredConversation, items: list[dict[str, Any]]
+    ) -> None: ...
+    async def get_conversation(self, conversation_id: str) -> StoredConversation | None: ...
+    async def update_conversation(
+        self, conversation_id: str, metadata: dict[str, str]
+    ) -> StoredConversation | None:
+        """The conversation with its metadata replaced; None when there is no such conversation."""
+        ...
+
+    async def delete_conversation(self, conversation_id: str) -> bool: ...
+    async def add_conversation_items(self, conversation_id: str, items: list[dict[str, Any]]) -> bool:
+        """Append `items` (each with an `id`; an id the conversation already holds is skipped); False when
+        there is no such conversation."""
+        ...
+
+    async def list_conversation_items(
+        self,
+        conversation_id: str,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        descending: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Items in order (or reversed), those after item `after` in that order, at most `limit` of them."""
+        ...
+
+    async def get_conversation_item(self, conversation_id: str, item_id: str) -> dict[str, Any] | None: ...
+    async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool: ...
+
+
+class EventStore(Protocol):
+    """The stream events of background responses, by response id and sequence number. Events go with their
+    response (`delete`, and the store's bounds: `prune` drops the events of responses no longer kept)."""
+
+    async def append_events(self, response_id: str, events: list[StoredEvent]) -> None:
+        """Keep `events` of `response_id` (one transaction; a sequence number kept already is skipped)."""
+        ...
+
+    async def events_after(self, response_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
+        """The kept events of `response_id` with a sequence number above `after`, in order, at most `limit`."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Leases on running responses (the `leases` table, migration 3), which runs/replicas.py uses: one lease
+    row per response a replica runs (taken before its first record is written, dropped after its last),
+    renewed by that replica's heartbeat, and flagged when another replica asks for it to be cancelled. A
+    response still `queued`/`in_progress` whose lease expired, or that has none, is abandoned: its replica
+    stopped."""
+
+    async def take_lease(self, response_id: str, owner: str, expires_at: float) -> None: ...
+    async def renew_leases(self, owner: str, expires_at: float) -> list[str]:
+        """Extend every lease of `owner`; returns the ids of its responses another replica asked to cancel."""
+        ...
+
+    async def release_lease(self, response_id: str) -> None: ...
+    async def request_cancel(self, response_id: str) -> bool:
+        """Flag the lease of `response_id` for cancelling; False when no replica holds one."""
+        ...
+
+    async def abandoned(self, now: float, dead_owner: str | None = None) -> list[str]:
+        """Ids of the unfinished responses with no lease, a lease expired at `now`, or one of `dead_owner`."""
+        ...
+
+
+class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
+    """Where responses (and conversations) live between requests: `MemoryStore` (memory.py: one process),
+    `SQLiteStore` (sqlite.py: one machine, the default), `PostgresStore` (postgres.py: replicas share it).
+    `store_for` (open.py) picks one from `--db`. Every method is one atomic step (a write that spans tables
+    is one transaction), so a replica sharing the database sees a response whole or not at all. Opening
+    migrates the schema (migrations.py). Bounds: responses older than `max_age_s` or past the newest
+    `max_rows` go (at open, then every few hundred writes of this process, and at `prune()`); an item found
+    by `find_item` goes with its response, and so do the stream events of a background response
+    (`EventStore`).
+    """
+
+    notices: LocalNotices  # wake-ups from other replicas (Postgres LISTEN/NOTIFY; others: none, waits poll)
+    # Made for several replicas (Postgres): a stored foreground response is recorded (and leased) when it
+    # starts too, so that the other replicas see it running, not a 404.
+    shared: bool
+
+    async def open(self) -> None:
+        """Connect and migrate (`SchemaTooNew` when the database is newer than this code), then prune."""
+        ...
+
+    async def aclose(self) -> None: ...
+    async def save(self, record: StoredResponse) -> None:
+        """Insert or replace the response `record.id`, with its own items (input, then output)."""
+        ...
+
+    async def get(self, response_id: str) -> StoredResponse | None: ...
+    async def delete(self, response_id: str) -> bool:
+        """Delete the response, its items and its stream events; False when there was none."""
+        ...
+
+    async def unfinished(self) -> list[StoredResponse]:
+        """The responses kept while still `queued` or `in_progress` (background ones, as acknowledged)."""
+        ...
+
+    async def find_item(self, item_id: str) -> dict[str, Any] | None:
+        """An input or output item of a stored response, by its id (what an `item_reference` names)."""
+        ...
+
+    async def prune(self) -> None:
+        """Apply the bounds now: responses and conversations past their age or row count are deleted."""
+        ...
