@@ -29,11 +29,11 @@ from vllm_responses.protocol.items import (
     ResponseEcho,
     ResponseError,
     ResponseObject,
-    ResponseStatus,
     ResponseUsage,
     wire_item,
     wire_items,
 )
+from vllm_responses.protocol.status import TERMINAL, ResponseStatus
 
 __all__ = ["REASONING_SEAL", "BuilderCore", "seal_reasoning", "usage_dict"]
 
@@ -81,7 +81,7 @@ class BuilderCore:
         self.base = base
         self.include_outputs = include_outputs
         self.include_reasoning = include_reasoning
-        self.status: ResponseStatus = "in_progress"
+        self.status = ResponseStatus.IN_PROGRESS
         self.output: list[OutputItem] = []
         self.usage = Usage()
         self.error: ResponseError | None = None
@@ -160,7 +160,6 @@ class BuilderCore:
     def snapshot(self, *, include_outputs: bool | None = None) -> ResponseObject:
         """The response object as it stands now."""
         show = self.include_outputs if include_outputs is None else include_outputs
-        terminal = self.status in ("completed", "incomplete", "failed", "cancelled")
         return {
             "id": self.id,
             "object": "response",
@@ -170,7 +169,7 @@ class BuilderCore:
             "error": self.error,
             "incomplete_details": {"reason": self.incomplete_reason} if self.incomplete_reason else None,
             "output": copy.deepcopy(wire_items(self.output, show)),
-            "usage": usage_dict(self.usage) if terminal else None,
+            "usage": usage_dict(self.usage) if self.status in TERMINAL else None,
             **self.base,
         }
 

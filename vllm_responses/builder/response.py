@@ -32,7 +32,6 @@ from vllm_responses.protocol.events import (
     Event,
     FunctionArgumentsDelta,
     FunctionArgumentsDone,
-    LifecycleType,
     ReasoningTextDelta,
     ReasoningTextDone,
     TextDelta,
@@ -49,8 +48,8 @@ from vllm_responses.protocol.items import (
     MessageItem,
     OutputText,
     ReasoningItem,
-    ResponseStatus,
 )
+from vllm_responses.protocol.status import END_EVENTS, ResponseStatus
 
 __all__ = ["ResponseBuilder"]
 
@@ -80,12 +79,12 @@ class ResponseBuilder(McpSteps):
         self.files = [f for f in self.files if f.file_id not in ids] + files
 
     def completed(self, usage: Usage) -> list[Event]:
-        return self._finish("completed", "response.completed", usage)
+        return self._finish(ResponseStatus.COMPLETED, usage)
 
     def incomplete(self, reason: str, usage: Usage) -> list[Event]:
         events = self.close_open("incomplete", final=True)
         self.incomplete_reason = reason
-        return events + self._finish("incomplete", "response.incomplete", usage)
+        return events + self._finish(ResponseStatus.INCOMPLETE, usage)
 
     def failed(self, message: str, usage: Usage, code: str = "server_error") -> list[Event]:
         events = self.close_open("incomplete")
@@ -109,20 +108,20 @@ class ResponseBuilder(McpSteps):
                 item["status"] = "incomplete"
                 events.append(self._item_done(index))
         self.error = {"code": code, "message": message}
-        return events + self._finish("failed", "response.failed", usage)
+        return events + self._finish(ResponseStatus.FAILED, usage)
 
     def cancelled(self, usage: Usage) -> None:
         """Mark the response cancelled (no event: the stream that would carry it is gone)."""
         self.usage = usage
-        self.status = "cancelled"
+        self.status = ResponseStatus.CANCELLED
         self.completed_at = int(time.time())
 
-    def _finish(self, status: ResponseStatus, type_: LifecycleType, usage: Usage) -> list[Event]:
+    def _finish(self, status: ResponseStatus, usage: Usage) -> list[Event]:
         events = self.close_open(final=True)
         self.usage = usage
         self.status = status
         self.completed_at = int(time.time())
-        return [*events, self._lifecycle(type_)]
+        return [*events, self._lifecycle(END_EVENTS[status])]
 
     # --- compaction -----------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from vllm_responses.protocol.items import (
     ReasoningText,
     ResponseObject,
 )
+from vllm_responses.protocol.status import EndEventType
 
 __all__ = [
     "AnnotationAdded",
@@ -61,9 +62,7 @@ class PartRef(ItemRef):
     content_index: int
 
 
-LifecycleType = Literal[
-    "response.created", "response.in_progress", "response.completed", "response.incomplete", "response.failed"
-]
+LifecycleType = Literal["response.created", "response.in_progress", EndEventType]
 
 
 class ResponseLifecycle(TypedDict):
