@@ -1,7 +1,8 @@
 """Typed shapes of the stream events we send, one TypedDict per event type (`ResponseStreamEvent` members).
 
-Every event carries its final `sequence_number`; the builder (`stream.py`) is the only place that makes
-them. `tests/test_protocol_types.py` checks each against the `openai` SDK model of the same type.
+Every event carries its final `sequence_number`; `builder/events.py` has a constructor for each, and the
+builder is the only place that numbers them. `tests/test_protocol_types.py` checks each against the
+`openai` SDK model of the same type.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ __all__ = [
     "McpArgumentsDelta",
     "McpArgumentsDone",
     "McpItemEvent",
+    "McpItemEventType",
     "OutputItemAdded",
     "OutputItemDone",
+    "Part",
     "PartRef",
     "ReasoningTextDelta",
     "ReasoningTextDone",
