@@ -24,6 +24,7 @@ from vllm_responses.api.params import parse_json
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.store.responses import MemoryStore
 
 if TYPE_CHECKING:
@@ -283,7 +284,7 @@ class Connection:
         finally:
             if not run.done.is_set():
                 run.cancel()
-        return run.builder.status == "failed"
+        return run.builder.status == ResponseStatus.FAILED
 
 
 class _Refused(Exception):

@@ -9,8 +9,8 @@ import time
 from typing import Any, cast
 
 from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.protocol.status import UNFINISHED, ResponseStatus
 from vllm_responses.runs.run import Run
-from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.responses import ResponseStore, StoredResponse
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
@@ -55,7 +55,7 @@ def _failed(response: ResponseObject) -> ResponseObject:
         ResponseObject,
         {
             **response,
-            "status": "failed",
+            "status": ResponseStatus.FAILED,
             "error": {"code": INTERRUPTED_CODE, "message": INTERRUPTED_MESSAGE},
             "output": output,
         },

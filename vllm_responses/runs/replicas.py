@@ -11,9 +11,9 @@ import time
 import uuid
 
 from vllm_responses.protocol.errors import Conflict, NotFound, Unavailable
+from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.runs.records import fail_abandoned
 from vllm_responses.runs.run import Run
-from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.notify import cancel_key, wait_woken
 from vllm_responses.store.responses import ResponseStore
 

@@ -30,6 +30,7 @@ from vllm_responses.protocol.requests import (
     CreateResponseRequest,
     ToolChoiceAllowed,
 )
+from vllm_responses.protocol.status import UNFINISHED, ResponseStatus
 from vllm_responses.runs.records import response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
@@ -38,7 +39,6 @@ from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.echo import response_echo
 from vllm_responses.service.sampling import engine_tool_choice, max_output_tokens, request_sampling
-from vllm_responses.store.leases import UNFINISHED
 from vllm_responses.store.responses import ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import check_grammar, custom_tool_spec
@@ -329,7 +329,7 @@ class ResponsesService:
 
     async def get(self, response_id: str, include_outputs: bool | None = None) -> ResponseObject:
         run = self.runs.get(response_id)
-        if run is not None and (not run.done.is_set() or run.builder.status == "cancelled"):
+        if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
         if stored is None:
