@@ -27,10 +27,12 @@ from openai.types.responses.response_output_item import (
     McpListToolsTool,
 )
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation
+from openai.types.responses.response_status import ResponseStatus as SDKResponseStatus
 from pydantic import BaseModel
 
 from tests.wire import RESPONSE_EXTRAS
 from vllm_responses.protocol import events, items
+from vllm_responses.protocol.status import END_EVENTS, TERMINAL, TERMINAL_EVENTS, UNFINISHED, ResponseStatus
 
 # Fields we send beyond the SDK's model, each for a reason documented where the TypedDict is defined.
 EXTRAS: dict[str, set[str]] = {"ResponseObject": set(RESPONSE_EXTRAS)}
@@ -102,3 +104,12 @@ def test_the_checker_catches_a_wrong_field() -> None:
 
     with pytest.raises(AssertionError):
         _check(Broken, _sdk_events()["response.code_interpreter_call.completed"])
+
+
+def test_statuses_match_the_sdk_and_each_other() -> None:
+    """One status per SDK value; every status is either unfinished or terminal; each terminal status but
+    `cancelled` has its ending event, and those are the lifecycle events that end a stream."""
+    assert {s.value for s in ResponseStatus} == set(typing.get_args(SDKResponseStatus))
+    assert set(TERMINAL) | set(UNFINISHED) == set(ResponseStatus) and not set(TERMINAL) & set(UNFINISHED)
+    assert set(END_EVENTS) == set(TERMINAL) - {ResponseStatus.CANCELLED}
+    assert set(END_EVENTS.values()) == TERMINAL_EVENTS < set(typing.get_args(events.LifecycleType))

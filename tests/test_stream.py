@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.fakes import echo_fields
@@ -278,3 +279,14 @@ def test_cancelled_marks_the_response_without_an_event() -> None:
     assert snap["status"] == "cancelled" and snap["usage"]["output_tokens"] == 7 and snap["completed_at"]
     validate_response(snap)
     assert len(events) == 5  # nothing was added by cancelled()
+
+
+def test_statuses_go_out_as_plain_strings() -> None:
+    b = builder()
+    events = b.created() + b.text_delta("hi") + b.failed("boom", USAGE)
+    assert [json.loads(json.dumps(e))["response"]["status"] for e in events if "response" in e] == [
+        "in_progress",
+        "in_progress",
+        "failed",
+    ]
+    assert '"status": "failed"' in json.dumps(b.snapshot())

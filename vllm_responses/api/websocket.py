@@ -23,6 +23,7 @@ from vllm_responses.api.state import app_state
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.memory import MemoryStore
@@ -274,7 +275,7 @@ class Connection:
         finally:
             if not run.done.is_set():
                 run.cancel()
-        return run.builder.status == "failed"
+        return run.builder.status == ResponseStatus.FAILED
 
 
 class _Refused(Exception):

@@ -1,1 +1,1 @@
-"""A response's events as it builds them: the builder (pure), its core, MCP steps and citations."""
+"""A response's events as it builds them: the builder (pure), its state, its steps, event constructors, citations."""

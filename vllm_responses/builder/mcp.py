@@ -1,17 +1,13 @@
-"""The event builder's remote-MCP steps: listing a server's tools, a call's arguments and result, approval requests."""
+"""The builder's remote-MCP steps: listing a server's tools, a call's arguments and result, approval requests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm_responses.builder.core import BuilderCore
-from vllm_responses.protocol.events import (
-    Event,
-    McpArgumentsDelta,
-    McpArgumentsDone,
-    McpItemEvent,
-    McpItemEventType,
-)
+from vllm_responses.builder import events as ev
+from vllm_responses.builder.core import ResponseState
+from vllm_responses.builder.text import OpenText
+from vllm_responses.protocol.events import Event, McpItemEventType
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     McpApprovalRequestItem,
@@ -23,16 +19,20 @@ from vllm_responses.protocol.items import (
 __all__ = ["McpSteps"]
 
 
-class McpSteps(BuilderCore):
-    """`ResponseBuilder`'s MCP methods (see `stream.py`); each returns the events of its step."""
+class McpSteps:
+    """One method per step of an MCP item; each returns the events of its step. A start closes the open
+    text (`OpenText.start_item`) and returns the item's `output_index`, which its later steps take."""
 
-    def _mcp_event(self, type_: McpItemEventType, index: int) -> McpItemEvent:
-        return {"type": type_, "sequence_number": self._next(), **self._ref(index)}
+    def __init__(self, state: ResponseState, text: OpenText) -> None:
+        self.state = state
+        self.text = text
+
+    def _progress(self, type_: McpItemEventType, index: int) -> list[Event]:
+        return [ev.mcp_item_event(type_, self.state.seq(), self.state.ref(index))]
 
     # --- listing --------------------------------------------------------------------------------------
 
-    def mcp_list_start(self, server_label: str) -> tuple[int, list[Event]]:
-        events = self.close_open()
+    def list_start(self, server_label: str) -> tuple[int, list[Event]]:
         new: McpListToolsItem = {
             "id": new_id("mcpl"),
             "type": "mcp_list_tools",
@@ -40,31 +40,25 @@ class McpSteps(BuilderCore):
             "tools": [],
             "error": None,
         }
-        index, added = self._add_item(new)
-        self._custom_open.add(index)
-        return index, [*events, added, self._mcp_event("response.mcp_list_tools.in_progress", index)]
+        index, events = self.text.start_item(new)
+        self.state.open_statusless.add(index)
+        return index, events + self._progress("response.mcp_list_tools.in_progress", index)
 
-    def mcp_list_done(self, index: int, tools: list[McpListedTool], error: str | None) -> list[Event]:
-        item = self.output[index]
+    def list_done(self, index: int, tools: list[McpListedTool], error: str | None) -> list[Event]:
+        item = self.state.output[index]
         assert item["type"] == "mcp_list_tools"
         item["tools"], item["error"] = tools, error
-        self._custom_open.discard(index)
+        self.state.open_statusless.discard(index)
         kind: McpItemEventType = (
             "response.mcp_list_tools.failed" if error else "response.mcp_list_tools.completed"
         )
-        return [self._mcp_event(kind, index), self._item_done(index)]
+        return [*self._progress(kind, index), self.state.item_done(index)]
 
     # --- calls ----------------------------------------------------------------------------------------
 
-    def mcp_call_item(self, index: int) -> McpCallItem:
-        item = self.output[index]
-        assert item["type"] == "mcp_call"
-        return item
-
-    def mcp_call_start(
+    def call_start(
         self, server_label: str, name: str, approval_request_id: str | None = None
     ) -> tuple[int, list[Event]]:
-        events = self.close_open()
         new: McpCallItem = {
             "id": new_id("mcp"),
             "type": "mcp_call",
@@ -76,44 +70,30 @@ class McpSteps(BuilderCore):
             "status": "in_progress",
             "approval_request_id": approval_request_id,
         }
-        index, added = self._add_item(new)
-        return index, [*events, added, self._mcp_event("response.mcp_call.in_progress", index)]
+        index, events = self.text.start_item(new)
+        return index, events + self._progress("response.mcp_call.in_progress", index)
 
-    def mcp_call_delta(self, index: int, delta: str) -> list[Event]:
-        self.mcp_call_item(index)["arguments"] += delta
-        event: McpArgumentsDelta = {
-            "type": "response.mcp_call_arguments.delta",
-            "sequence_number": self._next(),
-            "delta": delta,
-            **self._ref(index),
-        }
-        return [event]
+    def call_delta(self, index: int, delta: str) -> list[Event]:
+        self.state.mcp_call(index)["arguments"] += delta
+        return [ev.mcp_arguments_delta(self.state.seq(), self.state.ref(index), delta)]
 
-    def mcp_call_arguments_done(self, index: int, arguments: str) -> list[Event]:
-        item = self.mcp_call_item(index)
-        item["arguments"] = arguments
-        done: McpArgumentsDone = {
-            "type": "response.mcp_call_arguments.done",
-            "sequence_number": self._next(),
-            "arguments": arguments,
-            **self._ref(index),
-        }
-        return [done]
+    def call_arguments_done(self, index: int, arguments: str) -> list[Event]:
+        self.state.mcp_call(index)["arguments"] = arguments
+        return [ev.mcp_arguments_done(self.state.seq(), self.state.ref(index), arguments)]
 
-    def mcp_call_finished(self, index: int, output: str | None, error: dict[str, Any] | None) -> list[Event]:
+    def call_finished(self, index: int, output: str | None, error: dict[str, Any] | None) -> list[Event]:
         """The call ran: its `output`, or its `error` (then the call failed)."""
-        item = self.mcp_call_item(index)
+        item = self.state.mcp_call(index)
         item["output"], item["error"] = output, error
         item["status"] = "failed" if error is not None else "completed"
         kind: McpItemEventType = (
             "response.mcp_call.failed" if error is not None else "response.mcp_call.completed"
         )
-        return [self._mcp_event(kind, index), self._item_done(index)]
+        return [*self._progress(kind, index), self.state.item_done(index)]
 
     # --- approval requests ----------------------------------------------------------------------------
 
-    def mcp_approval_start(self, server_label: str, name: str) -> tuple[int, list[Event]]:
-        events = self.close_open()
+    def approval_start(self, server_label: str, name: str) -> tuple[int, list[Event]]:
         new: McpApprovalRequestItem = {
             "id": new_id("mcpr"),
             "type": "mcp_approval_request",
@@ -121,13 +101,13 @@ class McpSteps(BuilderCore):
             "name": name,
             "arguments": "",
         }
-        index, added = self._add_item(new)
-        self._custom_open.add(index)
-        return index, [*events, added]
+        index, events = self.text.start_item(new)
+        self.state.open_statusless.add(index)
+        return index, events
 
-    def mcp_approval_done(self, index: int, arguments: str) -> list[Event]:
-        item = self.output[index]
+    def approval_done(self, index: int, arguments: str) -> list[Event]:
+        item = self.state.output[index]
         assert item["type"] == "mcp_approval_request"
         item["arguments"] = arguments
-        self._custom_open.discard(index)
-        return [self._item_done(index)]
+        self.state.open_statusless.discard(index)
+        return [self.state.item_done(index)]

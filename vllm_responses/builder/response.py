@@ -1,391 +1,247 @@
 """The response event builder: pure, synchronous, and the only place that numbers events and output items.
 
-`ResponseBuilder` holds one response's state (its output items, usage, status). Each method takes one
-step of the response's life (text arrived, a code call started, ...) and returns the Responses API stream
-events for it (typed in `protocol/events.py`), already carrying their final `sequence_number`,
-`output_index`, `item_id` and `content_index`. `snapshot()` gives the response object those events
-describe, so the streamed and the stored/non-streamed forms cannot drift apart. Items always keep their
-full code-interpreter `outputs` internally; `protocol.items.wire_item` blanks them on the way out.
-The builder knows nothing of HTTP: why a response failed is its caller's business (`errors.py`).
+`ResponseBuilder` holds one response's state (`core.ResponseState`: its output items, usage, status). Each
+method takes one step of the response's life (text arrived, a code call started, ...) and returns the
+Responses API stream events for it (made by `events.py`, typed in `protocol/events.py`), already carrying
+their final `sequence_number`, `output_index`, `item_id` and `content_index`. `snapshot()` gives the
+response object those events describe, so the streamed and the stored/non-streamed forms cannot drift
+apart. Items always keep their full code-interpreter `outputs` internally; `protocol.items.wire_item`
+blanks them on the way out. The builder knows nothing of HTTP: why a response failed is its caller's
+business (`errors.py`). The steps live in parts: `text.py` (message and reasoning text), `calls.py`
+(function, custom and code calls) and `mcp.py` (remote MCP); this class is the lifecycle and their face.
 """
 
 from __future__ import annotations
 
-import copy
 import time
+from typing import Any
 
-from vllm_responses.builder.citations import WrittenFile, file_citations
-from vllm_responses.builder.core import seal_reasoning
+from vllm_responses.builder.calls import CallSteps
+from vllm_responses.builder.citations import WrittenFile
+from vllm_responses.builder.core import ResponseState
 from vllm_responses.builder.mcp import McpSteps
+from vllm_responses.builder.text import OpenText
 from vllm_responses.engine.types import Usage
-from vllm_responses.protocol.events import (
-    AnnotationAdded,
-    CodeCallCompleted,
-    CodeCallInProgress,
-    CodeCallInterpreting,
-    CodeDelta,
-    CodeDone,
-    ContentPartAdded,
-    ContentPartDone,
-    CustomInputDelta,
-    CustomInputDone,
-    Event,
-    FunctionArgumentsDelta,
-    FunctionArgumentsDone,
-    LifecycleType,
-    ReasoningTextDelta,
-    ReasoningTextDone,
-    TextDelta,
-    TextDone,
-)
+from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
     CompactionItem,
-    CustomToolCallItem,
-    FunctionCallItem,
     ItemStatus,
-    MessageItem,
-    OutputText,
-    ReasoningItem,
-    ResponseStatus,
+    McpCallItem,
+    McpListedTool,
+    OutputItem,
+    ResponseEcho,
+    ResponseError,
+    ResponseObject,
 )
+from vllm_responses.protocol.status import END_EVENTS, ResponseStatus
 
 __all__ = ["ResponseBuilder"]
 
 
-class ResponseBuilder(McpSteps):
-    """Builds the events and the snapshot of one response: one method per step of its life (parameters:
-    `BuilderCore`'s)."""
+class ResponseBuilder:
+    """Builds the events and the snapshot of one response: one method per step of its life.
 
-    # --- lifecycle ------------------------------------------------------------------------------------
+    Parameters
+    ----------
+    base, include_outputs, include_reasoning: as `ResponseState` takes them.
+    response_id: the response's id; a new one when None.
+    """
 
-    def created(self) -> list[Event]:
-        return [self._lifecycle("response.created"), self._lifecycle("response.in_progress")]
+    def __init__(
+        self,
+        base: ResponseEcho,
+        *,
+        include_outputs: bool,
+        include_reasoning: bool = False,
+        response_id: str | None = None,
+    ) -> None:
+        self.state = ResponseState(
+            base,
+            include_outputs=include_outputs,
+            include_reasoning=include_reasoning,
+            id=response_id or new_id("resp"),
+        )
+        self._text = OpenText(self.state)
+        self._calls = CallSteps(self.state, self._text)
+        self._mcp = McpSteps(self.state, self._text)
 
-    def close_open(self, status: ItemStatus = "completed", *, final: bool = False) -> list[Event]:
-        """Finish an open message or reasoning item (before a tool call, or at the end). `final`: nothing
-        follows, so a message closed now cites the written files no message mentioned."""
-        events: list[Event] = []
-        if self._reasoning is not None:
-            events += self._close_reasoning(status)
-        if self._message is not None:
-            events += self._close_message(status, final=final)
-        return events
+    # --- the response as it stands ------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+    @property
+    def base(self) -> ResponseEcho:
+        return self.state.base
+
+    @property
+    def status(self) -> ResponseStatus:
+        return self.state.status
+
+    @property
+    def output(self) -> list[OutputItem]:
+        return self.state.output
+
+    @property
+    def usage(self) -> Usage:
+        return self.state.usage
+
+    @property
+    def error(self) -> ResponseError | None:
+        return self.state.error
+
+    def snapshot(self, *, include_outputs: bool | None = None) -> ResponseObject:
+        """The response object as it stands now."""
+        return self.state.snapshot(include_outputs=include_outputs)
 
     def note_files(self, files: list[WrittenFile]) -> None:
         """Files code wrote during this response (a file written again replaces its earlier entry)."""
         ids = {f.file_id for f in files}
-        self.files = [f for f in self.files if f.file_id not in ids] + files
+        self.state.files = [f for f in self.state.files if f.file_id not in ids] + files
 
-    def completed(self, usage: Usage) -> list[Event]:
-        return self._finish("completed", "response.completed", usage)
+    # --- lifecycle ------------------------------------------------------------------------------------
 
-    def incomplete(self, reason: str, usage: Usage) -> list[Event]:
-        events = self.close_open("incomplete", final=True)
-        self.incomplete_reason = reason
-        return events + self._finish("incomplete", "response.incomplete", usage)
+    def created(self) -> list[Event]:
+        return [self.state.lifecycle("response.created"), self.state.lifecycle("response.in_progress")]
 
-    def failed(self, message: str, usage: Usage, code: str = "server_error") -> list[Event]:
-        events = self.close_open("incomplete")
-        for index, item in enumerate(self.output):
-            if item["type"] == "compaction":
-                continue  # finished when added
-            if (
-                item["type"] == "custom_tool_call"
-                or item["type"] == "mcp_list_tools"
-                or item["type"] == "mcp_approval_request"
-            ):  # no status: one still streaming is ended as it stands
-                if index in self._custom_open:
-                    self._custom_open.discard(index)
-                    events.append(self._item_done(index))
-                continue
-            if item["type"] == "code_interpreter_call":
-                if item["status"] in ("in_progress", "interpreting"):
-                    item["status"] = "failed"
-                    events.append(self._item_done(index))
-            elif item["status"] == "in_progress":
-                item["status"] = "incomplete"
-                events.append(self._item_done(index))
-        self.error = {"code": code, "message": message}
-        return events + self._finish("failed", "response.failed", usage)
-
-    def cancelled(self, usage: Usage) -> None:
-        """Mark the response cancelled (no event: the stream that would carry it is gone)."""
-        self.usage = usage
-        self.status = "cancelled"
-        self.completed_at = int(time.time())
-
-    def _finish(self, status: ResponseStatus, type_: LifecycleType, usage: Usage) -> list[Event]:
-        events = self.close_open(final=True)
-        self.usage = usage
-        self.status = status
-        self.completed_at = int(time.time())
-        return [*events, self._lifecycle(type_)]
-
-    # --- compaction -----------------------------------------------------------------------------------
+    def close_open(self, status: ItemStatus = "completed", *, final: bool = False) -> list[Event]:
+        """Finish an open message or reasoning item (`OpenText.close`)."""
+        return self._text.close(status, final=final)
 
     def compaction(self, item: CompactionItem) -> list[Event]:
         """The compaction item of a context compacted before the first model call (`context_management`):
         added and done at once, ahead of the rest of the output, so a stateless client can send it back."""
-        index, added = self._add_item(item)
-        return [added, self._item_done(index)]
+        index, added = self.state.add(item)
+        return [added, self.state.item_done(index)]
 
-    # --- message text ---------------------------------------------------------------------------------
+    def completed(self, usage: Usage) -> list[Event]:
+        return self._finish(ResponseStatus.COMPLETED, usage)
+
+    def incomplete(self, reason: str, usage: Usage) -> list[Event]:
+        events = self._text.close("incomplete", final=True)
+        self.state.incomplete_reason = reason
+        return events + self._finish(ResponseStatus.INCOMPLETE, usage)
+
+    def failed(self, message: str, usage: Usage, code: str = "server_error") -> list[Event]:
+        """End the response as failed: its open items ended as they stand, then `response.failed`."""
+        events = self._text.close("incomplete")
+        for index in range(len(self.state.output)):
+            events += self._end_unfinished(index)
+        self.state.error = {"code": code, "message": message}
+        return events + self._finish(ResponseStatus.FAILED, usage)
+
+    def cancelled(self, usage: Usage) -> None:
+        """Mark the response cancelled (no event: the stream that would carry it is gone)."""
+        self.state.usage = usage
+        self.state.status = ResponseStatus.CANCELLED
+        self.state.completed_at = int(time.time())
+
+    def _finish(self, status: ResponseStatus, usage: Usage) -> list[Event]:
+        events = self._text.close(final=True)
+        self.state.usage = usage
+        self.state.status = status
+        self.state.completed_at = int(time.time())
+        return [*events, self.state.lifecycle(END_EVENTS[status])]
+
+    def _end_unfinished(self, index: int) -> list[Event]:
+        """The item at `index` ended, if it was still running when the response failed: a code call as
+        failed, another item with a status as incomplete, one with none as it stands."""
+        item = self.state.output[index]
+        if item["type"] == "compaction":
+            return []  # finished when added
+        if (
+            item["type"] == "custom_tool_call"
+            or item["type"] == "mcp_list_tools"
+            or item["type"] == "mcp_approval_request"
+        ):
+            if index not in self.state.open_statusless:
+                return []
+            self.state.open_statusless.discard(index)
+        elif item["type"] == "code_interpreter_call":
+            if item["status"] not in ("in_progress", "interpreting"):
+                return []
+            item["status"] = "failed"
+        elif item["status"] == "in_progress":
+            item["status"] = "incomplete"
+        else:
+            return []
+        return [self.state.item_done(index)]
+
+    # --- message and reasoning text (text.py) ---------------------------------------------------------
 
     def text_delta(self, text: str) -> list[Event]:
-        events: list[Event] = []
-        if self._reasoning is not None:
-            events += self._close_reasoning("completed")
-        if self._message is None:
-            part: OutputText = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            new: MessageItem = {
-                "id": new_id("msg"),
-                "type": "message",
-                "role": "assistant",
-                "status": "in_progress",
-                "content": [],
-            }
-            index, added = self._add_item(new)
-            new["content"].append(part)
-            self._message = index
-            part_added: ContentPartAdded = {
-                "type": "response.content_part.added",
-                "sequence_number": self._next(),
-                "part": part.copy(),
-                **self._part(index),
-            }
-            events += [added, part_added]
-        index = self._message
-        self._message_item(index)["content"][0]["text"] += text
-        delta: TextDelta = {
-            "type": "response.output_text.delta",
-            "sequence_number": self._next(),
-            "delta": text,
-            "logprobs": [],
-            **self._part(index),
-        }
-        return [*events, delta]
-
-    def _close_message(self, status: ItemStatus, *, final: bool = False) -> list[Event]:
-        assert self._message is not None
-        index, self._message = self._message, None
-        item = self._message_item(index)
-        part = item["content"][0]
-        item["status"] = status
-        part["annotations"] = file_citations(
-            part["text"], self.files, cite_rest=final, already_cited=self._cited
-        )
-        self._cited |= {a["file_id"] for a in part["annotations"]}
-        annotations: list[AnnotationAdded] = [
-            {
-                "type": "response.output_text.annotation.added",
-                "sequence_number": self._next(),
-                "annotation_index": i,
-                "annotation": a.copy(),
-                **self._part(index),
-            }
-            for i, a in enumerate(part["annotations"])
-        ]
-        text_done: TextDone = {
-            "type": "response.output_text.done",
-            "sequence_number": self._next(),
-            "text": part["text"],
-            "logprobs": [],
-            **self._part(index),
-        }
-        part_done: ContentPartDone = {
-            "type": "response.content_part.done",
-            "sequence_number": self._next(),
-            "part": copy.deepcopy(part),
-            **self._part(index),
-        }
-        return [*annotations, text_done, part_done, self._item_done(index)]
-
-    # --- reasoning ------------------------------------------------------------------------------------
+        return self._text.text_delta(text)
 
     def reasoning_delta(self, text: str) -> list[Event]:
-        events: list[Event] = []
-        if self._message is not None:
-            events += self._close_message("completed")
-        if self._reasoning is None:
-            new: ReasoningItem = {
-                "id": new_id("rs"),
-                "type": "reasoning",
-                "summary": [],
-                "status": "in_progress",
-                "content": [{"type": "reasoning_text", "text": ""}],
-            }
-            index, added = self._add_item(new)
-            self._reasoning = index
-            part_added: ContentPartAdded = {
-                "type": "response.content_part.added",
-                "sequence_number": self._next(),
-                "part": {"type": "reasoning_text", "text": ""},
-                **self._part(index),
-            }
-            events += [added, part_added]
-        index = self._reasoning
-        self._reasoning_item(index)["content"][0]["text"] += text
-        delta: ReasoningTextDelta = {
-            "type": "response.reasoning_text.delta",
-            "sequence_number": self._next(),
-            "delta": text,
-            **self._part(index),
-        }
-        return [*events, delta]
+        return self._text.reasoning_delta(text)
 
-    def _close_reasoning(self, status: ItemStatus) -> list[Event]:
-        assert self._reasoning is not None
-        index, self._reasoning = self._reasoning, None
-        item = self._reasoning_item(index)
-        item["status"] = status
-        text = item["content"][0]["text"]
-        if self.include_reasoning:
-            item["encrypted_content"] = seal_reasoning(text)
-        text_done: ReasoningTextDone = {
-            "type": "response.reasoning_text.done",
-            "sequence_number": self._next(),
-            "text": text,
-            **self._part(index),
-        }
-        part_done: ContentPartDone = {
-            "type": "response.content_part.done",
-            "sequence_number": self._next(),
-            "part": {"type": "reasoning_text", "text": text},
-            **self._part(index),
-        }
-        return [text_done, part_done, self._item_done(index)]
-
-    # --- function calls -------------------------------------------------------------------------------
+    # --- function, custom and code calls (calls.py) ---------------------------------------------------
 
     def function_call_start(self, name: str) -> tuple[int, list[Event]]:
-        events = self.close_open()
-        new: FunctionCallItem = {
-            "id": new_id("fc"),
-            "type": "function_call",
-            "call_id": new_id("call"),
-            "name": name,
-            "arguments": "",
-            "status": "in_progress",
-        }
-        index, added = self._add_item(new)
-        return index, [*events, added]
+        return self._calls.function_call_start(name)
 
     def function_call_delta(self, index: int, delta: str) -> list[Event]:
-        self._function_item(index)["arguments"] += delta
-        event: FunctionArgumentsDelta = {
-            "type": "response.function_call_arguments.delta",
-            "sequence_number": self._next(),
-            "delta": delta,
-            **self._ref(index),
-        }
-        return [event]
+        return self._calls.function_call_delta(index, delta)
 
     def function_call_done(self, index: int, arguments: str | None = None) -> list[Event]:
-        item = self._function_item(index)
-        if arguments is not None:
-            item["arguments"] = arguments
-        item["status"] = "completed"
-        done: FunctionArgumentsDone = {
-            "type": "response.function_call_arguments.done",
-            "sequence_number": self._next(),
-            "arguments": item["arguments"],
-            **self._ref(index),
-        }
-        return [done, self._item_done(index)]
-
-    # --- custom tool calls -----------------------------------------------------------------------------
+        return self._calls.function_call_done(index, arguments)
 
     def custom_call_start(self, name: str) -> tuple[int, list[Event]]:
-        events = self.close_open()
-        new: CustomToolCallItem = {
-            "id": new_id("ctc"),
-            "type": "custom_tool_call",
-            "call_id": new_id("call"),
-            "name": name,
-            "input": "",
-        }
-        index, added = self._add_item(new)
-        self._custom_open.add(index)
-        return index, [*events, added]
+        return self._calls.custom_call_start(name)
 
     def custom_call_delta(self, index: int, delta: str) -> list[Event]:
-        self._custom_item(index)["input"] += delta
-        event: CustomInputDelta = {
-            "type": "response.custom_tool_call_input.delta",
-            "sequence_number": self._next(),
-            "delta": delta,
-            **self._ref(index),
-        }
-        return [event]
+        return self._calls.custom_call_delta(index, delta)
 
     def custom_call_done(self, index: int) -> list[Event]:
-        self._custom_open.discard(index)
-        done: CustomInputDone = {
-            "type": "response.custom_tool_call_input.done",
-            "sequence_number": self._next(),
-            "input": self._custom_item(index)["input"],
-            **self._ref(index),
-        }
-        return [done, self._item_done(index)]
+        return self._calls.custom_call_done(index)
 
-    # --- code interpreter calls -----------------------------------------------------------------------
+    def code_item(self, index: int) -> CodeInterpreterCallItem:
+        return self.state.code_call(index)
 
     def code_start(self, container_id: str) -> tuple[int, list[Event]]:
-        events = self.close_open()
-        new: CodeInterpreterCallItem = {
-            "id": new_id("ci"),
-            "type": "code_interpreter_call",
-            "code": "",
-            "container_id": container_id,
-            "status": "in_progress",
-            "outputs": None,
-        }
-        index, added = self._add_item(new)
-        in_progress: CodeCallInProgress = {
-            "type": "response.code_interpreter_call.in_progress",
-            "sequence_number": self._next(),
-            **self._ref(index),
-        }
-        return index, [*events, added, in_progress]
+        return self._calls.code_start(container_id)
 
     def code_delta(self, index: int, delta: str) -> list[Event]:
-        self.code_item(index)["code"] += delta
-        event: CodeDelta = {
-            "type": "response.code_interpreter_call_code.delta",
-            "sequence_number": self._next(),
-            "delta": delta,
-            **self._ref(index),
-        }
-        return [event]
+        return self._calls.code_delta(index, delta)
 
     def code_done(self, index: int) -> list[Event]:
-        item = self.code_item(index)
-        item["status"] = "interpreting"
-        done: CodeDone = {
-            "type": "response.code_interpreter_call_code.done",
-            "sequence_number": self._next(),
-            "code": item["code"],
-            **self._ref(index),
-        }
-        interpreting: CodeCallInterpreting = {
-            "type": "response.code_interpreter_call.interpreting",
-            "sequence_number": self._next(),
-            **self._ref(index),
-        }
-        return [done, interpreting]
+        return self._calls.code_done(index)
 
     def code_finished(self, index: int, outputs: list[CodeOutput], *, failed: bool = False) -> list[Event]:
-        item = self.code_item(index)
-        item["outputs"] = outputs
-        item["status"] = "failed" if failed else "completed"
-        if failed:
-            return [self._item_done(index)]
-        completed: CodeCallCompleted = {
-            "type": "response.code_interpreter_call.completed",
-            "sequence_number": self._next(),
-            **self._ref(index),
-        }
-        return [completed, self._item_done(index)]
+        return self._calls.code_finished(index, outputs, failed=failed)
+
+    # --- remote MCP (mcp.py) --------------------------------------------------------------------------
+
+    def mcp_list_start(self, server_label: str) -> tuple[int, list[Event]]:
+        return self._mcp.list_start(server_label)
+
+    def mcp_list_done(self, index: int, tools: list[McpListedTool], error: str | None) -> list[Event]:
+        return self._mcp.list_done(index, tools, error)
+
+    def mcp_call_item(self, index: int) -> McpCallItem:
+        return self.state.mcp_call(index)
+
+    def mcp_call_start(
+        self, server_label: str, name: str, approval_request_id: str | None = None
+    ) -> tuple[int, list[Event]]:
+        return self._mcp.call_start(server_label, name, approval_request_id)
+
+    def mcp_call_delta(self, index: int, delta: str) -> list[Event]:
+        return self._mcp.call_delta(index, delta)
+
+    def mcp_call_arguments_done(self, index: int, arguments: str) -> list[Event]:
+        return self._mcp.call_arguments_done(index, arguments)
+
+    def mcp_call_finished(self, index: int, output: str | None, error: dict[str, Any] | None) -> list[Event]:
+        """The call ran: its `output`, or its `error` (then the call failed)."""
+        return self._mcp.call_finished(index, output, error)
+
+    def mcp_approval_start(self, server_label: str, name: str) -> tuple[int, list[Event]]:
+        return self._mcp.approval_start(server_label, name)
+
+    def mcp_approval_done(self, index: int, arguments: str) -> list[Event]:
+        return self._mcp.approval_done(index, arguments)

@@ -10,6 +10,7 @@ from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.observe import metrics
 from vllm_responses.observe.logs import RESPONSE_LOGGER, current_request_id, request_started_at
 from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.status import ResponseStatus
 
 __all__ = ["ResponseMeter"]
 
@@ -44,7 +45,7 @@ class ResponseMeter:
             metrics.TURNS.observe(turns)
         # code calls are counted where they run (agent.py); function and custom calls are handed to the client;
         # MCP calls by their item's status
-        outcome = "returned" if builder.status == "completed" else builder.status
+        outcome = "returned" if builder.status == ResponseStatus.COMPLETED else builder.status
         for item in builder.output:
             if item["type"] == "function_call":
                 metrics.TOOL_CALLS.labels("function", outcome).inc()

@@ -25,6 +25,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from vllm_responses.protocol.status import TERMINAL
+
 __all__ = [
     "CONTENT_TYPE",
     "FIRST_EVENT",
@@ -45,7 +47,7 @@ _LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 
 RESPONSES = Counter(
     "vllm_responses_responses", "Responses finished, by final status.", ["status"], registry=REGISTRY
 )
-for _status in ("completed", "incomplete", "failed", "cancelled"):
+for _status in TERMINAL:
     RESPONSES.labels(_status)
 FIRST_EVENT = Histogram(
     "vllm_responses_time_to_first_event_seconds",

@@ -1,7 +1,8 @@
 """Typed shapes of the stream events we send, one TypedDict per event type (`ResponseStreamEvent` members).
 
-Every event carries its final `sequence_number`; the builder (`stream.py`) is the only place that makes
-them. `tests/test_protocol_types.py` checks each against the `openai` SDK model of the same type.
+Every event carries its final `sequence_number`; `builder/events.py` has a constructor for each, and the
+builder is the only place that numbers them. `tests/test_protocol_types.py` checks each against the
+`openai` SDK model of the same type.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from vllm_responses.protocol.items import (
     ReasoningText,
     ResponseObject,
 )
+from vllm_responses.protocol.status import EndEventType
 
 __all__ = [
     "AnnotationAdded",
@@ -35,8 +37,10 @@ __all__ = [
     "McpArgumentsDelta",
     "McpArgumentsDone",
     "McpItemEvent",
+    "McpItemEventType",
     "OutputItemAdded",
     "OutputItemDone",
+    "Part",
     "PartRef",
     "ReasoningTextDelta",
     "ReasoningTextDone",
@@ -61,9 +65,7 @@ class PartRef(ItemRef):
     content_index: int
 
 
-LifecycleType = Literal[
-    "response.created", "response.in_progress", "response.completed", "response.incomplete", "response.failed"
-]
+LifecycleType = Literal["response.created", "response.in_progress", EndEventType]
 
 
 class ResponseLifecycle(TypedDict):

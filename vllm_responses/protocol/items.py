@@ -11,6 +11,8 @@ from typing import Any, Literal, TypedDict, Union
 
 from typing_extensions import NotRequired
 
+from vllm_responses.protocol.status import ResponseStatus
+
 __all__ = [
     "CodeInterpreterCallItem",
     "CodeOutput",
@@ -36,7 +38,6 @@ __all__ = [
     "ResponseEcho",
     "ResponseError",
     "ResponseObject",
-    "ResponseStatus",
     "ResponseUsage",
     "wire_item",
     "wire_items",
@@ -44,7 +45,6 @@ __all__ = [
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 CodeStatus = Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
-ResponseStatus = Literal["queued", "in_progress", "completed", "incomplete", "failed", "cancelled"]
 
 
 class ContainerFileCitation(TypedDict):

@@ -9,8 +9,9 @@ import time
 from typing import Any, cast
 
 from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.protocol.status import UNFINISHED, ResponseStatus
 from vllm_responses.runs.run import Run
-from vllm_responses.store.base import UNFINISHED, ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredResponse
 
 __all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
 
@@ -54,7 +55,7 @@ def _failed(response: ResponseObject) -> ResponseObject:
         ResponseObject,
         {
             **response,
-            "status": "failed",
+            "status": ResponseStatus.FAILED,
             "error": {"code": INTERRUPTED_CODE, "message": INTERRUPTED_MESSAGE},
             "output": output,
         },

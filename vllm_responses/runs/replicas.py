@@ -11,9 +11,10 @@ import time
 import uuid
 
 from vllm_responses.protocol.errors import Conflict, NotFound, Unavailable
+from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.runs.records import fail_abandoned
 from vllm_responses.runs.run import Run
-from vllm_responses.store.base import UNFINISHED, ResponseStore
+from vllm_responses.store.base import ResponseStore
 from vllm_responses.store.notify import cancel_key, wait_woken
 
 __all__ = ["Replica"]

@@ -12,17 +12,15 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.items import wire_items
+from vllm_responses.protocol.status import TERMINAL, TERMINAL_EVENTS, ResponseStatus
 from vllm_responses.store.base import ResponseStore, StoredResponse
 from vllm_responses.store.notify import events_key, wait_woken
 
-__all__ = ["ENDED_STATUSES", "Restreams", "StoredFrame"]
+__all__ = ["Restreams", "StoredFrame"]
 
 # (event type, the event as one-line JSON): what one SSE frame carries
 StoredFrame = tuple[str, str]
 
-_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-# A response in one of these is over: every event it will have is stored (the driver writes them first).
-ENDED_STATUSES = ("completed", "incomplete", "failed", "cancelled")
 # Read at most this many events per store call; a reader behind reads again at once.
 _PAGE = 1000
 # While no event comes, the response's record is read at most this often, to end the stream of one that
@@ -49,7 +47,7 @@ class Restreams:
             raise InvalidRequest(
                 "This response is no longer streamable; retrieve it without stream.", param="stream"
             )
-        if stored.response.get("status") in ENDED_STATUSES and not await self.store.events_after(
+        if stored.response.get("status") in TERMINAL and not await self.store.events_after(
             response_id, -1, 1
         ):
             raise InvalidRequest(
@@ -92,7 +90,7 @@ class Restreams:
                     kind = str(json.loads(text)["type"])
                     batch.append((kind, text))
                     last = seq
-                    if kind in _TERMINAL_EVENTS:
+                    if kind in TERMINAL_EVENTS:
                         yield batch
                         return
                 yield batch
@@ -100,7 +98,7 @@ class Restreams:
                 if len(rows) == _PAGE:
                     continue
             elif over is not None:
-                if over.response.get("status") == "failed":
+                if over.response.get("status") == ResponseStatus.FAILED:
                     yield [_failed_event(over, last + 1)]
                 return
             elif time.monotonic() - checked >= max(_STATUS_EVERY_S, self.poll_s):
@@ -108,7 +106,8 @@ class Restreams:
                 stored = await self.store.get(response_id)
                 if stored is None:
                     return
-                if stored.response.get("status") in ENDED_STATUSES:
+                # over: every event it will have is stored (the driver writes them first)
+                if stored.response.get("status") in TERMINAL:
                     over = stored  # one more read: what was stored before the record says it is over
                     continue
             if keepalive_s > 0 and time.monotonic() - sent >= keepalive_s:

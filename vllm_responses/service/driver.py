@@ -15,6 +15,7 @@ from vllm_responses.errors import failure_code
 from vllm_responses.observe.meter import ResponseMeter
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.status import TERMINAL_EVENTS, ResponseStatus
 from vllm_responses.runs.event_log import EventLog
 from vllm_responses.runs.records import generated, response_record
 from vllm_responses.runs.run import Run
@@ -30,9 +31,7 @@ RUN_RETENTION_S = 300.0
 # The endings of a response created with `conversation` that append its input and output to the
 # conversation: an incomplete one (cut by max_output_tokens) is a turn the user saw; a failed or
 # cancelled one appends nothing, so a retry starts from the same conversation.
-APPENDING_STATUSES = ("completed", "incomplete")
-# The events that end a response's stream: held back until the response is kept (`RunDriver.drive`).
-_ENDINGS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+APPENDING_STATUSES = (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE)
 
 
 class RunDriver:
@@ -72,7 +71,7 @@ class RunDriver:
             meter.see(event)
             if log is not None:
                 log.add(event)
-            if event["type"] in _ENDINGS:  # held back until the response is kept (below)
+            if event["type"] in TERMINAL_EVENTS:  # held back until the response is kept (below)
                 ending.append(event)
             else:
                 run.publish(event)

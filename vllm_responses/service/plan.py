@@ -38,6 +38,7 @@ from vllm_responses.engine.types import (
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
@@ -49,7 +50,7 @@ from vllm_responses.protocol.tool_choice import (
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
-from vllm_responses.store.base import UNFINISHED, ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import offered_tools

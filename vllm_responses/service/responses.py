@@ -15,6 +15,7 @@ from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.runs.records import response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
@@ -154,7 +155,7 @@ class ResponsesService:
 
     async def get(self, response_id: str, include_outputs: bool | None = None) -> ResponseObject:
         run = self.runs.get(response_id)
-        if run is not None and (not run.done.is_set() or run.builder.status == "cancelled"):
+        if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
         if stored is None:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vllm_responses.protocol.items import ResponseObject
+from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = [
-    "UNFINISHED",
     "UNFINISHED_SQL",
     "ConversationStore",
     "EventStore",
@@ -22,8 +22,7 @@ __all__ = [
     "own_items",
 ]
 
-UNFINISHED = ("queued", "in_progress")  # the statuses of a response some replica should still be running
-# The same as an SQL list, written into queries as a literal (so the partial index `responses_unfinished`
+# `protocol.status.UNFINISHED` as an SQL list, written into queries as a literal (so the partial index `responses_unfinished`
 # serves them).
 UNFINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in UNFINISHED) + ")"
 

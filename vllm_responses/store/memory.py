@@ -9,7 +9,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vllm_responses.store.base import UNFINISHED, StoredConversation, StoredEvent, StoredResponse, own_items
+from vllm_responses.protocol.status import UNFINISHED
+from vllm_responses.store.base import StoredConversation, StoredEvent, StoredResponse, own_items
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = ["MemoryStore"]

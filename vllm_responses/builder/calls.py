@@ -1,0 +1,109 @@
+"""The builder's tool-call steps: function calls, custom tool calls and code interpreter calls."""
+
+from __future__ import annotations
+
+from vllm_responses.builder import events as ev
+from vllm_responses.builder.core import ResponseState
+from vllm_responses.builder.text import OpenText
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.ids import new_id
+from vllm_responses.protocol.items import (
+    CodeInterpreterCallItem,
+    CodeOutput,
+    CustomToolCallItem,
+    FunctionCallItem,
+)
+
+__all__ = ["CallSteps"]
+
+
+class CallSteps:
+    """One method per step of a call; each returns the events of its step. A call's start closes the open
+    text (`OpenText.start_item`) and returns the call's `output_index`, which its later steps take."""
+
+    def __init__(self, state: ResponseState, text: OpenText) -> None:
+        self.state = state
+        self.text = text
+
+    # --- function calls -------------------------------------------------------------------------------
+
+    def function_call_start(self, name: str) -> tuple[int, list[Event]]:
+        new: FunctionCallItem = {
+            "id": new_id("fc"),
+            "type": "function_call",
+            "call_id": new_id("call"),
+            "name": name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        return self.text.start_item(new)
+
+    def function_call_delta(self, index: int, delta: str) -> list[Event]:
+        self.state.function_call(index)["arguments"] += delta
+        return [ev.function_arguments_delta(self.state.seq(), self.state.ref(index), delta)]
+
+    def function_call_done(self, index: int, arguments: str | None = None) -> list[Event]:
+        item = self.state.function_call(index)
+        if arguments is not None:
+            item["arguments"] = arguments
+        item["status"] = "completed"
+        done = ev.function_arguments_done(self.state.seq(), self.state.ref(index), item["arguments"])
+        return [done, self.state.item_done(index)]
+
+    # --- custom tool calls ----------------------------------------------------------------------------
+
+    def custom_call_start(self, name: str) -> tuple[int, list[Event]]:
+        new: CustomToolCallItem = {
+            "id": new_id("ctc"),
+            "type": "custom_tool_call",
+            "call_id": new_id("call"),
+            "name": name,
+            "input": "",
+        }
+        index, events = self.text.start_item(new)
+        self.state.open_statusless.add(index)
+        return index, events
+
+    def custom_call_delta(self, index: int, delta: str) -> list[Event]:
+        self.state.custom_call(index)["input"] += delta
+        return [ev.custom_input_delta(self.state.seq(), self.state.ref(index), delta)]
+
+    def custom_call_done(self, index: int) -> list[Event]:
+        state = self.state
+        state.open_statusless.discard(index)
+        done = ev.custom_input_done(state.seq(), state.ref(index), state.custom_call(index)["input"])
+        return [done, state.item_done(index)]
+
+    # --- code interpreter calls -----------------------------------------------------------------------
+
+    def code_start(self, container_id: str) -> tuple[int, list[Event]]:
+        new: CodeInterpreterCallItem = {
+            "id": new_id("ci"),
+            "type": "code_interpreter_call",
+            "code": "",
+            "container_id": container_id,
+            "status": "in_progress",
+            "outputs": None,
+        }
+        index, events = self.text.start_item(new)
+        return index, [*events, ev.code_call_in_progress(self.state.seq(), self.state.ref(index))]
+
+    def code_delta(self, index: int, delta: str) -> list[Event]:
+        self.state.code_call(index)["code"] += delta
+        return [ev.code_delta(self.state.seq(), self.state.ref(index), delta)]
+
+    def code_done(self, index: int) -> list[Event]:
+        state = self.state
+        item = state.code_call(index)
+        item["status"] = "interpreting"
+        done = ev.code_done(state.seq(), state.ref(index), item["code"])
+        return [done, ev.code_call_interpreting(state.seq(), state.ref(index))]
+
+    def code_finished(self, index: int, outputs: list[CodeOutput], *, failed: bool = False) -> list[Event]:
+        state = self.state
+        item = state.code_call(index)
+        item["outputs"] = outputs
+        item["status"] = "failed" if failed else "completed"
+        if failed:
+            return [state.item_done(index)]
+        return [ev.code_call_completed(state.seq(), state.ref(index)), state.item_done(index)]

@@ -1,0 +1,139 @@
+"""The message or reasoning item a response is streaming: its text deltas, and how it closes (citations)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+from vllm_responses.builder import events as ev
+from vllm_responses.builder.citations import file_citations
+from vllm_responses.builder.core import ResponseState
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.ids import new_id
+from vllm_responses.protocol.items import ItemStatus, MessageItem, OutputItem, OutputText, ReasoningItem
+
+__all__ = ["REASONING_SEAL", "OpenText", "seal_reasoning"]
+
+REASONING_SEAL = "vr1:"
+
+
+def seal_reasoning(text: str) -> str:
+    """The `encrypted_content` of a reasoning item: not secret (the text is in the item already), only
+    opaque to clients. Resent as input it is accepted; earlier reasoning is not rendered into prompts."""
+    return REASONING_SEAL + base64.urlsafe_b64encode(text.encode()).decode()
+
+
+class OpenText:
+    """The open message or reasoning item of `state`, if any: at most one of each, text only growing.
+
+    A delta of one kind closes the other's item; a new item of any other kind closes both (`start_item`).
+    """
+
+    def __init__(self, state: ResponseState) -> None:
+        self.state = state
+        self.message: int | None = None  # output_index of the open message, if any
+        self.reasoning: int | None = None  # output_index of the open reasoning item, if any
+
+    def start_item(self, item: OutputItem) -> tuple[int, list[Event]]:
+        """Close the open text and add `item` after it: its index and the events."""
+        events = self.close()
+        index, added = self.state.add(item)
+        return index, [*events, added]
+
+    def close(self, status: ItemStatus = "completed", *, final: bool = False) -> list[Event]:
+        """Finish an open message or reasoning item (before a tool call, or at the end). `final`: nothing
+        follows, so a message closed now cites the written files no message mentioned."""
+        events: list[Event] = []
+        if self.reasoning is not None:
+            events += self._close_reasoning(status)
+        if self.message is not None:
+            events += self._close_message(status, final=final)
+        return events
+
+    # --- message text ---------------------------------------------------------------------------------
+
+    def text_delta(self, text: str) -> list[Event]:
+        state = self.state
+        events = self._close_reasoning("completed") if self.reasoning is not None else []
+        if self.message is None:
+            self.message, opened = self._open_message()
+            events += opened
+        index = self.message
+        state.message(index)["content"][0]["text"] += text
+        return [*events, ev.text_delta(state.seq(), state.part_ref(index), text)]
+
+    def _open_message(self) -> tuple[int, list[Event]]:
+        state = self.state
+        part: OutputText = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        new: MessageItem = {
+            "id": new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "status": "in_progress",
+            "content": [],
+        }
+        index, added = state.add(new)
+        new["content"].append(part)
+        return index, [added, ev.content_part_added(state.seq(), state.part_ref(index), part.copy())]
+
+    def _close_message(self, status: ItemStatus, *, final: bool = False) -> list[Event]:
+        state = self.state
+        assert self.message is not None
+        index, self.message = self.message, None
+        item = state.message(index)
+        part = item["content"][0]
+        item["status"] = status
+        part["annotations"] = file_citations(
+            part["text"], state.files, cite_rest=final, already_cited=state.cited
+        )
+        state.cited |= {a["file_id"] for a in part["annotations"]}
+        ref = state.part_ref(index)
+        events: list[Event] = [
+            ev.annotation_added(state.seq(), ref, i, a.copy()) for i, a in enumerate(part["annotations"])
+        ]
+        events.append(ev.text_done(state.seq(), ref, part["text"]))
+        events.append(ev.content_part_done(state.seq(), ref, copy.deepcopy(part)))
+        return [*events, state.item_done(index)]
+
+    # --- reasoning ------------------------------------------------------------------------------------
+
+    def reasoning_delta(self, text: str) -> list[Event]:
+        state = self.state
+        events = self._close_message("completed") if self.message is not None else []
+        if self.reasoning is None:
+            self.reasoning, opened = self._open_reasoning()
+            events += opened
+        index = self.reasoning
+        state.reasoning(index)["content"][0]["text"] += text
+        return [*events, ev.reasoning_text_delta(state.seq(), state.part_ref(index), text)]
+
+    def _open_reasoning(self) -> tuple[int, list[Event]]:
+        state = self.state
+        new: ReasoningItem = {
+            "id": new_id("rs"),
+            "type": "reasoning",
+            "summary": [],
+            "status": "in_progress",
+            "content": [{"type": "reasoning_text", "text": ""}],
+        }
+        index, added = state.add(new)
+        part_added = ev.content_part_added(
+            state.seq(), state.part_ref(index), {"type": "reasoning_text", "text": ""}
+        )
+        return index, [added, part_added]
+
+    def _close_reasoning(self, status: ItemStatus) -> list[Event]:
+        state = self.state
+        assert self.reasoning is not None
+        index, self.reasoning = self.reasoning, None
+        item = state.reasoning(index)
+        item["status"] = status
+        text = item["content"][0]["text"]
+        if state.include_reasoning:
+            item["encrypted_content"] = seal_reasoning(text)
+        ref = state.part_ref(index)
+        return [
+            ev.reasoning_text_done(state.seq(), ref, text),
+            ev.content_part_done(state.seq(), ref, {"type": "reasoning_text", "text": text}),
+            state.item_done(index),
+        ]
