@@ -1,5 +1,5 @@
 """Load over two gateway replicas on one Postgres and one shared sandbox service, against one replica in the
-same run (issue 18): time to first event / first token / total, endings, and that no response is lost.
+same run: time to first event / first token / total, endings, and that no response is lost.
 
 One run, all on 127.0.0.1: a throwaway Postgres (initdb / pg_ctl), one `python -m interpreter_service serve`
 with a token, and `vllm-responses serve` replicas on the tiny model (outputs forced), each with `--db` the

@@ -148,7 +148,7 @@ def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:
         "containers": 1,
         "idle_workers": 2,
         "starting_workers": 0,
-    }  # the pool's stats() before issue 16
+    }  # an interpreter whose stats() has no busy, waiter or restart counts
     live = LiveCollector(
         LiveSources(
             running=lambda: 0,

@@ -46,8 +46,7 @@ def _client(server: LiveServer) -> openai.OpenAI:
 
 @pytest.fixture
 def replicas(pg_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
-    """A and B on one Postgres database, both started before any response (a starting server marks the
-    responses it finds running failed: the lease work of issue 18 replaces that)."""
+    """A and B on one Postgres database, both started before any response."""
     a = _server(pg_url, FakeEngine())
     b = _server(pg_url, FakeEngine())
     try:

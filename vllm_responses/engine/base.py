@@ -56,7 +56,7 @@ class Engine(Protocol):
         """Prompt tokens `generate(request)` would feed the model (for `/v1/responses/input_tokens`)."""
         ...
 
-    # --- admission (issue 16) ---
+    # --- admission ---
     @property
     def max_num_seqs(self) -> int:
         """Requests the engine runs at once (vLLM's `max_num_seqs`, over its data-parallel ranks): the default

@@ -273,7 +273,7 @@ class VLLMEngine:
             see_prompt(prompt_ids)
         return prompt_ids, prepared.prefill, prepared.parser, params
 
-    # --- admission (issue 16) ---
+    # --- admission ---
     @property
     def max_num_seqs(self) -> int:
         config = self._llm.vllm_config
