@@ -13,8 +13,8 @@ from typing import Any
 import openai
 import pytest
 
+from tests.context.test_compaction import validate_compacted
 from tests.serving import LiveServer
-from tests.test_compaction import validate_compacted
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.models import repo_root

@@ -14,8 +14,8 @@ import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter, say
 from tests.postgres import PostgresServer
+from tests.runs.test_restream_replicas import Frames
 from tests.serving import LiveServer
-from tests.test_restream_replicas import Frames
 from vllm_responses.config import Config
 from vllm_responses.store.notify import (
     LocalNotices,

@@ -60,7 +60,7 @@ class AgentPlan:
     # summarising call cost: the item opens the output, the cost counts in the response's usage.
     compaction: CompactionItem | None = None
     compaction_usage: Usage = Usage()
-    # Remote MCP tools (mcp_tools.py): listed, offered and run by the loop; None without any.
+    # Remote MCP tools (tools/mcp.py): listed, offered and run by the loop; None without any.
     mcp: McpPlan | None = None
 
 

@@ -83,7 +83,7 @@ Turn = Union[Message, ToolCall, ToolResult]
 class ToolSpec:
     """A tool offered to the model. `parameters` is a JSON schema for the arguments object. A custom tool
     (`custom`) takes `{"input": str}`; `grammar`, when set, is its input's `(syntax, definition)`, syntax
-    "lark" or "regex" (custom_tools.py)."""
+    "lark" or "regex" (tools/functions.py)."""
 
     name: str
     description: str

@@ -67,7 +67,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: `unfinished()` (run at every start) reads an index of the few running responses, not the table
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
-    # 3: leases of running (background) responses, one row while a replica runs one (leases.py)
+    # 3: leases of running (background) responses, one row while a replica runs one (runs/replicas.py)
     """
     CREATE TABLE leases (
         response_id TEXT PRIMARY KEY,

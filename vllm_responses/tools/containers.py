@@ -1,6 +1,6 @@
 """`ContainerService`: the containers and container files of one interpreter, with per-container expiry.
 
-It owns every lookup of a container by id (the routes of `container_routes.py` and the responses service
+It owns every lookup of a container by id (the routes of `api/containers.py` and the responses service
 both go through it), so that a container's own `expires_after` is enforced in one place. It knows no HTTP:
 it raises the interpreter's domain errors (`ContainerNotFound`, `PoolExhausted`, `InterpreterError`), which
 `errors.api_error` maps to API errors. A container file's id is the one the interpreter gives it (stable:

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.test_responses import wait_until
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
-from tests.test_api import wait_until
 from vllm_responses.api.ops import _sandbox_check
 from vllm_responses.config import Config
 

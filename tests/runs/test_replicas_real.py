@@ -25,9 +25,9 @@ from openai.types.responses import Response, ResponseCodeInterpreterToolCall
 
 from tests.postgres import PostgresServer
 from tests.real import TINY, exactly, hermes_call
+from tests.runs.test_replicas import _eventually
 from tests.sandbox_service import SandboxService
 from tests.serving import free_port
-from tests.test_replicas import _eventually
 from vllm_responses.runs.records import INTERRUPTED_CODE
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]

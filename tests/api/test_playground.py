@@ -38,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DOCS_SCREENSHOT = Path(__file__).parent.parent / "docs" / "playground.png"
+DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "playground.png"
 PLOT_CODE = (
     "import math\n"
     "import matplotlib.pyplot as plt\n\n"

@@ -8,8 +8,8 @@ from typing import Any
 import openai
 import pytest
 
+from tests.context.test_compaction import validate_compacted
 from tests.real import TINY, exactly
-from tests.test_compaction import validate_compacted
 from tests.wire import validate_response
 from vllm_responses.context.turns import SUMMARY_HEADER
 

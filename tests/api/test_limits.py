@@ -233,7 +233,7 @@ def test_surrogate_pairs_and_raw_utf8_are_text(fake_server: LiveServer, engine: 
 def test_websocket_messages_get_the_same_checks(fake_server: LiveServer, engine: FakeEngine) -> None:
     from websockets.sync.client import connect
 
-    from tests.test_websocket import create, one_response, recv, ws_url
+    from tests.api.test_websocket import create, one_response, recv, ws_url
 
     with connect(ws_url(fake_server), max_size=None) as ws:
         ws.send("[" * 100_000)

@@ -11,9 +11,9 @@ import pytest
 from openai.types import ContainerCreateResponse, ContainerListResponse, ContainerRetrieveResponse
 from openai.types.containers import FileCreateResponse, FileListResponse
 
+from tests.api.test_responses import _plain, raw_stream
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.serving import LiveServer
-from tests.test_api import _plain, raw_stream
 from tests.wire import validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Finish

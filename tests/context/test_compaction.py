@@ -17,8 +17,8 @@ from openai.types.responses import (
 )
 
 from tests.fakes import FakeEngine, say
+from tests.protocol.test_protocol_types import _check as check_typed_dict
 from tests.serving import LiveServer
-from tests.test_protocol_types import _check as check_typed_dict
 from tests.wire import check_stream, parse_sse, validate_as
 from vllm_responses.context.compaction import split
 from vllm_responses.context.turns import SUMMARY_HEADER

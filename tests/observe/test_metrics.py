@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import openai
 
+from tests.api.test_responses import wait_until
 from tests.fakes import FakeEngine, code_call, function_call, say
 from tests.metrics_text import Samples, parse, value
 from tests.serving import LiveServer
-from tests.test_api import wait_until
 from vllm_responses.engine.base import EngineUnavailable
 from vllm_responses.observe.metrics import LiveCollector, LiveSources, render
 
