@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -20,10 +21,13 @@ from starlette.types import Receive
 from vllm_responses.api.params import cursor_page, include_params, json_body
 from vllm_responses.api.state import app_state
 from vllm_responses.api.websocket import responses_websocket
-from vllm_responses.context.compaction import compacted_response, parse_compact_request
+from vllm_responses.builder.core import usage_dict
+from vllm_responses.context.compaction import Compaction
+from vllm_responses.protocol.compaction import CompactedResponse, CompactRequest
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.protocol.ids import new_id
+from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.runs.run import Run
 
@@ -207,3 +211,27 @@ def response_routes() -> list[BaseRoute]:
         Route(one + "/cancel", cancel_response, methods=["POST"]),
         Route(one + "/input_items", list_input_items, methods=["GET"]),
     ]
+
+
+def compacted_response(done: Compaction) -> CompactedResponse:
+    """The body of `POST /v1/responses/compact` (`CompactedResponse`)."""
+    return {
+        "id": new_id("resp"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": done.items,
+        "usage": usage_dict(done.usage),
+    }
+
+
+def parse_compact_request(body: Any) -> CreateResponseRequest:
+    """The compact body as the create request whose context it compacts: `CompactRequest`'s fields,
+    validated as create validates them (a 400 naming the param); a missing `model` is a 400 naming it."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.", param="body")
+    if body.get("model") is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+        )
+    fields = {k: v for k, v in body.items() if k in CompactRequest.model_fields and v is not None}
+    return parse_create_request({**fields, "input": body.get("input") or []})

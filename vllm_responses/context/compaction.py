@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vllm_responses.builder.core import usage_dict
 from vllm_responses.context.turns import items_to_turns
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
@@ -31,23 +29,17 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.protocol.compaction import (
-    CompactedResponse,
     CompactionItem,
-    CompactRequest,
     ContextManagement,
     seal_summary,
 )
-from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.ids import new_id
-from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
 
 __all__ = [
     "SUMMARY_MAX_TOKENS",
     "Compaction",
     "compact",
     "compact_over_threshold",
-    "compacted_response",
-    "parse_compact_request",
     "split",
     "transcript",
 ]
@@ -178,27 +170,3 @@ async def compact_over_threshold(
         return None
     done = await compact(engine, items, structured=entry.structured_outputs)
     return done if done.item is not None else None
-
-
-def compacted_response(done: Compaction) -> CompactedResponse:
-    """The body of `POST /v1/responses/compact` (`CompactedResponse`)."""
-    return {
-        "id": new_id("resp"),
-        "object": "response.compaction",
-        "created_at": int(time.time()),
-        "output": done.items,
-        "usage": usage_dict(done.usage),
-    }
-
-
-def parse_compact_request(body: Any) -> CreateResponseRequest:
-    """The compact body as the create request whose context it compacts: `CompactRequest`'s fields,
-    validated as create validates them (a 400 naming the param); a missing `model` is a 400 naming it."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object.", param="body")
-    if body.get("model") is None:
-        raise InvalidRequest(
-            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
-        )
-    fields = {k: v for k, v in body.items() if k in CompactRequest.model_fields and v is not None}
-    return parse_create_request({**fields, "input": body.get("input") or []})
