@@ -9,9 +9,10 @@ from typing import Any
 from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.ids import new_id
-from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem
-from vllm_responses.protocol.requests import (
+from vllm_responses.protocol.inputs import (
     CodeInterpreterCallItem,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputItem,

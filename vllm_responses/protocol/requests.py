@@ -10,25 +10,19 @@ from pydantic import Field, Strict, ValidationError, field_validator
 
 from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
+from vllm_responses.protocol.fields import check_known_fields
 from vllm_responses.protocol.inputs import (
     ASSISTANT_PART_TYPES,
     INPUT_ITEM_TYPES,
     TOOL_TYPES,
     USER_PART_TYPES,
-    CodeInterpreterCallItem,
     CodeInterpreterTool,
     ContainerAuto,
-    ContentPart,
     CustomTool,
-    FunctionCallItem,
-    FunctionCallOutputItem,
     FunctionTool,
     InputItem,
-    ItemReference,
     LenientModel,
     MessageItem,
-    ReasoningItem,
     Tool,
 )
 from vllm_responses.protocol.invalid import invalid_request
@@ -38,36 +32,11 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceBuiltin,
     ToolChoiceCustom,
     ToolChoiceFunction,
-    ToolChoiceMcp,
     ToolChoiceObject,
     check_allowed_tools,
 )
 
-__all__ = [
-    "CodeInterpreterCallItem",
-    "CodeInterpreterTool",
-    "ContainerAuto",
-    "ContentPart",
-    "CreateResponseRequest",
-    "FunctionCallItem",
-    "FunctionCallOutputItem",
-    "FunctionTool",
-    "INPUT_ITEM_TYPES",
-    "InputItem",
-    "ItemReference",
-    "MessageItem",
-    "ReasoningItem",
-    "SDK_CREATE_FIELDS",
-    "SUPPORTED_INCLUDES",
-    "TOOL_TYPES",
-    "ToolChoiceAllowed",
-    "ToolChoiceBuiltin",
-    "ToolChoiceCustom",
-    "ToolChoiceFunction",
-    "ToolChoiceMcp",
-    "check_includes",
-    "parse_create_request",
-]
+__all__ = ["SUPPORTED_INCLUDES", "CreateResponseRequest", "check_includes", "parse_create_request"]
 
 logger = logging.getLogger(__name__)
 
