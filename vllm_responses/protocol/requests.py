@@ -22,7 +22,7 @@ from vllm_responses.protocol.inputs import (
     FunctionTool,
     InputItem,
     LenientModel,
-    MessageItem,
+    MessageInput,
     Tool,
 )
 from vllm_responses.protocol.invalid import invalid_request
@@ -336,7 +336,7 @@ def _check_roles(items: list[InputItem]) -> None:
     """A message's content parts must be of its role's kind, as OpenAI requires: `input_text` from the user,
     system or developer, `output_text` or `refusal` from the assistant."""
     for i, item in enumerate(items):
-        if not isinstance(item, MessageItem) or isinstance(item.content, str):
+        if not isinstance(item, MessageInput) or isinstance(item.content, str):
             continue
         allowed = ASSISTANT_PART_TYPES if item.role == "assistant" else USER_PART_TYPES
         for j, part in enumerate(item.content):
