@@ -21,7 +21,7 @@ from vllm_responses.context.turns import mcp_result_text
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.items import McpListedTool
+from vllm_responses.protocol.items import McpListToolsTool
 from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
@@ -158,7 +158,7 @@ class McpPlan:
 
     tools: tuple[McpTool, ...]
     servers: Mapping[str, McpServer]
-    reused: Mapping[str, list[McpListedTool]]
+    reused: Mapping[str, list[McpListToolsTool]]
     approved: tuple[Approved, ...] = ()
     choice: ToolChoiceMcp | None = None
     allowed: ToolChoiceAllowed | None = None  # `tool_choice: allowed_tools`: only the MCP tools it names
@@ -175,7 +175,7 @@ def mcp_plan(
         t.server_label: McpServer(t.server_label, t.server_url or "", t.request_headers(), timeout_s)
         for t in tools
     }
-    reused: dict[str, list[McpListedTool]] = {}
+    reused: dict[str, list[McpListToolsTool]] = {}
     for item in context:  # the last good listing of each server wins
         if (
             item.get("type") == "mcp_list_tools"
@@ -212,7 +212,7 @@ class McpRun:
     """One response's MCP state in the agent loop: the listings, the routes of the tools offered, the calls."""
 
     plan: McpPlan
-    listings: dict[str, list[McpListedTool]] = field(default_factory=dict)
+    listings: dict[str, list[McpListToolsTool]] = field(default_factory=dict)
     routes: dict[str, McpRoute] = field(default_factory=dict)
     specs: list[ToolSpec] = field(default_factory=list)
     ready: bool = False  # listed and offered (`prepare` done)
@@ -332,7 +332,7 @@ class McpRun:
         turns.append(ToolResult(item["id"], name, mcp_result_text(output, error)))
 
 
-def _listed(tool: Mapping[str, Any]) -> McpListedTool:
+def _listed(tool: Mapping[str, Any]) -> McpListToolsTool:
     return {
         "name": str(tool["name"]),
         "input_schema": dict(tool.get("input_schema") or {}),
