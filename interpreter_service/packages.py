@@ -10,13 +10,17 @@ import json
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from interpreter_service.distribution import SetupError, default_dist_dir, pip_download_pure, sha256_file
+
+if TYPE_CHECKING:
+    from pyodide_lock import PyodideLockSpec
 
 __all__ = ["add_packages", "check_pure_wheel"]
 
@@ -92,30 +96,8 @@ def add_packages(
         raise SetupError(f"no distribution in {dist}: run `python -m interpreter_service setup` first")
     spec = PyodideLockSpec.from_json(lock_path)
     present = {canonicalize_name(n) for n in spec.packages}
-    wheels: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="vr-add-") as tmp:
-        todo = list(specs)
-        while todo:
-            item = todo.pop(0)
-            if item.endswith(".whl") and Path(item).is_file():
-                src = Path(item)
-                files = [Path(tmp) / src.name]
-                shutil.copyfile(src, files[0])
-            else:
-                name = canonicalize_name(Requirement(item).name)
-                if name in present or name in wheels:
-                    continue
-                log(f"downloading {item} (pure-Python wheel for CPython 3.12) ...")
-                files = pip_download_pure([item], Path(tmp))
-            for f in files:
-                check_pure_wheel(f)
-                name = canonicalize_name(parse_wheel_filename(f.name)[0])
-                if name in present:
-                    log(f"  {name} is already in the distribution; keeping the existing one")
-                    continue
-                wheels[name] = f
-                if resolve_deps:
-                    todo.extend(str(r) for r in _requires(f) if canonicalize_name(r.name) not in present)
+        wheels = _gather_wheels(specs, present, Path(tmp), resolve_deps, log)
         if not wheels:
             log("nothing to add")
             return []
@@ -130,13 +112,49 @@ def add_packages(
             for t in targets:
                 t.unlink(missing_ok=True)
             raise SetupError(f"{e} (add it too, or drop --no-deps)") from e
-    tmp_lock = lock_path.with_name(lock_path.name + ".part")
-    new_spec.to_json(tmp_lock, indent=1)
-    data = json.loads(tmp_lock.read_text())
-    for name, entry in data["packages"].items():  # double-check what the lock now promises
-        if canonicalize_name(name) in wheels and entry["sha256"] != sha256_file(dist / entry["file_name"]):
-            raise SetupError(f"sha256 of {entry['file_name']} does not match the new lock entry")
-    tmp_lock.replace(lock_path)
+    _write_lock(new_spec, lock_path, wheels)
     added = sorted(wheels)
     log(f"added {', '.join(added)} to {lock_path}")
     return added
+
+
+def _gather_wheels(
+    specs: Iterable[str], present: Collection[str], tmp: Path, resolve_deps: bool, log: Log
+) -> dict[str, Path]:
+    """The pure wheels to add, by canonical name, copied or downloaded into `tmp`: those of `specs` and, when
+    `resolve_deps`, of their requirements, leaving out the packages `present` in the distribution."""
+    wheels: dict[str, Path] = {}
+    todo = list(specs)
+    while todo:
+        item = todo.pop(0)
+        if item.endswith(".whl") and Path(item).is_file():
+            src = Path(item)
+            files = [tmp / src.name]
+            shutil.copyfile(src, files[0])
+        else:
+            name = canonicalize_name(Requirement(item).name)
+            if name in present or name in wheels:
+                continue
+            log(f"downloading {item} (pure-Python wheel for CPython 3.12) ...")
+            files = pip_download_pure([item], tmp)
+        for f in files:
+            check_pure_wheel(f)
+            name = canonicalize_name(parse_wheel_filename(f.name)[0])
+            if name in present:
+                log(f"  {name} is already in the distribution; keeping the existing one")
+                continue
+            wheels[name] = f
+            if resolve_deps:
+                todo.extend(str(r) for r in _requires(f) if canonicalize_name(r.name) not in present)
+    return wheels
+
+
+def _write_lock(spec: PyodideLockSpec, lock_path: Path, added: Collection[str]) -> None:
+    """Replace the lock file by `spec` once the sha256 of every `added` package's wheel matches its entry."""
+    tmp_lock = lock_path.with_name(lock_path.name + ".part")
+    spec.to_json(tmp_lock, indent=1)
+    data, dist = json.loads(tmp_lock.read_text()), lock_path.parent
+    for name, entry in data["packages"].items():  # double-check what the lock now promises
+        if canonicalize_name(name) in added and entry["sha256"] != sha256_file(dist / entry["file_name"]):
+            raise SetupError(f"sha256 of {entry['file_name']} does not match the new lock entry")
+    tmp_lock.replace(lock_path)

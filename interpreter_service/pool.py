@@ -44,14 +44,44 @@ ExecutionHook = Callable[[float, str], None]
 _RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancelled"}
 
 
+def _sizing(
+    workers: int, spares: int, max_workers: int | None, memory_budget: str | int | None, cost: int
+) -> tuple[int, int]:
+    """The memory budget in bytes (default: a share of the machine's memory) and the most containers at once
+    (`max_workers`, or as many workers of `cost` as the budget holds); `ValueError` when the budget cannot
+    hold the warm workers or the most is under `workers`."""
+    budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
+    if (workers + spares) * cost > budget:
+        raise ValueError(
+            f"the memory budget ({format_size(budget)}) is too small for {workers + spares} warm "
+            f"workers of {format_size(cost)} each (memory limit + JS heap)"
+        )
+    most = max_workers if max_workers is not None else budget // cost
+    if most < workers:
+        raise ValueError(f"max_workers ({most}) must be >= workers ({workers})")
+    return budget, most
+
+
+def _pyodide_dist(dist_dir: Path | str | None) -> Path:
+    """The Pyodide distribution folder, resolved (default: the one `setup` assembles); `InterpreterError`
+    when it holds no distribution."""
+    dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
+    if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
+        raise InterpreterError(
+            f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
+        )
+    return dist.resolve()
+
+
 class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready.
 
     At most `max_workers` containers live at once, and their workers' memory caps (plus those of the warm
     spares) stay within `memory_budget`; a `create_container` past either waits its turn (FIFO) up to
-    `queue_timeout_s`, evicting idle unpinned containers first when `evict_idle`. Workers run as `user`
-    (default: "nobody" when this process is root; "" keeps our own user) from a neutral sandbox folder
-    (`sandbox_dir`). `on_execution(seconds, outcome)`, when set, is called after every `execute`.
+    `queue_timeout_s`, evicting idle unpinned containers (least recently used first) when `evict_idle`.
+    Workers run as `user` (default: "nobody" when this process is root; "" keeps our own user) from a
+    neutral sandbox folder (`sandbox_dir`). `on_execution(seconds, outcome)`, when set, is called after
+    every `execute`.
     """
 
     def __init__(
@@ -83,29 +113,14 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self.timeout_s = timeout_s
         self.queue_timeout_s = queue_timeout_s
         self.idle_expiry_s = idle_expiry_s
-        # When the pool is full, hand the least recently used idle (unpinned) container's room to a new one
-        # instead of waiting until it expires.
         self.evict_idle = evict_idle
         self.memory_limit = str(memory_limit)
         tier = memory_tier(memory_limit)
         self._js_heap = js_heap_mb << 20
-        self._default_cost = tier + self._js_heap
-        self.budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
-        if (workers + spares) * self._default_cost > self.budget:
-            raise ValueError(
-                f"the memory budget ({format_size(self.budget)}) is too small for {workers + spares} warm "
-                f"workers of {format_size(self._default_cost)} each (memory limit + JS heap)"
-            )
-        self.max_containers = max_workers if max_workers is not None else self.budget // self._default_cost
-        if self.max_containers < workers:
-            raise ValueError(f"max_workers ({self.max_containers}) must be >= workers ({workers})")
-        dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
-        if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
-            raise InterpreterError(
-                f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
-            )
+        self._default_cost = cost = tier + self._js_heap
+        self.budget, self.max_containers = _sizing(workers, spares, max_workers, memory_budget, cost)
         cfg = WorkerConfig(
-            dist_dir=dist.resolve(),
+            dist_dir=_pyodide_dist(dist_dir),
             memory_limit=tier,
             js_heap_mb=js_heap_mb,
             max_output=max_output,

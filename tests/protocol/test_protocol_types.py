@@ -52,7 +52,7 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ResponseObject, Response),
     (items.ConversationRef, ResponseConversation),
     (items.McpListToolsItem, McpListTools),
-    (items.McpListedTool, McpListToolsTool),
+    (items.McpListToolsTool, McpListToolsTool),
     (items.McpCallItem, McpCall),
     (items.McpApprovalRequestItem, McpApprovalRequest),
 ]

@@ -7,13 +7,8 @@ import pytest
 
 from tests.serving import LiveServer
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.requests import (
-    INPUT_ITEM_TYPES,
-    SUPPORTED_INCLUDES,
-    TOOL_TYPES,
-    check_includes,
-    parse_create_request,
-)
+from vllm_responses.protocol.inputs import INPUT_ITEM_TYPES, TOOL_TYPES
+from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, check_includes, parse_create_request
 
 MODEL = "fake-model"
 

@@ -12,8 +12,8 @@ from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     McpApprovalRequestItem,
     McpCallItem,
-    McpListedTool,
     McpListToolsItem,
+    McpListToolsTool,
 )
 
 __all__ = ["McpSteps"]
@@ -44,7 +44,7 @@ class McpSteps:
         self.state.open_statusless.add(index)
         return index, events + self._progress("response.mcp_list_tools.in_progress", index)
 
-    def list_done(self, index: int, tools: list[McpListedTool], error: str | None) -> list[Event]:
+    def list_done(self, index: int, tools: list[McpListToolsTool], error: str | None) -> list[Event]:
         item = self.state.output[index]
         assert item["type"] == "mcp_list_tools"
         item["tools"], item["error"] = tools, error

@@ -30,7 +30,7 @@ from vllm_responses.protocol.items import (
     CompactionItem,
     ItemStatus,
     McpCallItem,
-    McpListedTool,
+    McpListToolsTool,
     OutputItem,
     ResponseEcho,
     ResponseError,
@@ -219,7 +219,7 @@ class ResponseBuilder:
     def mcp_list_start(self, server_label: str) -> tuple[int, list[Event]]:
         return self._mcp.list_start(server_label)
 
-    def mcp_list_done(self, index: int, tools: list[McpListedTool], error: str | None) -> list[Event]:
+    def mcp_list_done(self, index: int, tools: list[McpListToolsTool], error: str | None) -> list[Event]:
         return self._mcp.list_done(index, tools, error)
 
     def mcp_call_item(self, index: int) -> McpCallItem:

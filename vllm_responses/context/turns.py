@@ -9,13 +9,14 @@ from typing import Any
 from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
 from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.ids import new_id
-from vllm_responses.protocol.inputs import CustomToolCallItem, CustomToolCallOutputItem
-from vllm_responses.protocol.requests import (
-    CodeInterpreterCallItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
+from vllm_responses.protocol.inputs import (
+    CodeInterpreterCallInput,
+    CustomToolCallInput,
+    CustomToolCallOutputInput,
+    FunctionCallInput,
+    FunctionCallOutputInput,
     InputItem,
-    MessageItem,
+    MessageInput,
 )
 
 __all__ = [
@@ -40,11 +41,11 @@ SUMMARY_HEADER = "Summary of the earlier part of this conversation:"
 def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     """The request's input as stored items (each with an id), in wire form."""
     if isinstance(input_, str):
-        input_ = [MessageItem(role="user", content=input_)]
+        input_ = [MessageInput(role="user", content=input_)]
     items = []
     for item in input_:
         d = item.model_dump(mode="json", exclude_none=True, by_alias=True)
-        if isinstance(item, MessageItem):
+        if isinstance(item, MessageInput):
             kind = "output_text" if item.role == "assistant" else "input_text"
             d["content"] = [{"type": kind, "text": item.text()}]
             d.setdefault("status", "completed")
@@ -115,24 +116,24 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
     for raw in items:
         kind = raw.get("type", "message")
         if kind == "message":
-            msg = MessageItem.model_validate(raw)
+            msg = MessageInput.model_validate(raw)
             turns.append(Message(msg.role, msg.text()))
         elif kind == "function_call":
-            fc = FunctionCallItem.model_validate(raw)
+            fc = FunctionCallInput.model_validate(raw)
             names[fc.call_id] = fc.name
             turns.append(ToolCall(fc.call_id, fc.name, fc.arguments))
         elif kind == "function_call_output":
-            out = FunctionCallOutputItem.model_validate(raw)
+            out = FunctionCallOutputInput.model_validate(raw)
             turns.append(ToolResult(out.call_id, names.get(out.call_id, ""), out.text()))
         elif kind == "custom_tool_call":  # offered as a function taking {"input": str}: so it reads
-            ct = CustomToolCallItem.model_validate(raw)
+            ct = CustomToolCallInput.model_validate(raw)
             names[ct.call_id] = ct.name
             turns.append(ToolCall(ct.call_id, ct.name, json.dumps({CUSTOM_INPUT_KEY: ct.input})))
         elif kind == "custom_tool_call_output":
-            cout = CustomToolCallOutputItem.model_validate(raw)
+            cout = CustomToolCallOutputInput.model_validate(raw)
             turns.append(ToolResult(cout.call_id, names.get(cout.call_id, ""), cout.text()))
         elif kind == "code_interpreter_call":
-            ci = CodeInterpreterCallItem.model_validate(raw)
+            ci = CodeInterpreterCallInput.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
             turns.append(ToolResult(ci.id, code_tool_name, code_result_text(raw.get("outputs"))))
         elif kind == "mcp_call":

@@ -15,7 +15,7 @@ __all__ = [
     "COMPACTION_SEAL",
     "CompactRequest",
     "CompactedResponse",
-    "CompactionInputItem",
+    "CompactionInput",
     "CompactionItem",
     "ContextManagement",
     "open_summary",
@@ -50,7 +50,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)  # JSON types as OpenAI checks them
 
 
-class CompactionInputItem(_Model):
+class CompactionInput(_Model):
     """A `compaction` item sent back as input (`ResponseCompactionItemParam`); its seal is checked here."""
 
     type: Literal["compaction"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, cast
 
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.protocol.items import OutputItem, wire_item
-from vllm_responses.protocol.requests import InputItem, parse_create_request
+from vllm_responses.protocol.requests import parse_create_request
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",

@@ -13,7 +13,7 @@ from vllm_responses.protocol.items import (
     ContainerFileCitation,
     OutputItem,
     OutputText,
-    ReasoningText,
+    ReasoningContent,
     ResponseObject,
 )
 from vllm_responses.protocol.status import EndEventType
@@ -49,7 +49,7 @@ __all__ = [
     "TextDone",
 ]
 
-Part = Union[OutputText, ReasoningText]
+Part = Union[OutputText, ReasoningContent]
 
 
 class ItemRef(TypedDict):

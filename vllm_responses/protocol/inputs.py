@@ -6,7 +6,8 @@ from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vllm_responses.protocol.compaction import CompactionInputItem
+from vllm_responses.protocol.compaction import CompactionInput
+from vllm_responses.protocol.items import CodeStatus, ItemStatus
 from vllm_responses.protocol.mcp_items import (
     McpApprovalRequestInput,
     McpApprovalResponseInput,
@@ -19,21 +20,21 @@ __all__ = [
     "ASSISTANT_PART_TYPES",
     "INPUT_ITEM_TYPES",
     "TOOL_TYPES",
-    "CodeInterpreterCallItem",
+    "CodeInterpreterCallInput",
     "CodeInterpreterTool",
     "ContainerAuto",
     "CustomTool",
-    "CustomToolCallItem",
-    "CustomToolCallOutputItem",
+    "CustomToolCallInput",
+    "CustomToolCallOutputInput",
     "ContentPart",
-    "FunctionCallItem",
-    "FunctionCallOutputItem",
+    "FunctionCallInput",
+    "FunctionCallOutputInput",
     "FunctionTool",
     "InputItem",
-    "ItemReference",
+    "ItemReferenceInput",
     "LenientModel",
-    "MessageItem",
-    "ReasoningItem",
+    "MessageInput",
+    "ReasoningInput",
     "Refusal",
     "Tool",
     "USER_PART_TYPES",
@@ -48,9 +49,6 @@ class LenientModel(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-# The enums of input items, as the SDK's `ResponseInputItemParam` spells them.
-ItemStatus = Literal["in_progress", "completed", "incomplete"]
-CodeCallStatus = Literal["in_progress", "completed", "incomplete", "interpreting", "failed"]
 # The content part types a message of each role may hold (input_image / input_file / input_audio are
 # refused up front as unsupported: the served model reads text only).
 USER_PART_TYPES = ("input_text",)
@@ -62,7 +60,7 @@ class InputText(LenientModel):
     text: str
 
 
-class OutputText(LenientModel):
+class OutputTextInput(LenientModel):
     type: Literal["output_text"]
     text: str
 
@@ -73,10 +71,10 @@ class Refusal(LenientModel):
 
 
 # A message's content part; which types a role may use is checked by `parse_create_request`.
-ContentPart = Annotated[Union[InputText, OutputText, Refusal], Field(discriminator="type")]
+ContentPart = Annotated[Union[InputText, OutputTextInput, Refusal], Field(discriminator="type")]
 
 
-class MessageItem(LenientModel):
+class MessageInput(LenientModel):
     type: Literal["message"] = "message"
     role: Literal["system", "developer", "user", "assistant"]
     content: Union[str, list[ContentPart]]
@@ -90,7 +88,7 @@ class MessageItem(LenientModel):
         return "".join(p.refusal if isinstance(p, Refusal) else p.text for p in self.content)
 
 
-class FunctionCallItem(LenientModel):
+class FunctionCallInput(LenientModel):
     type: Literal["function_call"]
     call_id: str
     name: str
@@ -104,7 +102,7 @@ def _output_text(output: str | list[InputText]) -> str:
     return output if isinstance(output, str) else "".join(p.text for p in output)
 
 
-class FunctionCallOutputItem(LenientModel):
+class FunctionCallOutputInput(LenientModel):
     type: Literal["function_call_output"]
     call_id: str
     output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
@@ -115,7 +113,7 @@ class FunctionCallOutputItem(LenientModel):
         return _output_text(self.output)
 
 
-class CustomToolCallItem(LenientModel):
+class CustomToolCallInput(LenientModel):
     type: Literal["custom_tool_call"]
     call_id: str
     name: str
@@ -123,7 +121,7 @@ class CustomToolCallItem(LenientModel):
     id: str | None = None
 
 
-class CustomToolCallOutputItem(LenientModel):
+class CustomToolCallOutputInput(LenientModel):
     type: Literal["custom_tool_call_output"]
     call_id: str
     output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
@@ -133,26 +131,26 @@ class CustomToolCallOutputItem(LenientModel):
         return _output_text(self.output)
 
 
-class LogsOutput(LenientModel):
+class LogsOutputInput(LenientModel):
     type: Literal["logs"]
     logs: str
 
 
-class ImageOutput(LenientModel):
+class ImageOutputInput(LenientModel):
     type: Literal["image"]
     url: str
 
 
-CodeOutput = Annotated[Union[LogsOutput, ImageOutput], Field(discriminator="type")]
+CodeOutputInput = Annotated[Union[LogsOutputInput, ImageOutputInput], Field(discriminator="type")]
 
 
-class CodeInterpreterCallItem(LenientModel):
+class CodeInterpreterCallInput(LenientModel):
     type: Literal["code_interpreter_call"]
     id: str
     code: str | None = None
     container_id: str | None = None
-    outputs: list[CodeOutput] | None = None
-    status: CodeCallStatus | None = None
+    outputs: list[CodeOutputInput] | None = None
+    status: CodeStatus | None = None
 
 
 class SummaryText(LenientModel):
@@ -165,7 +163,7 @@ class ReasoningText(LenientModel):
     text: str
 
 
-class ReasoningItem(LenientModel):
+class ReasoningInput(LenientModel):
     type: Literal["reasoning"]
     id: str | None = None
     summary: list[SummaryText] = Field(default_factory=list)
@@ -174,22 +172,22 @@ class ReasoningItem(LenientModel):
     status: ItemStatus | None = None
 
 
-class ItemReference(LenientModel):
+class ItemReferenceInput(LenientModel):
     type: Literal["item_reference"]
     id: str
 
 
 InputItem = Annotated[
     Union[
-        MessageItem,
-        FunctionCallItem,
-        FunctionCallOutputItem,
-        CustomToolCallItem,
-        CustomToolCallOutputItem,
-        CodeInterpreterCallItem,
-        ReasoningItem,
-        ItemReference,
-        CompactionInputItem,
+        MessageInput,
+        FunctionCallInput,
+        FunctionCallOutputInput,
+        CustomToolCallInput,
+        CustomToolCallOutputInput,
+        CodeInterpreterCallInput,
+        ReasoningInput,
+        ItemReferenceInput,
+        CompactionInput,
         McpListToolsInput,
         McpCallInput,
         McpApprovalRequestInput,

@@ -92,6 +92,7 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
     elif kind == "literal_error" and isinstance(error.get("input"), (str, int, float, bool)):
         detail = f"{_shown(error['input'])}. Supported values are: {ctx.get('expected')}."
     elif kind.endswith("_type"):  # the wrong JSON type: "Input should be a valid integer"
+        # (for a model outside a tagged union, "... or instance of SummaryText": its class name is in the 400)
         message = str(error["msg"]).replace("Input should be", "expected")
         return InvalidRequest(f"Invalid type for '{param}': {message}.", param=param, code="invalid_type")
     else:

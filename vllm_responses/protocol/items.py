@@ -28,13 +28,13 @@ __all__ = [
     "McpApprovalRequestItem",
     "McpCallItem",
     "McpListToolsItem",
-    "McpListedTool",
+    "McpListToolsTool",
     "MessageItem",
     "OutputItem",
     "OutputText",
     "OutputTokensDetails",
     "ReasoningItem",
-    "ReasoningText",
+    "ReasoningContent",
     "ResponseEcho",
     "ResponseError",
     "ResponseObject",
@@ -77,7 +77,7 @@ class MessageItem(TypedDict):
     content: list[OutputText]
 
 
-class ReasoningText(TypedDict):
+class ReasoningContent(TypedDict):
     """`response_reasoning_item.Content`"""
 
     type: Literal["reasoning_text"]
@@ -91,7 +91,7 @@ class ReasoningItem(TypedDict):
     type: Literal["reasoning"]
     summary: list[Any]
     status: ItemStatus
-    content: list[ReasoningText]
+    content: list[ReasoningContent]
     encrypted_content: NotRequired[str]
 
 
@@ -152,7 +152,7 @@ class CompactionItem(TypedDict):
     encrypted_content: str
 
 
-class McpListedTool(TypedDict):
+class McpListToolsTool(TypedDict):
     """`response_output_item.McpListToolsTool`"""
 
     name: str
@@ -167,7 +167,7 @@ class McpListToolsItem(TypedDict):
     id: str
     type: Literal["mcp_list_tools"]
     server_label: str
-    tools: list[McpListedTool]
+    tools: list[McpListToolsTool]
     error: str | None
 
 

@@ -10,25 +10,19 @@ from pydantic import Field, Strict, ValidationError, field_validator
 
 from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.fields import SDK_CREATE_FIELDS, check_known_fields
+from vllm_responses.protocol.fields import check_known_fields
 from vllm_responses.protocol.inputs import (
     ASSISTANT_PART_TYPES,
     INPUT_ITEM_TYPES,
     TOOL_TYPES,
     USER_PART_TYPES,
-    CodeInterpreterCallItem,
     CodeInterpreterTool,
     ContainerAuto,
-    ContentPart,
     CustomTool,
-    FunctionCallItem,
-    FunctionCallOutputItem,
     FunctionTool,
     InputItem,
-    ItemReference,
     LenientModel,
-    MessageItem,
-    ReasoningItem,
+    MessageInput,
     Tool,
 )
 from vllm_responses.protocol.invalid import invalid_request
@@ -38,36 +32,11 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceBuiltin,
     ToolChoiceCustom,
     ToolChoiceFunction,
-    ToolChoiceMcp,
     ToolChoiceObject,
     check_allowed_tools,
 )
 
-__all__ = [
-    "CodeInterpreterCallItem",
-    "CodeInterpreterTool",
-    "ContainerAuto",
-    "ContentPart",
-    "CreateResponseRequest",
-    "FunctionCallItem",
-    "FunctionCallOutputItem",
-    "FunctionTool",
-    "INPUT_ITEM_TYPES",
-    "InputItem",
-    "ItemReference",
-    "MessageItem",
-    "ReasoningItem",
-    "SDK_CREATE_FIELDS",
-    "SUPPORTED_INCLUDES",
-    "TOOL_TYPES",
-    "ToolChoiceAllowed",
-    "ToolChoiceBuiltin",
-    "ToolChoiceCustom",
-    "ToolChoiceFunction",
-    "ToolChoiceMcp",
-    "check_includes",
-    "parse_create_request",
-]
+__all__ = ["SUPPORTED_INCLUDES", "CreateResponseRequest", "check_includes", "parse_create_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -243,15 +212,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         if body.get(key) is not None:
             raise InvalidRequest(f"'{key}' is not supported: {why}.", param=key, code="unsupported_parameter")
     check_known_fields(body, CreateResponseRequest.model_fields)
-    tools = body.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):  # (not a list: validation says so)
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if kind not in TOOL_TYPES:
-            raise InvalidRequest(
-                f"Tool type {kind!r} is not supported; supported: {', '.join(map(repr, TOOL_TYPES))}.",
-                param=f"tools[{i}].type",
-                code="unsupported_value",
-            )
+    _refuse_unsupported_tools(body.get("tools"))
     _refuse_unsupported_items(body.get("input"))
     try:
         req = CreateResponseRequest.model_validate(body)
@@ -260,6 +221,30 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     if isinstance(req.input, list):
         _check_roles(req.input)
     check_includes(req.include)
+    _check_combinations(req)
+    _check_tools(req)
+    _check_tool_choice(req)
+    fmt = req.text.format if req.text else None
+    if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
+        raise InvalidRequest("text.format json_schema needs 'name' and 'schema'.", param="text.format")
+    return req
+
+
+def _refuse_unsupported_tools(tools: Any) -> None:
+    """Tool types this server does not offer: a 400 `unsupported_value` naming `tools[i].type`, before
+    validation."""
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):  # (not a list: validation says so)
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in TOOL_TYPES:
+            raise InvalidRequest(
+                f"Tool type {kind!r} is not supported; supported: {', '.join(map(repr, TOOL_TYPES))}.",
+                param=f"tools[{i}].type",
+                code="unsupported_value",
+            )
+
+
+def _check_combinations(req: CreateResponseRequest) -> None:
+    """Parameters refused on their own (`top_logprobs`) or with another one."""
     if req.top_logprobs:
         raise InvalidRequest(
             "top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter"
@@ -272,9 +257,12 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         )
     if req.background and not req.store:
         raise InvalidRequest("background responses must be stored (store: true).", param="background")
-    names = [t.name for t in req.function_tools]
-    customs = [t.name for t in req.custom_tools]
-    if len(set(names + customs)) != len(names + customs):
+
+
+def _check_tools(req: CreateResponseRequest) -> None:
+    """Unique function and custom tool names, at most one code_interpreter, and no Files API `file_ids`."""
+    names = [t.name for t in req.function_tools] + [t.name for t in req.custom_tools]
+    if len(set(names)) != len(names):
         raise InvalidRequest("Function and custom tool names must be unique.", param="tools")
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
@@ -290,29 +278,30 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
                 param=f"tools[{i}].container.file_ids",
                 code="unsupported_parameter",
             )
-    if isinstance(req.tool_choice, ToolChoiceFunction) and req.tool_choice.name not in names:
+
+
+def _check_tool_choice(req: CreateResponseRequest) -> None:
+    """`tool_choice` names only tools the request gives, and `required` needs one."""
+    names = [t.name for t in req.function_tools]
+    customs = [t.name for t in req.custom_tools]
+    choice = req.tool_choice
+    if isinstance(choice, ToolChoiceFunction) and choice.name not in names:
         raise InvalidRequest(
-            f"tool_choice names function {req.tool_choice.name!r}, which is not in tools.",
-            param="tool_choice",
+            f"tool_choice names function {choice.name!r}, which is not in tools.", param="tool_choice"
         )
-    if isinstance(req.tool_choice, ToolChoiceCustom) and req.tool_choice.name not in customs:
+    if isinstance(choice, ToolChoiceCustom) and choice.name not in customs:
         raise InvalidRequest(
-            f"tool_choice names custom tool {req.tool_choice.name!r}, which is not in tools.",
-            param="tool_choice",
+            f"tool_choice names custom tool {choice.name!r}, which is not in tools.", param="tool_choice"
         )
-    if isinstance(req.tool_choice, ToolChoiceBuiltin) and req.code_tool is None:
+    if isinstance(choice, ToolChoiceBuiltin) and req.code_tool is None:
         raise InvalidRequest(
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
-    if isinstance(req.tool_choice, ToolChoiceAllowed):
+    if isinstance(choice, ToolChoiceAllowed):
         labels = {t.server_label for t in req.mcp_tools}
-        check_allowed_tools(req.tool_choice, set(names), req.code_tool is not None, set(customs), labels)
-    if req.tool_choice == "required" and not req.tools:
+        check_allowed_tools(choice, set(names), req.code_tool is not None, set(customs), labels)
+    if choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
-    fmt = req.text.format if req.text else None
-    if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
-        raise InvalidRequest("text.format json_schema needs 'name' and 'schema'.", param="text.format")
-    return req
 
 
 _UNSUPPORTED_PARTS = ("input_image", "input_file", "input_audio")
@@ -347,7 +336,7 @@ def _check_roles(items: list[InputItem]) -> None:
     """A message's content parts must be of its role's kind, as OpenAI requires: `input_text` from the user,
     system or developer, `output_text` or `refusal` from the assistant."""
     for i, item in enumerate(items):
-        if not isinstance(item, MessageItem) or isinstance(item.content, str):
+        if not isinstance(item, MessageInput) or isinstance(item.content, str):
             continue
         allowed = ASSISTANT_PART_TYPES if item.role == "assistant" else USER_PART_TYPES
         for j, part in enumerate(item.content):

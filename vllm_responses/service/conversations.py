@@ -19,7 +19,7 @@ from vllm_responses.context.turns import input_to_items
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
-from vllm_responses.protocol.requests import InputItem
+from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.store.base import ResponseStore, StoredConversation
 
 __all__ = ["ConversationService"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 from vllm_responses.agent.loop import AgentLoop
@@ -77,24 +77,7 @@ class RunDriver:
                 run.publish(event)
 
         try:
-            if acknowledged is not None:  # its first record is written before anything else
-                await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
-            async for event in events:
-                run.failure = loop.failure  # set before its `response.failed` is seen
-                emit(event)
-        except asyncio.CancelledError:
-            if run.ending is None:
-                builder.cancelled(loop.usage)
-                raise
-            # ended by the server (shutdown, engine death): a failed response, streamed and stored
-            cast(asyncio.Task[None], asyncio.current_task()).uncancel()
-            run.failure = run.ending
-            for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
-                emit(event)
-        except Exception:
-            logger.exception("response %s failed", run.id)
-            for event in builder.failed("The server failed while generating this response.", loop.usage):
-                emit(event)
+            await _play(run, loop, events, emit, acknowledged)
         finally:
             meter.finish(builder, turns=loop.model_calls, tool_calls=loop.tool_calls)
             try:
@@ -141,6 +124,37 @@ class RunDriver:
             await self.conversations.append(conversation_id, items)
         except Exception:
             logger.exception("could not append to conversation %s", conversation_id)
+
+
+async def _play(
+    run: Run,
+    loop: AgentLoop,
+    events: AsyncIterator[Event],
+    emit: Callable[[Event], None],
+    acknowledged: asyncio.Future[None] | None,
+) -> None:
+    """Pass the agent loop's `events` to `emit` (once `acknowledged`); a run the server ends (`run.ending`)
+    or an error ends it with the events of a failed response."""
+    builder = run.builder
+    try:
+        if acknowledged is not None:  # its first record is written before anything else
+            await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
+        async for event in events:
+            run.failure = loop.failure  # set before its `response.failed` is seen
+            emit(event)
+    except asyncio.CancelledError:
+        if run.ending is None:
+            builder.cancelled(loop.usage)
+            raise
+        # ended by the server (shutdown, engine death): a failed response, streamed and stored
+        cast(asyncio.Task[None], asyncio.current_task()).uncancel()
+        run.failure = run.ending
+        for event in builder.failed(run.ending.message, loop.usage, code=failure_code(run.ending)):
+            emit(event)
+    except Exception:
+        logger.exception("response %s failed", run.id)
+        for event in builder.failed("The server failed while generating this response.", loop.usage):
+            emit(event)
 
 
 async def no_generation(builder: ResponseBuilder) -> AsyncIterator[Event]:

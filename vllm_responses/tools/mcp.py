@@ -21,7 +21,7 @@ from vllm_responses.context.turns import mcp_result_text
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
-from vllm_responses.protocol.items import McpListedTool
+from vllm_responses.protocol.items import McpListToolsTool
 from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
@@ -63,45 +63,58 @@ def check_mcp_request(
     param for what this server cannot or will not do."""
     labels: set[str] = set()
     for i, tool in enumerate(req.tools):
-        if not isinstance(tool, McpTool):
-            continue
-        for name in ("connector_id", "tunnel_id"):
-            if getattr(tool, name) is not None:
-                raise InvalidRequest(
-                    f"{name} is not supported: this server reaches remote MCP servers by server_url only.",
-                    param=f"tools[{i}].{name}",
-                    code="unsupported_parameter",
-                )
-        if tool.server_label in labels:
-            raise InvalidRequest(
-                f"Two mcp tools have the server_label {tool.server_label!r}; labels must be unique.",
-                param=f"tools[{i}].server_label",
-            )
-        labels.add(tool.server_label)
-        if not tool.server_url:
-            raise InvalidRequest(
-                "Missing required parameter: server_url.",
-                param=f"tools[{i}].server_url",
-                code="missing_required_parameter",
-            )
-        if urlsplit(tool.server_url).scheme not in ("http", "https"):
-            raise InvalidRequest(
-                f"Invalid server_url {tool.server_url!r}: an http or https URL is expected.",
-                param=f"tools[{i}].server_url",
-            )
-        if not url_allowed(tool.server_url, allowed_urls):
-            raise InvalidRequest(
-                f"The MCP server URL {tool.server_url!r} is not allowed on this server "
-                "(the operator allows MCP servers with --mcp-allowed-urls).",
-                param=f"tools[{i}].server_url",
-                code="unsupported_value",
-            )
+        if isinstance(tool, McpTool):
+            _check_mcp_tool(i, tool, labels, allowed_urls)
+            labels.add(tool.server_label)
     choice = req.tool_choice
     if isinstance(choice, ToolChoiceMcp) and choice.server_label not in labels:
         raise InvalidRequest(
             f"tool_choice names MCP server {choice.server_label!r}, which is not in tools.",
             param="tool_choice",
         )
+    _check_approvals(context, input_items, labels)
+
+
+def _check_mcp_tool(i: int, tool: McpTool, labels: Collection[str], allowed_urls: Collection[str]) -> None:
+    """`tools[i]`: no `connector_id` or `tunnel_id`, a `server_label` not in `labels` yet, and an allowed http(s)
+    `server_url`."""
+    for name in ("connector_id", "tunnel_id"):
+        if getattr(tool, name) is not None:
+            raise InvalidRequest(
+                f"{name} is not supported: this server reaches remote MCP servers by server_url only.",
+                param=f"tools[{i}].{name}",
+                code="unsupported_parameter",
+            )
+    if tool.server_label in labels:
+        raise InvalidRequest(
+            f"Two mcp tools have the server_label {tool.server_label!r}; labels must be unique.",
+            param=f"tools[{i}].server_label",
+        )
+    if not tool.server_url:
+        raise InvalidRequest(
+            "Missing required parameter: server_url.",
+            param=f"tools[{i}].server_url",
+            code="missing_required_parameter",
+        )
+    if urlsplit(tool.server_url).scheme not in ("http", "https"):
+        raise InvalidRequest(
+            f"Invalid server_url {tool.server_url!r}: an http or https URL is expected.",
+            param=f"tools[{i}].server_url",
+        )
+    if not url_allowed(tool.server_url, allowed_urls):
+        raise InvalidRequest(
+            f"The MCP server URL {tool.server_url!r} is not allowed on this server "
+            "(the operator allows MCP servers with --mcp-allowed-urls).",
+            param=f"tools[{i}].server_url",
+            code="unsupported_value",
+        )
+
+
+def _check_approvals(
+    context: Sequence[Mapping[str, Any]], input_items: Sequence[Mapping[str, Any]], labels: Collection[str]
+) -> None:
+    """Each `mcp_approval_response` answers an `mcp_approval_request` of `context`; an approved one's server
+    is among the request's tools (`labels`)."""
     requests = {it.get("id"): it for it in context if it.get("type") == "mcp_approval_request"}
     for i, item in enumerate(input_items):
         if item.get("type") != "mcp_approval_response":
@@ -145,7 +158,7 @@ class McpPlan:
 
     tools: tuple[McpTool, ...]
     servers: Mapping[str, McpServer]
-    reused: Mapping[str, list[McpListedTool]]
+    reused: Mapping[str, list[McpListToolsTool]]
     approved: tuple[Approved, ...] = ()
     choice: ToolChoiceMcp | None = None
     allowed: ToolChoiceAllowed | None = None  # `tool_choice: allowed_tools`: only the MCP tools it names
@@ -162,7 +175,7 @@ def mcp_plan(
         t.server_label: McpServer(t.server_label, t.server_url or "", t.request_headers(), timeout_s)
         for t in tools
     }
-    reused: dict[str, list[McpListedTool]] = {}
+    reused: dict[str, list[McpListToolsTool]] = {}
     for item in context:  # the last good listing of each server wins
         if (
             item.get("type") == "mcp_list_tools"
@@ -199,7 +212,7 @@ class McpRun:
     """One response's MCP state in the agent loop: the listings, the routes of the tools offered, the calls."""
 
     plan: McpPlan
-    listings: dict[str, list[McpListedTool]] = field(default_factory=dict)
+    listings: dict[str, list[McpListToolsTool]] = field(default_factory=dict)
     routes: dict[str, McpRoute] = field(default_factory=dict)
     specs: list[ToolSpec] = field(default_factory=list)
     ready: bool = False  # listed and offered (`prepare` done)
@@ -319,7 +332,7 @@ class McpRun:
         turns.append(ToolResult(item["id"], name, mcp_result_text(output, error)))
 
 
-def _listed(tool: Mapping[str, Any]) -> McpListedTool:
+def _listed(tool: Mapping[str, Any]) -> McpListToolsTool:
     return {
         "name": str(tool["name"]),
         "input_schema": dict(tool.get("input_schema") or {}),

@@ -143,26 +143,17 @@ class JsonRepairer:
         if c in WHITESPACE:
             return True
         if self._mode == "start":
-            if c == "{" or (c == "[" and self.allow_array):
-                self.started, self._mode = True, "main"
-                self._emit(c)
-                self._stack.append(["o", "key"] if c == "{" else ["a", "value"])
-                return True
-            return self._dead()
+            return self._open_top(c)
         frame = self._stack[-1]
         kind, expect = frame
         if expect == "comma":
-            if c == ",":
-                self._comma = True
-                frame[1] = "key" if kind == "o" else "value"
-                return True
             if c in "}]":
                 self._close_container()
                 return True
-            if c in "\"'{[" or _WORD.match(c):
-                self._comma = True  # a missing comma
+            if c == "," or c in "\"'{[" or _WORD.match(c):
+                self._comma = True  # the comma, or a missing one: then `c` starts the next key or value
                 frame[1] = "key" if kind == "o" else "value"
-                return False
+                return c == ","
             return self._dead()
         if expect == "colon":
             if c in ":=":
@@ -203,6 +194,15 @@ class JsonRepairer:
         else:
             return self._dead()
         return True
+
+    def _open_top(self, c: str) -> bool:
+        """The top-level value's opening bracket (`[` only when `allow_array`); anything else is hopeless."""
+        if c == "{" or (c == "[" and self.allow_array):
+            self.started, self._mode = True, "main"
+            self._emit(c)
+            self._stack.append(["o", "key"] if c == "{" else ["a", "value"])
+            return True
+        return self._dead()
 
     def _end_word(self) -> bool:
         w, self._word = self._word, ""
