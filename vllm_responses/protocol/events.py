@@ -1,7 +1,7 @@
 """Typed shapes of the stream events we send, one TypedDict per event type (`ResponseStreamEvent` members).
 
 Every event carries its final `sequence_number`; `builder/events.py` has a constructor for each, and the
-builder is the only place that numbers them. `tests/test_protocol_types.py` checks each against the
+builder is the only place that numbers them. `tests/protocol/test_protocol_types.py` checks each against the
 `openai` SDK model of the same type.
 """
 

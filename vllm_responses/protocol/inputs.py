@@ -236,7 +236,7 @@ class GrammarInputFormat(LenientModel):
 
 
 class CustomTool(LenientModel):
-    """A tool taking free-form text (`input`), optionally constrained by a grammar (custom_tools.py)."""
+    """A tool taking free-form text (`input`), optionally constrained by a grammar (tools/functions.py)."""
 
     type: Literal["custom"]
     name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,128}$")

@@ -2,7 +2,7 @@
 
 TypedDicts rather than models: the builder keeps and updates these dicts as a response streams (no
 per-token validation cost), and mypy checks every literal and key against them. Each mirrors the
-`openai.types.responses` model of the same name; `tests/test_protocol_types.py` keeps them in step.
+`openai.types.responses` model of the same name; `tests/protocol/test_protocol_types.py` keeps them in step.
 """
 
 from __future__ import annotations
