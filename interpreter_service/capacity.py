@@ -19,6 +19,7 @@ from interpreter_service.api import MemoryLimitRefused, PoolExhausted
 from interpreter_service.launch import parse_size
 
 __all__ = [
+    "pool_sizing",
     "WASM32_MAX_BYTES",
     "Capacity",
     "default_memory_budget",
@@ -193,3 +194,21 @@ class Capacity:
                 with contextlib.suppress(ValueError):
                     self._queue.remove(waiter)
                 self.wake()  # the next in line may fit where this one did not
+
+
+def pool_sizing(
+    workers: int, spares: int, max_workers: int | None, memory_budget: str | int | None, cost: int
+) -> tuple[int, int]:
+    """The memory budget in bytes (default: a share of the machine's memory) and the most containers at once
+    (`max_workers`, or as many workers of `cost` as the budget holds); `ValueError` when the budget cannot
+    hold the warm workers or the most is under `workers`."""
+    budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
+    if (workers + spares) * cost > budget:
+        raise ValueError(
+            f"the memory budget ({format_size(budget)}) is too small for {workers + spares} warm "
+            f"workers of {format_size(cost)} each (memory limit + JS heap)"
+        )
+    most = max_workers if max_workers is not None else budget // cost
+    if most < workers:
+        raise ValueError(f"max_workers ({most}) must be >= workers ({workers})")
+    return budget, most

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from interpreter_service.api import InterpreterError
+
 __all__ = [
+    "checked_dist_dir",
     "BASE_PACKAGES",
     "PYODIDE_VERSION",
     "SetupError",
@@ -60,6 +63,17 @@ def default_dist_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return Path.home() / ".cache" / "vllm-responses" / f"pyodide-{PYODIDE_VERSION}"
+
+
+def checked_dist_dir(dist_dir: Path | str | None) -> Path:
+    """The Pyodide distribution folder, resolved (default: the one `setup` assembles); `InterpreterError`
+    when it holds no distribution."""
+    dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
+    if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
+        raise InterpreterError(
+            f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
+        )
+    return dist.resolve()
 
 
 def default_vendor_dir() -> Path:

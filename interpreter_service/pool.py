@@ -19,9 +19,9 @@ from interpreter_service.api import (
     InterpreterError,
     PoolStats,
 )
-from interpreter_service.capacity import Capacity, default_memory_budget, format_size, memory_tier
+from interpreter_service.capacity import Capacity, memory_tier, pool_sizing
 from interpreter_service.container import Container, ContainerFiles
-from interpreter_service.distribution import default_dist_dir
+from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
@@ -32,7 +32,6 @@ from interpreter_service.worker import (
     WorkerDied,
     WorkerProcess,
     find_deno,
-    parse_size,
 )
 
 __all__ = ["ExecutionHook", "WorkerPool"]
@@ -42,35 +41,6 @@ log = logging.getLogger(__name__)
 # `error_kind` ("exception", "timeout", "memory", "crashed", "cancelled").
 ExecutionHook = Callable[[float, str], None]
 _RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancelled"}
-
-
-def _sizing(
-    workers: int, spares: int, max_workers: int | None, memory_budget: str | int | None, cost: int
-) -> tuple[int, int]:
-    """The memory budget in bytes (default: a share of the machine's memory) and the most containers at once
-    (`max_workers`, or as many workers of `cost` as the budget holds); `ValueError` when the budget cannot
-    hold the warm workers or the most is under `workers`."""
-    budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
-    if (workers + spares) * cost > budget:
-        raise ValueError(
-            f"the memory budget ({format_size(budget)}) is too small for {workers + spares} warm "
-            f"workers of {format_size(cost)} each (memory limit + JS heap)"
-        )
-    most = max_workers if max_workers is not None else budget // cost
-    if most < workers:
-        raise ValueError(f"max_workers ({most}) must be >= workers ({workers})")
-    return budget, most
-
-
-def _pyodide_dist(dist_dir: Path | str | None) -> Path:
-    """The Pyodide distribution folder, resolved (default: the one `setup` assembles); `InterpreterError`
-    when it holds no distribution."""
-    dist = Path(dist_dir).expanduser() if dist_dir else default_dist_dir()
-    if not (dist / "pyodide.mjs").is_file() or not (dist / "pyodide-lock.json").is_file():
-        raise InterpreterError(
-            f"no Pyodide distribution in {dist}: run `python -m interpreter_service setup` first"
-        )
-    return dist.resolve()
 
 
 class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
@@ -118,9 +88,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         tier = memory_tier(memory_limit)
         self._js_heap = js_heap_mb << 20
         self._default_cost = cost = tier + self._js_heap
-        self.budget, self.max_containers = _sizing(workers, spares, max_workers, memory_budget, cost)
+        self.budget, self.max_containers = pool_sizing(workers, spares, max_workers, memory_budget, cost)
         cfg = WorkerConfig(
-            dist_dir=_pyodide_dist(dist_dir),
+            dist_dir=checked_dist_dir(dist_dir),
             memory_limit=tier,
             js_heap_mb=js_heap_mb,
             max_output=max_output,
