@@ -13,7 +13,14 @@ from vllm_responses.protocol.status import UNFINISHED, ResponseStatus
 from vllm_responses.runs.run import Run
 from vllm_responses.store.base import ResponseStore, StoredResponse
 
-__all__ = ["INTERRUPTED_CODE", "INTERRUPTED_MESSAGE", "fail_abandoned", "generated", "response_record"]
+__all__ = [
+    "INTERRUPTED_CODE",
+    "INTERRUPTED_MESSAGE",
+    "fail_abandoned",
+    "generated",
+    "keep_record",
+    "response_record",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +50,15 @@ def response_record(
         include_outputs=include_outputs,
         created_at=time.time(),
     )
+
+
+async def keep_record(store: ResponseStore, record: StoredResponse) -> None:
+    """Write a running response's record (its first, when acknowledged, and its last, when it ends): the one
+    write of both; a failure is logged, not raised (the response itself went fine)."""
+    try:
+        await store.save(record)
+    except Exception:
+        logger.exception("could not store response %s", record.id)
 
 
 def _failed(response: ResponseObject) -> ResponseObject:

@@ -17,10 +17,10 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import TERMINAL_EVENTS, ResponseStatus
 from vllm_responses.runs.event_log import EventLog
-from vllm_responses.runs.records import generated, response_record
+from vllm_responses.runs.records import generated, keep_record, response_record
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
-from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
 
@@ -107,17 +107,10 @@ class RunDriver:
             if req.store and self.runs.get(run.id) is run:  # (not when the response was deleted meanwhile)
                 if acknowledged is not None:  # the first record's write ends before this one's starts
                     await asyncio.wait({acknowledged})
-                await asyncio.shield(self.save(record))
+                await asyncio.shield(keep_record(self.store, record))
         if req.conversation and run.builder.status in APPENDING_STATUSES:
             items = [*input_items, *generated(run)]
             await asyncio.shield(self._append_to_conversation(req.conversation, items))
-
-    async def save(self, record: StoredResponse) -> None:
-        """Write `record` to the store; a failure is logged, not raised (the response itself went fine)."""
-        try:
-            await self.store.save(record)
-        except Exception:
-            logger.exception("could not store response %s", record.id)
 
     async def _append_to_conversation(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
         try:

@@ -16,7 +16,7 @@ from vllm_responses.protocol.errors import Conflict, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import ResponseStatus
-from vllm_responses.runs.records import response_record
+from vllm_responses.runs.records import keep_record, response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Admission, default_max_queued
@@ -132,7 +132,7 @@ class ResponsesService:
             await self.replica.hold(record.id)
         except Exception:
             logger.exception("could not lease response %s", record.id)
-        await self.driver.save(record)
+        await keep_record(self.store, record)
 
     async def count_input_tokens(self, req: CreateResponseRequest) -> int:
         """Prompt tokens of the response's first model call, rendered as `create` would render it."""
