@@ -1,6 +1,6 @@
 """Plain data exchanged with a model: conversation turns and tool specs in, output deltas out.
 
-This is a leaf module (it imports nothing from the package). The agent loop turns Responses API items
+This is a leaf module (it imports nothing from the package). `context/turns.py` turns Responses API items
 into `Turn`s, an engine renders them into a prompt, and the engine's tool-call parser turns the model's
 text back into `Delta`s. Everything here is a frozen dataclass; the wire models live in `protocol/`.
 """

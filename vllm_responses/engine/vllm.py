@@ -148,7 +148,7 @@ class VLLMEngine:
 
         vLLM's engine metrics come with it: unless `--disable-log-stats`, `AsyncLLM` (its
         `StatLoggerManager`) registers a `PrometheusStatLogger` on prometheus_client's default registry, as
-        under `vllm serve` with one API server; `/metrics` renders that registry (`metrics.py`).
+        under `vllm serve` with one API server; `/metrics` renders that registry (`observe/metrics.py`).
         """
         try:
             llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
