@@ -86,7 +86,8 @@ class VLLMEngine:
       becomes `ReasoningDelta`s; output starts inside the block when the prompt ends with `<think>`).
     - `prefill_code` (default on): for markdown-format parsers, prefill the assistant turn with
       "```python\\n" (and stop at "```") on the first model call after a user message when the code
-      interpreter is offered. Forcing the code tool through `tool_choice` always prefills.
+      interpreter is offered, and once more when that code did not parse. Forcing the code tool through
+      `tool_choice` always prefills.
     """
 
     def __init__(
@@ -198,7 +199,7 @@ class VLLMEngine:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: GenerateRequest, prefill: str = "") -> str:
-        """The prompt text for `request`; a template that refuses the turns is a 400 `EngineError`."""
+        """The prompt text for `request`; a template that refuses the turns is an `EngineRejected` (a 400)."""
         try:
             return render_prompt(
                 self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template

@@ -25,7 +25,7 @@ def cancel_key(replica_id: str) -> str:
 
 
 def events_key(response_id: str) -> str:
-    """The notice that a background response has new stored events (or was stored ended)."""
+    """The notice that a background response has new stored events."""
     return f"events:{response_id}"
 
 
