@@ -16,14 +16,12 @@ from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
 
 __all__ = [
     "ANY_OBJECT",
-    "TRIGGER",
     "constrains_free_calls",
     "forced_calls_tag",
     "free_calls_tag",
     "grammar_format",
 ]
 
-TRIGGER = HERMES.triggers[0]
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _ANY_TEXT: dict[str, Any] = {"type": "any_text"}
 

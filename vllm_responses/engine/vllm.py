@@ -19,7 +19,6 @@ from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavai
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tally import CallTally, Prepared
 from vllm_responses.engine.parser_names import (
-    HARMONY_REASONING_PARSERS,
     THINK_REASONING_PARSERS,
     load_parser,
     parser_factory,
@@ -58,7 +57,7 @@ from vllm_responses.engine.types import (
     Usage,
 )
 
-__all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
+__all__ = ["VLLMEngine"]
 
 _log = logging.getLogger(__name__)
 

@@ -160,7 +160,6 @@ class SchemaTooNew(RuntimeError):
             f"the database {where} is at schema version {version}, but this vllm-responses knows versions up "
             f"to {LATEST} only: run the newer vllm-responses that upgraded it (or restore a backup)"
         )
-        self.version = version
 
 
 def is_postgres_url(db: str) -> bool:
