@@ -94,12 +94,11 @@ class ToolSpec:
     grammar: tuple[str, str] | None = None
 
 
-def code_tool_spec(name: str = CODE_TOOL_NAME, description: str | None = None) -> ToolSpec:
-    """The code interpreter as a function-style tool taking `{"code": str}`."""
+def code_tool_spec() -> ToolSpec:
+    """The code interpreter as a function-style tool taking `{"code": str}`, named `CODE_TOOL_NAME`."""
     return ToolSpec(
-        name=name,
-        description=description
-        or (
+        name=CODE_TOOL_NAME,
+        description=(
             "Run Python code in a stateful sandbox (Pyodide) and get back what it printed, the value "
             "of its last expression, and any matplotlib figures. numpy, pandas, matplotlib, scipy and "
             "scikit-learn are available; there is no network."

@@ -138,8 +138,6 @@ class VLLMEngine:
         *,
         model_name: str | None = None,
         tool_parser: str | None = None,
-        prefill_code: bool = True,
-        chat_template: str | None = None,
     ) -> VLLMEngine:
         """Start vLLM and wrap it; shuts vLLM down on failure.
 
@@ -164,8 +162,6 @@ class VLLMEngine:
                 llm,
                 model_name or str(args.model),
                 tool_parser=tool_parser,
-                prefill_code=prefill_code,
-                chat_template=chat_template,
                 reasoning_parser=getattr(args, "reasoning_parser", None) or None,
             )
         except BaseException:
