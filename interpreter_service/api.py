@@ -44,7 +44,9 @@ class ExecutionResult:
     - `error_kind`: "exception" for a Python exception (the container lives on); "timeout",
       "memory", "crashed" when the worker was interrupted, recycled or died; "cancelled" when the
       caller went away.
+    - `duration_s`: how long the call took, in seconds.
     - `worker_restarted`: True when the container's worker was replaced and its state is gone.
+    - `files_changed`: the files under `DATA_DIR` the code created or changed.
     """
 
     logs: str

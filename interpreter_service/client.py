@@ -195,7 +195,8 @@ class HTTPInterpreter(Interpreter):
                 self._pins.task_done()
 
     async def settle_pins(self) -> None:
-        """Wait until the pins and unpins asked so far have been sent (for tests and shutdown)."""
+        """Wait until the pins and unpins asked so far have been sent (tests use it; `aclose` drops the
+        rest)."""
         await self._pins.join()
 
     # -- containers --------------------------------------------------------------------------------------

@@ -56,7 +56,6 @@ class WorkerProcess:
     def __init__(self, cfg: WorkerConfig) -> None:
         self.cfg = cfg
         self.proc: asyncio.subprocess.Process | None = None
-        self.started_at = 0.0
         self.ready_s = 0.0
         self.poisoned = False  # must be replaced (memory error, timed-out kill)
         self._ids = itertools.count(1)
@@ -129,7 +128,6 @@ class WorkerProcess:
         except BaseException:
             await self.kill()
             raise
-        self.started_at = time.time()
         self.ready_s = time.monotonic() - t0
 
     def _stderr_note(self) -> str:

@@ -1,4 +1,4 @@
-"""The `vllm-responses` command: parses flags (ours, then vLLM's own engine flags) and calls `server.run`.
+"""The `vllm-responses` command: `serve` (our flags, then vLLM's engine flags; `server.run`), `db upgrade`.
 
 Our flags are made from `config.SETTINGS`: each can also be given as its environment variable
 `VLLM_RESPONSES_<FLAG>` (dashes as underscores, e.g. `VLLM_RESPONSES_PORT=9000`;

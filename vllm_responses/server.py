@@ -1,4 +1,4 @@
-"""Opens the real components (vLLM engine, sandbox pool, store: SQLite or Postgres) and runs the app under uvicorn."""
+"""Opens the real components (vLLM engine, sandbox, the store `--db` names) and runs the app under uvicorn."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
 
 @asynccontextmanager
 async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpreter | None, ResponseStore]]:
-    """Start the sandbox pool warming, build the engine meanwhile, open the store; close all on exit."""
+    """Open the store, start the sandbox warming, build the engine meanwhile; close all on exit."""
     async with AsyncExitStack() as stack:
         store = await open_store(config.db, pool_size=config.db_pool_size)  # migrated, or SchemaTooNew
         stack.push_async_callback(store.aclose)

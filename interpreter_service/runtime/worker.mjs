@@ -164,9 +164,8 @@ async def _vr_exec(code, cap):
         _vr_outer = None
     try:
         result["images"] = _vr_figures()
-    except BaseException as e:
+    except BaseException:
         result["images"] = []
-        result["figure_error"] = repr(e)
     after = _vr_snapshot()
     result["files_changed"] = sorted(p for p, v in after.items() if before.get(p) != v)
     return result
@@ -187,7 +186,6 @@ function capture(bytes) {
 }
 
 async function boot() {
-  const t0 = performance.now();
   const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
   pyodide = await loadPyodide({
     indexURL: distDir,
@@ -199,7 +197,6 @@ async function boot() {
   pyodide.setStdout({ write: capture });
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
-  const t1 = performance.now();
   if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
   pyodide.globals.set("_VR_DATA_DIR", dataDir);
   pyodide.runPython(PY_HELPERS);
@@ -207,7 +204,6 @@ async function boot() {
     if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
     else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) pyodide.runPython(`import ${name}`);
   }
-  return { load_s: (t1 - t0) / 1000, warm_s: (performance.now() - t0) / 1000 };
 }
 
 async function doExec(req) {
@@ -303,9 +299,9 @@ const nextLine = () => queue.length ? Promise.resolve(queue.shift()) : new Promi
 
 try {
   reader.postMessage([interruptSab, ackSab]);
-  const info = await Promise.race([boot(), bootFailed]);
+  await Promise.race([boot(), bootFailed]);
   failBoot = null;
-  await send({ event: "ready", ...info });
+  await send({ event: "ready" });
 } catch (e) {
   await send({ event: "fatal", error: String(e?.stack ?? e) });
   Deno.exit(3);

@@ -19,7 +19,7 @@ from vllm_responses.engine.parser_names import (
     vllm_tool_parser_names,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:

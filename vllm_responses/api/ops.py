@@ -29,7 +29,8 @@ Check = dict[str, Any]
 
 
 def pool_stats(interpreter: Interpreter | None) -> dict[str, Any] | None:
-    """The sandbox pool's `stats()` when it has one (the in-process `WorkerPool` does)."""
+    """The sandbox pool's `stats()` when it has them (the in-process `WorkerPool`; the shared service's
+    client as of its last `refresh`)."""
     stats = getattr(interpreter, "stats", None)
     if not callable(stats):
         return None

@@ -121,9 +121,10 @@ def include_params(query: QueryParams) -> list[str]:
     return include
 
 
-def page_params(query: Mapping[str, str], *, default_order: str = "desc") -> tuple[str, int, str | None]:
-    """`order`, `limit` and `after` of a list request; bad values are a 400 naming the parameter."""
-    order = query.get("order", default_order)
+def page_params(query: Mapping[str, str]) -> tuple[str, int, str | None]:
+    """`order` (default "desc"), `limit` and `after` of a list request; bad values are a 400 naming the
+    parameter."""
+    order = query.get("order", "desc")
     if order not in ("asc", "desc"):
         raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
     try:
@@ -135,11 +136,9 @@ def page_params(query: Mapping[str, str], *, default_order: str = "desc") -> tup
     return order, limit, query.get("after") or None
 
 
-def cursor_page(
-    items: Sequence[dict[str, Any]], query: Mapping[str, str], *, default_order: str = "desc"
-) -> dict[str, Any]:
+def cursor_page(items: Sequence[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
     """One page of `items` (given oldest first) as the SDK's cursor page; bad parameters are a 400."""
-    order, limit, after = page_params(query, default_order=default_order)
+    order, limit, after = page_params(query)
     ordered = list(items) if order == "asc" else list(reversed(items))
     if after:
         ids = [it["id"] for it in ordered]

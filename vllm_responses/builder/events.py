@@ -1,7 +1,9 @@
-"""One constructor per stream event type: each returns its `protocol/events.py` TypedDict, keys in wire order.
+"""One constructor per stream event type, each returning its `protocol/events.py` TypedDict.
 
-Each takes the event's `sequence_number` first, then the item (`ItemRef`) or content part (`PartRef`) it is
-about, then its payload. They only shape: numbering and item state are the builder's (`core.py`).
+The dict's keys start with `type` and `sequence_number`. Each constructor takes the event's `sequence_number`
+(after its type, where one constructor serves several types), then the item (`ItemRef`, or its
+`output_index`) or content part (`PartRef`) it is about, then its payload. They only shape: numbering and
+item state are the builder's (`core.py`).
 """
 
 from __future__ import annotations

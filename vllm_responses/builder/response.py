@@ -28,7 +28,6 @@ from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
     CompactionItem,
-    ItemStatus,
     McpCallItem,
     McpListToolsTool,
     OutputItem,
@@ -108,9 +107,9 @@ class ResponseBuilder:
     def created(self) -> list[Event]:
         return [self.state.lifecycle("response.created"), self.state.lifecycle("response.in_progress")]
 
-    def close_open(self, status: ItemStatus = "completed", *, final: bool = False) -> list[Event]:
-        """Finish an open message or reasoning item (`OpenText.close`)."""
-        return self._text.close(status, final=final)
+    def close_open(self, *, final: bool = False) -> list[Event]:
+        """Finish an open message or reasoning item as completed (`OpenText.close`)."""
+        return self._text.close(final=final)
 
     def compaction(self, item: CompactionItem) -> list[Event]:
         """The compaction item of a context compacted before the first model call (`context_management`):

@@ -1,7 +1,7 @@
 """Compaction: the served model summarises the older part of a conversation into one opaque `compaction` item.
 
 The conversation's items split in three (`split`): system / developer messages, kept verbatim; the older
-items, summarised by one call to the served model (`summarise`); the recent items, from the last user
+items, summarised by one call to the served model (`_summarise`); the recent items, from the last user
 message on (the question being answered and the tool calls and outputs of the work on it), kept
 verbatim. The compacted context is `[*kept messages, compaction item, *recent items]`. `POST
 /v1/responses/compact` returns it as its `output`; `context_management` on create (`compact_over_threshold`)

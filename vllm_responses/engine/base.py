@@ -66,7 +66,8 @@ class Engine(Protocol):
     async def precheck(self, request: GenerateRequest) -> int:
         """Raise `EngineRejected` for what `generate(request)` would refuse before any output (a prompt that
         leaves no room in the context, sampling values or constraints the engine refuses), with the model's
-        own rendering and tokenizer; return the prompt's tokens. Run before a response is started."""
+        own rendering and tokenizer; return how many tokens the prompt has. Run before a response is
+        started."""
         ...
 
     @property

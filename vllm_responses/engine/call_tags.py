@@ -16,14 +16,12 @@ from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
 
 __all__ = [
     "ANY_OBJECT",
-    "TRIGGER",
     "constrains_free_calls",
     "forced_calls_tag",
     "free_calls_tag",
     "grammar_format",
 ]
 
-TRIGGER = HERMES.triggers[0]
 ANY_OBJECT: dict[str, Any] = {"type": "object"}
 _ANY_TEXT: dict[str, Any] = {"type": "any_text"}
 
@@ -132,10 +130,11 @@ def forced_calls_tag(
 def free_calls_tag(
     tools: Sequence[ToolSpec], *, parallel: bool = True, shape: CallShape = HERMES
 ) -> dict[str, Any]:
-    """A structural tag leaving text free and holding calls to `tools`: a strict function's arguments to its
-    schema, a custom tool's input to its grammar, any other call's arguments to a JSON object; with `parallel`
-    off, nothing follows the first call. Where calls open at a trigger, text is free until it and again after
-    the call; where they open the output, the output is either the calls or text that cannot be read as one."""
+    """A structural tag leaving text free and holding calls to `tools`: a custom tool's input to its grammar,
+    the arguments of a strict function, a custom tool without a grammar and the code interpreter to their
+    schema, any other function's to a JSON object; with `parallel` off, nothing follows the first call.
+    Where calls open at a trigger, text is free until it and again after the call; where they open the
+    output, the output is either the calls or text that cannot be read as one."""
     if shape.triggers:
         tags = [tag for tool in tools for tag in _tags(tool, shape, forced=False)]
         fmt = {

@@ -196,7 +196,8 @@ def worked_example(parser: ToolParser, tool_name: str) -> list[dict[str, Any]]:
 
 def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, policy: bool) -> bool:
     """Prefill "```python\\n" for the markdown call format when the code tool is offered and either
-    tool_choice forces it, or `policy` is on and no code has run since the last user message."""
+    tool_choice forces it, or `policy` is on and no code has run since the last user message (or the code
+    that ran did not parse: `code_retry_due`)."""
     if not markdown_format or request.tool_choice == "none":
         return False
     code_tools = {t.name for t in request.tools if t.code_interpreter}
@@ -211,8 +212,9 @@ def should_prefill_code(request: GenerateRequest, *, markdown_format: bool, poli
 
 
 def code_retry_due(request: GenerateRequest) -> bool:
-    """Whether the last code call since the last user message did not parse (its output ends in a
-    SyntaxError) and fewer than `CODE_RETRIES` retries were made: the model gets to write the code again."""
+    """Whether the last code call since the last user message did not parse (its output has a
+    `SyntaxError`, `IndentationError` or `TabError` line) and fewer than `CODE_RETRIES` retries were made:
+    the model gets to write the code again."""
     code_tools = {t.name for t in request.tools if t.code_interpreter}
     calls = 0
     last: ToolResult | None = None

@@ -1,6 +1,6 @@
 """Plain data exchanged with a model: conversation turns and tool specs in, output deltas out.
 
-This is a leaf module (it imports nothing from the package). The agent loop turns Responses API items
+This is a leaf module (it imports nothing from the package). `context/turns.py` turns Responses API items
 into `Turn`s, an engine renders them into a prompt, and the engine's tool-call parser turns the model's
 text back into `Delta`s. Everything here is a frozen dataclass; the wire models live in `protocol/`.
 """
@@ -94,12 +94,11 @@ class ToolSpec:
     grammar: tuple[str, str] | None = None
 
 
-def code_tool_spec(name: str = CODE_TOOL_NAME, description: str | None = None) -> ToolSpec:
-    """The code interpreter as a function-style tool taking `{"code": str}`."""
+def code_tool_spec() -> ToolSpec:
+    """The code interpreter as a function-style tool taking `{"code": str}`, named `CODE_TOOL_NAME`."""
     return ToolSpec(
-        name=name,
-        description=description
-        or (
+        name=CODE_TOOL_NAME,
+        description=(
             "Run Python code in a stateful sandbox (Pyodide) and get back what it printed, the value "
             "of its last expression, and any matplotlib figures. numpy, pandas, matplotlib, scipy and "
             "scikit-learn are available; there is no network."

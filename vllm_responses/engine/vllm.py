@@ -19,7 +19,6 @@ from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavai
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tally import CallTally, Prepared
 from vllm_responses.engine.parser_names import (
-    HARMONY_REASONING_PARSERS,
     THINK_REASONING_PARSERS,
     load_parser,
     parser_factory,
@@ -58,7 +57,7 @@ from vllm_responses.engine.types import (
     Usage,
 )
 
-__all__ = ["HARMONY_REASONING_PARSERS", "THINK_REASONING_PARSERS", "VLLMEngine"]
+__all__ = ["VLLMEngine"]
 
 _log = logging.getLogger(__name__)
 
@@ -86,7 +85,8 @@ class VLLMEngine:
       becomes `ReasoningDelta`s; output starts inside the block when the prompt ends with `<think>`).
     - `prefill_code` (default on): for markdown-format parsers, prefill the assistant turn with
       "```python\\n" (and stop at "```") on the first model call after a user message when the code
-      interpreter is offered. Forcing the code tool through `tool_choice` always prefills.
+      interpreter is offered, and once more when that code did not parse. Forcing the code tool through
+      `tool_choice` always prefills.
     """
 
     def __init__(
@@ -138,8 +138,6 @@ class VLLMEngine:
         *,
         model_name: str | None = None,
         tool_parser: str | None = None,
-        prefill_code: bool = True,
-        chat_template: str | None = None,
     ) -> VLLMEngine:
         """Start vLLM and wrap it; shuts vLLM down on failure.
 
@@ -148,7 +146,7 @@ class VLLMEngine:
 
         vLLM's engine metrics come with it: unless `--disable-log-stats`, `AsyncLLM` (its
         `StatLoggerManager`) registers a `PrometheusStatLogger` on prometheus_client's default registry, as
-        under `vllm serve` with one API server; `/metrics` renders that registry (`metrics.py`).
+        under `vllm serve` with one API server; `/metrics` renders that registry (`observe/metrics.py`).
         """
         try:
             llm = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
@@ -164,8 +162,6 @@ class VLLMEngine:
                 llm,
                 model_name or str(args.model),
                 tool_parser=tool_parser,
-                prefill_code=prefill_code,
-                chat_template=chat_template,
                 reasoning_parser=getattr(args, "reasoning_parser", None) or None,
             )
         except BaseException:
@@ -198,7 +194,7 @@ class VLLMEngine:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: GenerateRequest, prefill: str = "") -> str:
-        """The prompt text for `request`; a template that refuses the turns is a 400 `EngineError`."""
+        """The prompt text for `request`; a template that refuses the turns is an `EngineRejected` (a 400)."""
         try:
             return render_prompt(
                 self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template

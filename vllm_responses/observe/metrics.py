@@ -91,7 +91,8 @@ def code_run(outcome: str, seconds: float) -> None:
 
 @dataclass
 class LiveSources:
-    """What `LiveCollector` reads at each scrape (each may be None when the server has no such part).
+    """What `LiveCollector` reads at each scrape (`pool_stats` and `admission` give None where the server has
+    no such part).
 
     - `running`: responses in progress.
     - `engine_alive`: whether the engine is up.

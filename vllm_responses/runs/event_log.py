@@ -22,7 +22,7 @@ FLUSH_EVENTS = 64
 
 
 def event_json(event: Event) -> str:
-    """The event as the SSE `data:` line carries it (app.sse_frame): one line of compact JSON."""
+    """The event as the SSE `data:` line carries it (`api/responses.sse_frame`): one line of compact JSON."""
     return json.dumps(event, separators=(",", ":"))
 
 

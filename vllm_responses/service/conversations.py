@@ -3,7 +3,7 @@
 It knows no HTTP: unknown ids raise `NotFound` naming the parameter (`conversation_id`, `item_id`, or
 `conversation` when a create-response names it). A response created with `conversation` reads the
 conversation's items before its own input (`history`) and, once it has ended, `append`s its input and
-output items; `ResponsesService` decides which endings append (see `APPENDING_STATUSES` in driver.py).
+output items; `RunDriver` decides which endings append (`APPENDING_STATUSES` in driver.py).
 Every item a conversation keeps has an id unique within it: an item sent with an id the conversation
 already holds (or twice in one batch) is kept under a fresh one.
 """

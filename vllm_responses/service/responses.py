@@ -126,7 +126,7 @@ class ResponsesService:
 
     async def _acknowledge(self, record: StoredResponse) -> None:
         """A stored response's first record (background, or any on a shared store), leased to this replica first
-        (replicas.py): a failure is logged, not raised (the response runs; without its lease another
+        (runs/replicas.py): a failure is logged, not raised (the response runs; without its lease another
         replica's sweep ends it failed)."""
         try:
             await self.replica.hold(record.id)
@@ -202,7 +202,7 @@ class ResponsesService:
 
     async def recover(self) -> None:
         """At start-up, before any response runs: the responses of stopped replicas (or of this one's previous
-        life) are marked failed, then this replica's heartbeat starts (replicas.py)."""
+        life) are marked failed, then this replica's heartbeat starts (runs/replicas.py)."""
         await self.replica.start()
 
     async def aclose(self) -> None:

@@ -166,7 +166,8 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
         ...
 
     async def unfinished(self) -> list[StoredResponse]:
-        """The responses kept while still `queued` or `in_progress` (background ones, as acknowledged)."""
+        """The responses kept while still `queued` or `in_progress` (those kept as acknowledged: background
+        ones, and on a shared store foreground ones too)."""
         ...
 
     async def find_item(self, item_id: str) -> dict[str, Any] | None:

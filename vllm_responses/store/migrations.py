@@ -65,9 +65,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS conversation_items_order ON conversation_items (conversation_id, seq)
     """,
-    # 2: `unfinished()` (run at every start) reads an index of the few running responses, not the table
+    # 2: the sweep (`abandoned()`, at start and every heartbeat) reads an index of the few running responses,
+    # not the table
     "CREATE INDEX responses_unfinished ON responses (status) WHERE status IN ('queued', 'in_progress')",
-    # 3: leases of running (background) responses, one row while a replica runs one (runs/replicas.py)
+    # 3: leases of running stored responses, one row while a replica runs one (runs/replicas.py)
     """
     CREATE TABLE leases (
         response_id TEXT PRIMARY KEY,
@@ -159,7 +160,6 @@ class SchemaTooNew(RuntimeError):
             f"the database {where} is at schema version {version}, but this vllm-responses knows versions up "
             f"to {LATEST} only: run the newer vllm-responses that upgraded it (or restore a backup)"
         )
-        self.version = version
 
 
 def is_postgres_url(db: str) -> bool:

@@ -25,7 +25,7 @@ def cancel_key(replica_id: str) -> str:
 
 
 def events_key(response_id: str) -> str:
-    """The notice that a background response has new stored events (or was stored ended)."""
+    """The notice that a background response has new stored events."""
     return f"events:{response_id}"
 
 
@@ -92,7 +92,6 @@ class PostgresNotices(LocalNotices):
         self.url = url
         self.retry_s = retry_s
         self.max_retry_s = max_retry_s
-        self.received = 0  # notices that arrived (for tests and debugging)
         self._conn: Any = None  # asyncpg.Connection while listening
         self._reconnecting: asyncio.Task[None] | None = None
         self._closed = False
@@ -122,7 +121,6 @@ class PostgresNotices(LocalNotices):
         self._conn = conn
 
     def _on_notice(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        self.received += 1
         self.wake(payload)
 
     def _on_lost(self, _conn: object) -> None:

@@ -42,7 +42,7 @@ class ContainerService:
     `expires_after`, kept by the pool with the container (so every gateway on a shared sandbox service sees
     it); the pool's reaper deletes it within a reap interval, and a lookup here past it deletes it at once.
 
-    Every method raises `InvalidRequest` when the server runs without a code interpreter,
+    Every method that reaches the interpreter raises `InvalidRequest` when the server runs without one,
     `ContainerNotFound` for a container that is unknown, deleted or expired, and lets the interpreter's
     `InterpreterError` (`PoolExhausted` included) through.
     """

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_responses.engine.parsers.partial_json import JsonRepairer, JsonStringField, repair_json
+from vllm_responses.engine.parsers.partial_json import JsonStringField
+from vllm_responses.engine.parsers.repair import JsonRepairer, repair_json
 
 code_text = st.text(
     alphabet=st.one_of(

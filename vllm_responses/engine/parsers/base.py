@@ -14,7 +14,7 @@ __all__ = ["ToolParser", "PlainTextParser", "register", "get_parser", "parser_na
 class ToolParser(ABC):
     """Turns a model's output text into deltas, fed in arbitrary chunks.
 
-    Contract (checked by the shared suite in `tests/parsers/`):
+    Contract (checked by the shared suite in `tests/engine/parsers/`):
     - `feed(chunk)` returns the deltas that are certain after this chunk; it keeps only an unfinished
       tail (a possible partial tag) and never re-scans the whole output.
     - `finish()` flushes the tail: an open call is closed with `ToolCallEnd`, and text that turned out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_responses.engine.parsers.partial_json import JsonRepairer, repair_json
+from vllm_responses.engine.parsers.repair import JsonRepairer, repair_json
 from vllm_responses.engine.parsers.scan import Region, ScanningParser
 from vllm_responses.engine.types import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 

@@ -7,8 +7,8 @@ import re
 
 from vllm_responses.engine.parsers.base import register
 from vllm_responses.engine.parsers.json_regions import JsonCallsRegion
-from vllm_responses.engine.parsers.partial_json import JsonRepairer
 from vllm_responses.engine.parsers.regions import PeekRegion, TextRegion
+from vllm_responses.engine.parsers.repair import JsonRepairer
 from vllm_responses.engine.parsers.scan import Region, ScanningParser
 from vllm_responses.engine.types import Delta, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 

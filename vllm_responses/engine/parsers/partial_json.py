@@ -1,13 +1,12 @@
-"""Incremental JSON helpers: stream one string field's value, and repair almost-JSON model output."""
+"""`JsonStringField`: one string field's value of a JSON object, decoded while the object streams in."""
 
 from __future__ import annotations
 
 import json
 
 from vllm_responses.engine.parsers.json_text import ESCAPES, HEX_DIGITS, WHITESPACE
-from vllm_responses.engine.parsers.repair import JsonRepairer, repair_json
 
-__all__ = ["JsonStringField", "JsonRepairer", "repair_json"]
+__all__ = ["JsonStringField"]
 
 
 class JsonStringField:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from vllm_responses.engine.parsers.partial_json import JsonRepairer
+from vllm_responses.engine.parsers.repair import JsonRepairer
 from vllm_responses.engine.parsers.scan import Region, ScanningParser
 from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
