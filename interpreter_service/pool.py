@@ -23,16 +23,10 @@ from interpreter_service.capacity import Capacity, memory_tier, pool_sizing
 from interpreter_service.container import Container, ContainerFiles
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
+from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
-from interpreter_service.worker import (
-    WORKER_SCRIPT,
-    Reply,
-    WorkerConfig,
-    WorkerDied,
-    WorkerProcess,
-    find_deno,
-)
+from interpreter_service.worker import Reply, WorkerDied, WorkerProcess
 
 __all__ = ["ExecutionHook", "WorkerPool"]
 

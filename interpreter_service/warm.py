@@ -8,7 +8,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess
+from interpreter_service.launch import WorkerConfig
+from interpreter_service.worker import WorkerDied, WorkerProcess
 
 __all__ = ["WarmWorkers"]
 

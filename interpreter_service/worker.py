@@ -19,23 +19,15 @@ from typing import Any
 
 from interpreter_service.api import ErrorKind, ExecutionResult, InterpreterError
 from interpreter_service.launch import (
-    WORKER_SCRIPT,
     WorkerConfig,
     child_setup,
     deno_command,
-    find_deno,
-    parse_size,
 )
 
 __all__ = [
-    "WORKER_SCRIPT",
     "Reply",
-    "WorkerConfig",
     "WorkerDied",
     "WorkerProcess",
-    "deno_command",
-    "find_deno",
-    "parse_size",
 ]
 
 STREAM_LIMIT = 64 * 1024 * 1024

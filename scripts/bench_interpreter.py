@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import machine_info, percentile, write_json
 
 from interpreter_service.distribution import default_dist_dir
+from interpreter_service.launch import WorkerConfig
 from interpreter_service.pool import WorkerPool
-from interpreter_service.worker import WorkerConfig, WorkerProcess
+from interpreter_service.worker import WorkerProcess
 
 __all__ = ["main"]
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.distribution import CORE_FILES, OFFICIAL_LOCK, SetupError, setup_distribution
+from interpreter_service.launch import WorkerConfig
 from interpreter_service.packages import add_packages
-from interpreter_service.worker import WorkerConfig, WorkerProcess
+from interpreter_service.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from interpreter_service.launch import WorkerConfig
 from interpreter_service.warm import WarmWorkers
-from interpreter_service.worker import WorkerConfig, WorkerProcess
+from interpreter_service.worker import WorkerProcess
 
 
 class StubWorker:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import InterpreterError
+from interpreter_service.launch import WorkerConfig
 from interpreter_service.pool import WorkerPool
-from interpreter_service.worker import WorkerConfig, WorkerDied, WorkerProcess
+from interpreter_service.worker import WorkerDied, WorkerProcess
 
 
 def fake_deno(tmp_path: Path, body: str) -> str:
