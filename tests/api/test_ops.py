@@ -83,7 +83,7 @@ def test_the_sandbox_check_wants_a_worker_alive_or_starting() -> None:
     assert _sandbox_check(None, False) == {"ok": True, "detail": "disabled"}
     assert _sandbox_check(_Pool({"workers_idle": 1}), True)["ok"]  # type: ignore[arg-type]
     assert _sandbox_check(_Pool({"workers_starting": 2}), True)["ok"]  # type: ignore[arg-type]
-    assert _sandbox_check(_Pool({"containers": 1, "idle_workers": 0}), True)["ok"]  # type: ignore[arg-type]
+    assert _sandbox_check(_Pool({"containers_live": 1, "workers_idle": 0}), True)["ok"]  # type: ignore[arg-type]
     dead = _sandbox_check(_Pool({"containers_live": 0, "workers_idle": 0, "workers_starting": 0}), True)  # type: ignore[arg-type]
     assert dead == {
         "ok": False,

@@ -144,17 +144,17 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
 
 
 def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:
-    old_stats = {
-        "containers": 1,
-        "idle_workers": 2,
-        "starting_workers": 0,
+    few_stats = {
+        "containers_live": 1,
+        "workers_idle": 2,
+        "workers_starting": 0,
     }  # an interpreter whose stats() has no busy, waiter or restart counts
     live = LiveCollector(
         LiveSources(
             running=lambda: 0,
             engine_alive=lambda: False,
             draining=lambda: True,
-            pool_stats=lambda: old_stats,
+            pool_stats=lambda: few_stats,
             admission=lambda: None,
         )
     )

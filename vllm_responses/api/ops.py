@@ -96,13 +96,9 @@ def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: 
     stats = pool_stats(interpreter)
     if stats is None:
         return {"ok": True, "detail": "no stats (remote pool)"}
-    # a worker per container, idle ones and those starting (the pool's newer stats names, then the older)
-    names = (
-        ("containers_live", "containers"),
-        ("workers_idle", "idle_workers"),
-        ("workers_starting", "starting_workers"),
-    )
-    workers = sum(next((int(stats[k]) for k in pair if isinstance(stats.get(k), int)), 0) for pair in names)
+    # a worker per container, idle ones and those starting
+    names = ("containers_live", "workers_idle", "workers_starting")
+    workers = sum(int(stats[k]) for k in names if isinstance(stats.get(k), int))
     if workers == 0:
         errors = getattr(interpreter, "start_errors", None) or ["none"]
         return {"ok": False, "detail": f"no worker alive or starting (last start error: {errors[-1]})"}

@@ -116,12 +116,10 @@ def _number(obj: object, name: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _first(stats: dict[str, Any], *keys: str) -> float | None:
-    for key in keys:
-        value = stats.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    return None
+def _stat(stats: dict[str, Any], key: str) -> float | None:
+    """`stats[key]` as a number, None when absent or not a number."""
+    value = stats.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -168,10 +166,10 @@ class LiveCollector(Collector):
 
     @staticmethod
     def _pool(stats: dict[str, Any]) -> Iterator[Metric]:
-        live = _first(stats, "containers_live", "containers")
+        live = _stat(stats, "containers_live")
         if live is not None:
             yield _gauge("vllm_responses_sandbox_containers", "Sandbox containers that exist.", live)
-        busy = _first(stats, "containers_busy")
+        busy = _stat(stats, "containers_busy")
         if busy is not None:
             yield _gauge("vllm_responses_sandbox_containers_busy", "Sandbox containers running code.", busy)
         workers = GaugeMetricFamily(
@@ -179,16 +177,13 @@ class LiveCollector(Collector):
             "Sandbox workers not bound to a container, by state.",
             labels=["state"],
         )
-        for state, keys in (
-            ("idle", ("workers_idle", "idle_workers")),
-            ("starting", ("workers_starting", "starting_workers")),
-        ):
-            value = _first(stats, *keys)
+        for state, key in (("idle", "workers_idle"), ("starting", "workers_starting")):
+            value = _stat(stats, key)
             if value is not None:
                 workers.add_metric([state], value)
         if workers.samples:
             yield workers
-        waiters = _first(stats, "waiters")
+        waiters = _stat(stats, "waiters")
         if waiters is not None:
             yield _gauge(
                 "vllm_responses_sandbox_waiters", "Code calls waiting for a sandbox container.", waiters
