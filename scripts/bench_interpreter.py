@@ -1,6 +1,6 @@
 """Interpreter benchmark: worker start and RSS, new container from the warm pool, cell round trips, scaling.
 
-Measures (issue 7 targets in brackets): worker start to ready, bare and with numpy + matplotlib preloaded;
+Measures (the targets in brackets): worker start to ready, bare and with numpy + matplotlib preloaded;
 RSS per worker after warm-up and after a plot [<= 300 MB]; a new container from the warm pool [<= 50 ms];
 warm `print(1)` round trip p50/p99 [p50 <= 2 ms]; a numpy cell; a matplotlib cell returning a PNG
 [<= 300 ms]; calls/s with 1, 2 and 4 workers on independent containers as a ratio to 1 worker (a light
