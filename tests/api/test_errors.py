@@ -22,7 +22,7 @@ CASES = [
     ({"model": MODEL, "input": "hi", "temperature": 7}, 400, "temperature"),
     ({"model": MODEL, "input": "hi", "top_p": 0}, 400, "top_p"),
     ({"model": MODEL, "input": "hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
-    ({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "file_search"}]}, 400, "tools[0].type"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0].name"),
     (
         {"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]},

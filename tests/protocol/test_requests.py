@@ -71,7 +71,7 @@ def test_an_unsupported_item_type_lists_the_supported_ones() -> None:
     assert item.value.param == "input[0].type"
     assert all(kind in item.value.message for kind in INPUT_ITEM_TYPES)
     with pytest.raises(InvalidRequest) as tool:
-        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]})
+        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "file_search"}]})
     assert tool.value.param == "tools[0].type"
     assert all(repr(kind) in tool.value.message for kind in TOOL_TYPES)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from interpreter_service import InterpreterError
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.parsers.partial_json import JsonStringField
-from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart
+from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
 from vllm_responses.protocol.events import Event
 
 if TYPE_CHECKING:
@@ -51,8 +51,10 @@ class CallTracker:
     ----------
     builder: the response's event builder.
     code_names: tool names that are the code interpreter (their calls become code_interpreter_call items).
-    custom_names: names of custom tools (their calls become custom_tool_call items, `input` decoded from the
-        `{"input": "..."}` arguments as they stream).
+    client_tools: the function and custom tools offered, by the name the model calls them (a custom tool's
+        calls become custom_tool_call items, `input` decoded from the `{"input": "..."}` arguments as they
+        stream; a namespaced tool's items carry its namespace and own name). A call of a name not offered
+        becomes a function_call item under that name.
     mcp_routes: the remote MCP tools offered, by name (their calls become mcp_call items, or
         mcp_approval_request items when the call waits for the client's approval).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
@@ -66,13 +68,13 @@ class CallTracker:
         builder: ResponseBuilder,
         code_names: frozenset[str],
         container: Callable[[], Awaitable[str]] | None,
-        custom_names: frozenset[str] = frozenset(),
+        client_tools: Mapping[str, ToolSpec] | None = None,
         mcp_routes: Mapping[str, McpRoute] | None = None,
     ) -> None:
         self.builder = builder
         self.mcp_routes = mcp_routes or {}
         self.code_names = code_names
-        self.custom_names = custom_names
+        self.client_tools = client_tools or {}
         self.container = container
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
@@ -118,11 +120,19 @@ class CallTracker:
             else:
                 index, events = self.builder.mcp_call_start(route.server_label, event.name)
             self._open[event.index] = OpenCall(index, event.name, mcp=route)
-        elif event.name in self.custom_names:
-            index, events = self.builder.custom_call_start(event.name)
+        else:
+            events = self._client_start(event)
+        return events
+
+    def _client_start(self, event: ToolCallStart) -> list[Event]:
+        """A call the client answers: a custom_tool_call or function_call item (with its namespace, if any)."""
+        spec = self.client_tools.get(event.name)
+        name, namespace = (spec.item_name, spec.namespace) if spec is not None else (event.name, None)
+        if spec is not None and spec.custom:
+            index, events = self.builder.custom_call_start(name, namespace)
             self._open[event.index] = OpenCall(index, event.name, custom=JsonStringField(CUSTOM_INPUT_KEY))
         else:
-            index, events = self.builder.function_call_start(event.name)
+            index, events = self.builder.function_call_start(name, namespace)
             self._open[event.index] = OpenCall(index, event.name)
         return events
 

@@ -90,7 +90,7 @@ class AgentLoop:
         self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
-        self._custom_names = frozenset(t.name for t in plan.tools if t.custom)
+        self._client_tools = {t.name: t for t in plan.tools if not t.code_interpreter}
         self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
         self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
         self.tools = plan.tools  # and, once listed, the MCP tools
@@ -127,7 +127,7 @@ class AgentLoop:
                     builder,
                     self._code_names,
                     self.code.container if self.plan.container else None,
-                    self._custom_names,
+                    self._client_tools,
                     self.mcp.routes if self.mcp is not None else None,
                 )
                 async for ev in self._call_model(request, tracker):

@@ -27,7 +27,7 @@ class CallSteps:
 
     # --- function calls -------------------------------------------------------------------------------
 
-    def function_call_start(self, name: str) -> tuple[int, list[Event]]:
+    def function_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
         new: FunctionCallItem = {
             "id": new_id("fc"),
             "type": "function_call",
@@ -36,6 +36,8 @@ class CallSteps:
             "arguments": "",
             "status": "in_progress",
         }
+        if namespace:
+            new["namespace"] = namespace
         return self.text.start_item(new)
 
     def function_call_delta(self, index: int, delta: str) -> list[Event]:
@@ -52,7 +54,7 @@ class CallSteps:
 
     # --- custom tool calls ----------------------------------------------------------------------------
 
-    def custom_call_start(self, name: str) -> tuple[int, list[Event]]:
+    def custom_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
         new: CustomToolCallItem = {
             "id": new_id("ctc"),
             "type": "custom_tool_call",
@@ -60,6 +62,8 @@ class CallSteps:
             "name": name,
             "input": "",
         }
+        if namespace:
+            new["namespace"] = namespace
         index, events = self.text.start_item(new)
         self.state.open_statusless.add(index)
         return index, events

@@ -180,8 +180,8 @@ class ResponseBuilder:
 
     # --- function, custom and code calls (calls.py) ---------------------------------------------------
 
-    def function_call_start(self, name: str) -> tuple[int, list[Event]]:
-        return self._calls.function_call_start(name)
+    def function_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
+        return self._calls.function_call_start(name, namespace)
 
     def function_call_delta(self, index: int, delta: str) -> list[Event]:
         return self._calls.function_call_delta(index, delta)
@@ -189,8 +189,8 @@ class ResponseBuilder:
     def function_call_done(self, index: int, arguments: str | None = None) -> list[Event]:
         return self._calls.function_call_done(index, arguments)
 
-    def custom_call_start(self, name: str) -> tuple[int, list[Event]]:
-        return self._calls.custom_call_start(name)
+    def custom_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
+        return self._calls.custom_call_start(name, namespace)
 
     def custom_call_delta(self, index: int, delta: str) -> list[Event]:
         return self._calls.custom_call_delta(index, delta)

@@ -17,6 +17,7 @@ from vllm_responses.protocol.inputs import (
     FunctionCallOutputInput,
     InputItem,
     MessageInput,
+    model_tool_name,
 )
 
 __all__ = [
@@ -120,15 +121,15 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
             turns.append(Message(msg.role, msg.text()))
         elif kind == "function_call":
             fc = FunctionCallInput.model_validate(raw)
-            names[fc.call_id] = fc.name
-            turns.append(ToolCall(fc.call_id, fc.name, fc.arguments))
+            names[fc.call_id] = model_tool_name(fc.name, fc.namespace)
+            turns.append(ToolCall(fc.call_id, names[fc.call_id], fc.arguments))
         elif kind == "function_call_output":
             out = FunctionCallOutputInput.model_validate(raw)
             turns.append(ToolResult(out.call_id, names.get(out.call_id, ""), out.text()))
         elif kind == "custom_tool_call":  # offered as a function taking {"input": str}: so it reads
             ct = CustomToolCallInput.model_validate(raw)
-            names[ct.call_id] = ct.name
-            turns.append(ToolCall(ct.call_id, ct.name, json.dumps({CUSTOM_INPUT_KEY: ct.input})))
+            names[ct.call_id] = model_tool_name(ct.name, ct.namespace)
+            turns.append(ToolCall(ct.call_id, names[ct.call_id], json.dumps({CUSTOM_INPUT_KEY: ct.input})))
         elif kind == "custom_tool_call_output":
             cout = CustomToolCallOutputInput.model_validate(raw)
             turns.append(ToolResult(cout.call_id, names.get(cout.call_id, ""), cout.text()))

@@ -92,6 +92,13 @@ class ToolSpec:
     strict: bool = False
     custom: bool = False
     grammar: tuple[str, str] | None = None
+    namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
+
+    @property
+    def item_name(self) -> str:
+        """The name its calls' items carry: the tool's own name, without its namespace."""
+        prefix = f"{self.namespace}__" if self.namespace else ""
+        return self.name.removeprefix(prefix)
 
 
 def code_tool_spec() -> ToolSpec:

@@ -34,10 +34,13 @@ __all__ = [
     "ItemReferenceInput",
     "LenientModel",
     "MessageInput",
+    "NamespaceTool",
     "ReasoningInput",
     "Refusal",
     "Tool",
     "USER_PART_TYPES",
+    "WebSearchTool",
+    "model_tool_name",
 ]
 
 
@@ -95,6 +98,7 @@ class FunctionCallInput(LenientModel):
     arguments: str
     id: str | None = None
     status: ItemStatus | None = None
+    namespace: str | None = None  # the call of a function of a `namespace` tool
 
 
 def _output_text(output: str | list[InputText]) -> str:
@@ -119,6 +123,7 @@ class CustomToolCallInput(LenientModel):
     name: str
     input: str
     id: str | None = None
+    namespace: str | None = None  # the call of a custom tool of a `namespace` tool
 
 
 class CustomToolCallOutputInput(LenientModel):
@@ -248,7 +253,40 @@ class CustomTool(LenientModel):
         return self.format if isinstance(self.format, GrammarInputFormat) else None
 
 
-Tool = Annotated[Union[CodeInterpreterTool, FunctionTool, CustomTool, McpTool], Field(discriminator="type")]
+def model_tool_name(name: str, namespace: str | None) -> str:
+    """The name a tool is offered to the model under: a namespaced one's `{namespace}__{name}` (characters
+    every chat template and call format takes, where the client's `namespace.name` has a dot that some
+    refuse)."""
+    return f"{namespace}__{name}" if namespace else name
+
+
+class NamespaceTool(LenientModel):
+    """Function and custom tools grouped under a namespace (the SDK's `NamespaceTool`): offered to the model
+    as `{namespace}__{name}`, their calls' items carrying `namespace` and the tool's own name."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str
+    tools: list[Annotated[Union[FunctionTool, CustomTool], Field(discriminator="type")]] = Field(min_length=1)
+
+
+class WebSearchTool(LenientModel):
+    """`web_search` and its dated and preview variants: accepted, and offered to the model only when the
+    server has a search backend (docs/api.md says what happens without one)."""
+
+    type: Literal[
+        "web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"
+    ]
+    external_web_access: bool | None = None
+    filters: dict[str, Any] | None = None
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: dict[str, Any] | None = None
+
+
+Tool = Annotated[
+    Union[CodeInterpreterTool, FunctionTool, CustomTool, McpTool, NamespaceTool, WebSearchTool],
+    Field(discriminator="type"),
+]
 
 
 def _type_tags(union: Any) -> tuple[str, ...]:

@@ -104,6 +104,7 @@ class FunctionCallItem(TypedDict):
     name: str
     arguments: str
     status: ItemStatus
+    namespace: NotRequired[str]  # a namespaced function's
 
 
 class CustomToolCallItem(TypedDict):
@@ -114,6 +115,7 @@ class CustomToolCallItem(TypedDict):
     call_id: str
     name: str
     input: str
+    namespace: NotRequired[str]  # a namespaced custom tool's
 
 
 class LogsOutput(TypedDict):

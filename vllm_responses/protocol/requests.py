@@ -23,7 +23,9 @@ from vllm_responses.protocol.inputs import (
     InputItem,
     LenientModel,
     MessageInput,
+    NamespaceTool,
     Tool,
+    model_tool_name,
 )
 from vllm_responses.protocol.invalid import invalid_request
 from vllm_responses.protocol.mcp_items import McpTool
@@ -120,6 +122,8 @@ class CreateResponseRequest(LenientModel):
     top_logprobs: int | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    # Sent by Codex CLI (ids of its installation, session and turn): accepted, kept nowhere, no effect here.
+    client_metadata: dict[str, Any] | None = None
     context_management: list[ContextManagement] | None = None  # compaction.py
     # SDK fields this server does not act on, checked as OpenAI checks them
     service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
@@ -198,6 +202,23 @@ class CreateResponseRequest(LenientModel):
     def mcp_tools(self) -> list[McpTool]:
         return [t for t in self.tools if isinstance(t, McpTool)]
 
+    @property
+    def client_tools(self) -> list[tuple[str | None, FunctionTool | CustomTool]]:
+        """The function and custom tools the client answers, in `tools` order, each with its namespace (None
+        at the top level)."""
+        found: list[tuple[str | None, FunctionTool | CustomTool]] = []
+        for tool in self.tools:
+            if isinstance(tool, (FunctionTool, CustomTool)):
+                found.append((None, tool))
+            elif isinstance(tool, NamespaceTool):
+                found += [(tool.name, inner) for inner in tool.tools]
+        return found
+
+    def tool_names(self, kind: str) -> list[str]:
+        """The names a `tool_choice` may give for the client's tools of `kind` ("function" or "custom"): a
+        top-level tool's name, a namespaced one's `namespace.name`."""
+        return [f"{ns}.{t.name}" if ns else t.name for ns, t in self.client_tools if t.type == kind]
+
 
 _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
@@ -261,9 +282,12 @@ def _check_combinations(req: CreateResponseRequest) -> None:
 
 def _check_tools(req: CreateResponseRequest) -> None:
     """Unique function and custom tool names, at most one code_interpreter, and no Files API `file_ids`."""
-    names = [t.name for t in req.function_tools] + [t.name for t in req.custom_tools]
+    names = [model_tool_name(t.name, ns) for ns, t in req.client_tools]
     if len(set(names)) != len(names):
-        raise InvalidRequest("Function and custom tool names must be unique.", param="tools")
+        raise InvalidRequest(
+            "Function and custom tool names must be unique (a namespaced tool counts as namespace__name).",
+            param="tools",
+        )
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
     for i, tool in enumerate(req.tools):
@@ -282,8 +306,7 @@ def _check_tools(req: CreateResponseRequest) -> None:
 
 def _check_tool_choice(req: CreateResponseRequest) -> None:
     """`tool_choice` names only tools the request gives, and `required` needs one."""
-    names = [t.name for t in req.function_tools]
-    customs = [t.name for t in req.custom_tools]
+    names, customs = req.tool_names("function"), req.tool_names("custom")
     choice = req.tool_choice
     if isinstance(choice, ToolChoiceFunction) and choice.name not in names:
         raise InvalidRequest(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
@@ -45,7 +45,6 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceMcp,
-    ToolChoiceObject,
 )
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
@@ -135,7 +134,7 @@ class Planner:
         agent = AgentPlan(
             turns=tuple(turns),
             tools=tuple(resolved.tools),
-            tool_choice=engine_tool_choice(req.tool_choice),
+            tool_choice=engine_tool_choice(req),
             parallel_tool_calls=req.parallel_tool_calls,
             sampling=request_sampling(req),
             max_output_tokens=max_output_tokens(req, self.engine.default_sampling),
@@ -154,7 +153,7 @@ class Planner:
         self, req: CreateResponseRequest, turns: list[Turn], tools: list[ToolSpec]
     ) -> GenerateRequest:
         """The response's first model call as far as its prompt goes (what `Engine.count_tokens` renders)."""
-        choice = engine_tool_choice(req.tool_choice)
+        choice = engine_tool_choice(req)
         offered = bool(tools) and choice != "none" and self.config.max_turns > 1
         return GenerateRequest(
             request_id="input-tokens",
@@ -265,12 +264,15 @@ def request_sampling(req: CreateResponseRequest) -> Sampling:
     )
 
 
-def engine_tool_choice(choice: Literal["none", "auto", "required"] | ToolChoiceObject) -> ToolChoice:
-    """A create body's `tool_choice` as the engine takes it (a named tool forced; `allowed_tools`: its mode, the
-    tools offered being restricted by the service; an MCP choice: `auto`, the agent loop forces it once the
-    server's tools are listed)."""
+def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
+    """A create body's `tool_choice` as the engine takes it (a named tool forced, a namespaced one as the model
+    is offered it; `allowed_tools`: its mode, the tools offered being restricted by the service; an MCP
+    choice: `auto`, the agent loop forces it once the server's tools are listed)."""
+    choice = req.tool_choice
     if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
-        return ForcedTool(choice.name)
+        top_level = {t.name for ns, t in req.client_tools if ns is None}
+        namespace, dot, name = choice.name.partition(".")
+        return ForcedTool(choice.name if choice.name in top_level or not dot else f"{namespace}__{name}")
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
     if isinstance(choice, ToolChoiceAllowed):

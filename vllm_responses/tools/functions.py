@@ -3,16 +3,24 @@ interpreter; a custom tool offered as a function taking one string, its grammar 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from vllm_responses.engine.call_tags import grammar_format
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec, code_tool_spec
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.inputs import CustomTool, FunctionTool
+from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, model_tool_name
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed
 
-__all__ = ["CUSTOM_PARAMETERS", "check_grammar", "custom_tool_spec", "function_tool_spec", "offered_tools"]
+__all__ = [
+    "CUSTOM_PARAMETERS",
+    "check_grammar",
+    "client_tool_spec",
+    "custom_tool_spec",
+    "function_tool_spec",
+    "offered_tools",
+]
 
 # The arguments a custom tool is offered with (as vLLM's own server offers one: `custom_tool_parameters`).
 CUSTOM_PARAMETERS: dict[str, Any] = {
@@ -26,21 +34,50 @@ CUSTOM_PARAMETERS: dict[str, Any] = {
 
 
 def offered_tools(req: CreateResponseRequest) -> list[ToolSpec]:
-    """The tools the model is offered for `req` before any MCP server's are listed: the code interpreter, the
-    function tools, then the custom tools (each grammar checked: a 400 naming the tool), only those an
-    `allowed_tools` tool_choice allows."""
+    """The tools the model is offered for `req` before any MCP server's are listed: the code interpreter, then
+    the function and custom tools in `tools` order, a namespace's in its place (each grammar checked: a 400
+    naming the tool), only those an `allowed_tools` tool_choice allows."""
     tools: list[ToolSpec] = [code_tool_spec()] if req.code_tool is not None else []
-    tools += [function_tool_spec(t) for t in req.function_tools]
     for i, tool in enumerate(req.tools):
-        if tool.type == "custom":
-            check_grammar(tool, f"tools[{i}]")
-            tools.append(custom_tool_spec(tool))
+        if isinstance(tool, (FunctionTool, CustomTool)):
+            tools.append(client_tool_spec(tool, f"tools[{i}]"))
+        elif isinstance(tool, NamespaceTool):
+            for j, inner in enumerate(tool.tools):
+                tools.append(client_tool_spec(inner, f"tools[{i}].tools[{j}]", tool))
     if isinstance(req.tool_choice, ToolChoiceAllowed):
         allowed = req.tool_choice
         tools = [
-            t for t in tools if allowed.allows(t.name, code_interpreter=t.code_interpreter, custom=t.custom)
+            t
+            for t in tools
+            if allowed.allows(_public_name(t), code_interpreter=t.code_interpreter, custom=t.custom)
         ]
     return tools
+
+
+def _public_name(spec: ToolSpec) -> str:
+    """The name a client gives a tool in `tool_choice`: `namespace.name` for a namespaced one."""
+    return f"{spec.namespace}.{spec.item_name}" if spec.namespace else spec.name
+
+
+def client_tool_spec(
+    tool: FunctionTool | CustomTool, param: str, namespace: NamespaceTool | None = None
+) -> ToolSpec:
+    """A function or custom tool as the model is offered it; in a namespace, under `{namespace}__{name}` with
+    the namespace's description before its own."""
+    if isinstance(tool, CustomTool):
+        check_grammar(tool, param)
+        spec = custom_tool_spec(tool)
+    else:
+        spec = function_tool_spec(tool)
+    if namespace is None:
+        return spec
+    description = f"[{namespace.name}: {namespace.description}] {spec.description}".strip()
+    return replace(
+        spec,
+        name=model_tool_name(tool.name, namespace.name),
+        description=description,
+        namespace=namespace.name,
+    )
 
 
 def function_tool_spec(tool: FunctionTool) -> ToolSpec:
