@@ -7,9 +7,10 @@ import binascii
 import json
 from typing import Any, Literal, TypedDict, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from vllm_responses.protocol.items import CompactionItem, ResponseUsage
+from vllm_responses.protocol.lenient import LenientModel
 
 __all__ = [
     "COMPACTION_SEAL",
@@ -46,11 +47,7 @@ def open_summary(sealed: str) -> str:
     return summary
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # JSON types as OpenAI checks them
-
-
-class CompactionInput(_Model):
+class CompactionInput(LenientModel):
     """A `compaction` item sent back as input (`ResponseCompactionItemParam`); its seal is checked here."""
 
     type: Literal["compaction"]
@@ -64,7 +61,7 @@ class CompactionInput(_Model):
         return v
 
 
-class ContextManagement(_Model):
+class ContextManagement(LenientModel):
     """One `context_management` entry of a create. Vendor extension: `structured_outputs` forces the
     summarising call's output (as the create field of that name does for the response's own calls)."""
 
@@ -73,7 +70,7 @@ class ContextManagement(_Model):
     structured_outputs: dict[str, Any] | None = None
 
 
-class CompactRequest(_Model):
+class CompactRequest(LenientModel):
     """The `POST /v1/responses/compact` body (`ResponseCompactParams`); other SDK fields are accepted and
     ignored. Vendor extension: `structured_outputs` forces the summarising call's output."""
 

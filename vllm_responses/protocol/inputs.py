@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from vllm_responses.protocol.compaction import CompactionInput
 from vllm_responses.protocol.items import CodeStatus, ItemStatus
+from vllm_responses.protocol.lenient import LenientModel
 from vllm_responses.protocol.mcp_items import (
     McpApprovalRequestInput,
     McpApprovalResponseInput,
@@ -32,7 +33,6 @@ __all__ = [
     "FunctionTool",
     "InputItem",
     "ItemReferenceInput",
-    "LenientModel",
     "MessageInput",
     "NamespaceTool",
     "ReasoningInput",
@@ -42,14 +42,6 @@ __all__ = [
     "WebSearchTool",
     "model_tool_name",
 ]
-
-
-class LenientModel(BaseModel):
-    """Accepts fields newer than ours (clients send them all the time); they are ignored. Strict about the
-    JSON type of the fields it knows, as OpenAI is: `"stream": "yes"` or `"max_output_tokens": "5"` is a 400,
-    not read as `true` or `5` (an integer where a number is asked for is fine)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
 
 
 # The content part types a message of each role may hold (input_image / input_file / input_audio are

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from vllm_responses.protocol.lenient import LenientModel
 
 __all__ = [
     "McpApprovalRequestInput",
@@ -16,11 +18,7 @@ __all__ = [
 ]
 
 
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # as `inputs.LenientModel` (no import cycle)
-
-
-class McpToolFilter(_Lenient):
+class McpToolFilter(LenientModel):
     """`allowed_tools` / a `require_approval` entry as a filter: tool names, and/or read-only tools (those the
     server annotates `readOnlyHint`)."""
 
@@ -36,7 +34,7 @@ class McpToolFilter(_Lenient):
         return self.read_only is None or self.read_only == read_only
 
 
-class McpApprovalFilter(_Lenient):
+class McpApprovalFilter(LenientModel):
     """`require_approval` per tool: the tools `never` selects run without approval; every other one (those
     `always` selects, and those neither selects) waits for it."""
 
@@ -44,7 +42,7 @@ class McpApprovalFilter(_Lenient):
     never: McpToolFilter | None = None
 
 
-class McpTool(_Lenient):
+class McpTool(LenientModel):
     """`{"type": "mcp", ...}`: the tools of a remote MCP server (the SDK's `tool.Mcp`)."""
 
     type: Literal["mcp"]
@@ -88,14 +86,14 @@ class McpTool(_Lenient):
         return headers
 
 
-class McpListedTool(_Lenient):
+class McpListedTool(LenientModel):
     name: str
     input_schema: Any
     description: str | None = None
     annotations: Any = None
 
 
-class McpListToolsInput(_Lenient):
+class McpListToolsInput(LenientModel):
     type: Literal["mcp_list_tools"]
     id: str
     server_label: str
@@ -103,7 +101,7 @@ class McpListToolsInput(_Lenient):
     error: str | None = None
 
 
-class McpCallInput(_Lenient):
+class McpCallInput(LenientModel):
     type: Literal["mcp_call"]
     id: str
     server_label: str
@@ -115,7 +113,7 @@ class McpCallInput(_Lenient):
     status: Literal["in_progress", "completed", "incomplete", "calling", "failed"] | None = None
 
 
-class McpApprovalRequestInput(_Lenient):
+class McpApprovalRequestInput(LenientModel):
     type: Literal["mcp_approval_request"]
     id: str
     server_label: str
@@ -123,7 +121,7 @@ class McpApprovalRequestInput(_Lenient):
     arguments: str
 
 
-class McpApprovalResponseInput(_Lenient):
+class McpApprovalResponseInput(LenientModel):
     type: Literal["mcp_approval_response"]
     approval_request_id: str
     approve: bool

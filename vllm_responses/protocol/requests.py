@@ -21,13 +21,13 @@ from vllm_responses.protocol.inputs import (
     CustomTool,
     FunctionTool,
     InputItem,
-    LenientModel,
     MessageInput,
     NamespaceTool,
     Tool,
     model_tool_name,
 )
 from vllm_responses.protocol.invalid import invalid_request
+from vllm_responses.protocol.lenient import LenientModel
 from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.lenient import LenientModel
 
 __all__ = [
     "ToolChoiceAllowed",
@@ -20,25 +21,21 @@ __all__ = [
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)  # JSON types as OpenAI checks them
-
-
-class ToolChoiceFunction(_Model):
+class ToolChoiceFunction(LenientModel):
     type: Literal["function"]
     name: str
 
 
-class ToolChoiceCustom(_Model):
+class ToolChoiceCustom(LenientModel):
     type: Literal["custom"]
     name: str
 
 
-class ToolChoiceBuiltin(_Model):
+class ToolChoiceBuiltin(LenientModel):
     type: Literal["code_interpreter"]
 
 
-class ToolChoiceMcp(_Model):
+class ToolChoiceMcp(LenientModel):
     """A tool of a remote MCP server must be called: `name`, or (absent) any of the server's."""
 
     type: Literal["mcp"]
@@ -46,7 +43,7 @@ class ToolChoiceMcp(_Model):
     name: str | None = None
 
 
-class ToolChoiceAllowed(_Model):
+class ToolChoiceAllowed(LenientModel):
     """`allowed_tools`: only the listed tools may be called (`mode: required`: one of them must be)."""
 
     type: Literal["allowed_tools"]
