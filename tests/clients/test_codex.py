@@ -3,16 +3,18 @@
 `codex exec` is pointed at the server as a custom provider (`wire_api="responses"`), as docs/clients.md tells
 users to. Its requests are what it sends OpenAI: developer messages, ~40 KB of instructions and tools, function
 tools with `strict`, a `namespace` tool, `web_search`, `reasoning`, `include: ["reasoning.encrypted_content"]`,
-`store: false`, `prompt_cache_key`, `client_metadata`. The model's side is scripted (the fake engine) so that
-the run is exact: Codex asks, the model thinks and calls `exec_command`, Codex runs the command and sends its
-output back (with the reasoning item, as a `store: false` client must), the model answers with what the
-command printed, and Codex exits 0 with that answer. Codex's own sandbox is bypassed: it is Codex's business,
-not the server's, and needs user namespaces that a CI host may lack.
+`store: false`, `prompt_cache_key`, `client_metadata`. The model is the real engine (vLLM on CPU, the tiny
+model given a window long enough for Codex's ~20k-token prompt), each call forced to write the planned text
+(`ForcedEngine`: Codex builds its own requests, so the `structured_outputs` field cannot be sent) so that
+the run is exact: Codex asks, the model calls `exec_command` (Hermes text, parsed back by the server), Codex
+runs the command and sends its output back, the model answers, and Codex exits 0 with that answer. Codex's
+own sandbox is bypassed: it is Codex's business, not the server's, and needs user namespaces that a CI host
+may lack.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,18 +22,20 @@ from pathlib import Path
 import pytest
 
 from tests.clients.node_runner import NODE_DIR, node_binary
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say, think
+from tests.clients.test_openai_agents import tool_call
+from tests.real import TINY, ForcedEngine, long_tiny_model, tiny_model_server
 from tests.serving import LiveServer
-from vllm_responses.config import Config
-from vllm_responses.engine.types import GenerateRequest, ToolCall, ToolResult
+from vllm_responses.engine.types import Message, ToolCall, ToolResult
 
-MODEL = "codex-test-model"
 CODEX = NODE_DIR / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LiveServer]:
-    live = LiveServer(Config(), FakeEngine(MODEL), FakeInterpreter()).start()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    model = long_tiny_model(tmp_path_factory.mktemp("model"))
+    live = tiny_model_server(workers=0, model=model, max_model_len=65536, wrap=ForcedEngine)
     yield live
     live.stop()
 
@@ -43,7 +47,7 @@ def codex_exec(base_url: str, prompt: str, home: Path, work: Path) -> subprocess
     node = node_binary()
     provider = f'{{name="vr",base_url="{base_url}/v1",wire_api="responses",env_key="VR_KEY"}}'
     argv = [str(node), str(CODEX), "exec", "--skip-git-repo-check", "--color", "never"]
-    argv += ["--dangerously-bypass-approvals-and-sandbox", "-m", MODEL]
+    argv += ["--dangerously-bypass-approvals-and-sandbox", "-m", TINY]
     argv += ["-c", "model_provider=vr", "-c", f"model_providers.vr={provider}", prompt]
     env = {"PATH": f"{node.parent}:/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(home), "VR_KEY": "k"}
     return subprocess.run(
@@ -51,26 +55,19 @@ def codex_exec(base_url: str, prompt: str, home: Path, work: Path) -> subprocess
     )
 
 
-def answer(request: GenerateRequest) -> list:  # type: ignore[type-arg]
-    """The second model call: what the command printed, read from the tool result Codex sent back."""
-    result = [t for t in request.turns if isinstance(t, ToolResult)][-1]
-    printed = [line for line in result.output.splitlines() if "codex-was-here" in line]
-    return say("The command printed: " + (printed[-1] if printed else "nothing I could see"))
-
-
 def test_codex_exec_runs_a_command_and_answers(
     server: LiveServer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    engine: FakeEngine = server.engine
-    engine.reset(
-        think("I should run it.") + function_call("exec_command", {"cmd": "echo codex-was-here"}), answer
-    )
+    engine: ForcedEngine = server.engine
+    answer = "The command printed: codex-was-here"
+    engine.plan = [tool_call("exec_command", {"cmd": "echo codex-was-here"}), answer]
     home, work = tmp_path_factory.mktemp("codex-home"), tmp_path_factory.mktemp("codex-work")
 
     proc = codex_exec(server.base_url, "Run `echo codex-was-here` and tell me what it printed.", home, work)
 
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stdout.strip().splitlines()[-1] == "The command printed: codex-was-here", proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1] == answer, proc.stderr[-4000:]
+    assert "codex-was-here" in proc.stderr  # Codex shows the command's output as it runs it
     first, second = engine.requests
     offered = {t.name for t in first.tools}
     assert "exec_command" in offered
@@ -78,22 +75,24 @@ def test_codex_exec_runs_a_command_and_answers(
     assert any("__" in name for name in offered), offered
     assert not any("web_search" in name for name in offered)
     assert first.parallel_tool_calls is True
+    assert any(isinstance(t, Message) and t.role == "developer" for t in first.turns)
     call = next(t for t in second.turns if isinstance(t, ToolCall))
-    assert call.name == "exec_command" and "echo codex-was-here" in call.arguments
+    assert call.name == "exec_command" and json.loads(call.arguments) == {"cmd": "echo codex-was-here"}
     result = next(t for t in second.turns if isinstance(t, ToolResult))
     assert result.call_id == call.call_id and "codex-was-here" in result.output
-    assert engine.aborted == []
+    assert engine.plan == []
 
 
 def test_codex_shows_a_plain_answer(server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A plain answer with no tool call; Codex shows the model's text as its last message."""
-    engine: FakeEngine = server.engine
-    engine.reset(say("Hello from the server."))
+    """One model call, no tool call; Codex shows the model's text as its last message."""
+    engine: ForcedEngine = server.engine
+    engine.requests.clear()
+    engine.plan = ["Hello from the server."]
     home, work = tmp_path_factory.mktemp("codex-home"), tmp_path_factory.mktemp("codex-work")
 
     proc = codex_exec(server.base_url, "Say hello.", home, work)
 
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stdout.strip().splitlines()[-1] == "Hello from the server."
-    assert len(engine.requests) == 1
-    assert os.path.basename(str(work)) in "".join(str(t) for t in engine.requests[0].turns)  # its environment
+    assert len(engine.requests) == 1 and engine.plan == []
+    assert str(work) in "".join(str(t) for t in engine.requests[0].turns)  # its environment context

@@ -13,6 +13,7 @@ from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
 from vllm_responses.protocol.events import Event
+from vllm_responses.tools.coding import coding_call_item
 
 if TYPE_CHECKING:
     from vllm_responses.tools.mcp import McpRoute
@@ -38,6 +39,7 @@ class OpenCall:
     mcp: McpRoute | None = (
         None  # set for calls to a remote MCP tool (an mcp_call or mcp_approval_request item)
     )
+    coding: str | None = None  # set for calls to a coding tool: the item type, added when the call ends
 
     @property
     def is_code(self) -> bool:
@@ -87,7 +89,7 @@ class CallTracker:
 
     @property
     def function_calls(self) -> list[OpenCall]:
-        """The calls the client answers: function and custom tool calls."""
+        """The calls the client answers: function, custom and coding tool calls."""
         return [c for c in self.ended if not c.is_code and c.mcp is None]
 
     @property
@@ -128,6 +130,9 @@ class CallTracker:
         """A call the client answers: a custom_tool_call or function_call item (with its namespace, if any)."""
         spec = self.client_tools.get(event.name)
         name, namespace = (spec.item_name, spec.namespace) if spec is not None else (event.name, None)
+        if spec is not None and spec.call_type is not None:  # its item is made whole once its arguments end
+            self._open[event.index] = OpenCall(-1, event.name, coding=spec.call_type)
+            return []
         if spec is not None and spec.custom:
             index, events = self.builder.custom_call_start(name, namespace)
             self._open[event.index] = OpenCall(index, event.name, custom=JsonStringField(CUSTOM_INPUT_KEY))
@@ -147,6 +152,8 @@ class CallTracker:
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
             return self.builder.custom_call_delta(call.index, text) if text else []
+        if call.coding is not None:
+            return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
             return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
         return self.builder.function_call_delta(call.index, event.arguments)
@@ -167,6 +174,9 @@ class CallTracker:
             return (self.builder.custom_call_delta(call.index, rest) if rest else []) + (
                 self.builder.custom_call_done(call.index)
             )
+        if call.coding is not None:
+            call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
+            return events
         if call.mcp is not None:
             arguments = normalize_arguments(call.arguments)
             if call.mcp.approval:

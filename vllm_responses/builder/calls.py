@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from vllm_responses.builder import events as ev
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.builder.text import OpenText
@@ -10,6 +12,7 @@ from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
+    CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
 )
@@ -77,6 +80,16 @@ class CallSteps:
         state.open_statusless.discard(index)
         done = ev.custom_input_done(state.seq(), state.ref(index), state.custom_call(index)["input"])
         return [done, state.item_done(index)]
+
+    # --- coding tools' calls (shell, local_shell, apply_patch) --------------------------------------
+
+    def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
+        """A coding tool's call, announced whole once the model's call has ended: added (in progress), done."""
+        announced = copy.copy(item)
+        announced["status"] = "in_progress"
+        index, events = self.text.start_item(announced)
+        self.state.output[index] = item
+        return index, [*events, self.state.item_done(index)]
 
     # --- code interpreter calls -----------------------------------------------------------------------
 

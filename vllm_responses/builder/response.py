@@ -27,6 +27,7 @@ from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CodeOutput,
+    CodingCallItem,
     CompactionItem,
     McpCallItem,
     McpListToolsTool,
@@ -164,6 +165,8 @@ class ResponseBuilder:
             if item["status"] not in ("in_progress", "interpreting"):
                 return []
             item["status"] = "failed"
+        elif item["type"] == "apply_patch_call":  # added whole when its call ends: never left open
+            return []
         elif item["status"] == "in_progress":
             item["status"] = "incomplete"
         else:
@@ -191,6 +194,9 @@ class ResponseBuilder:
 
     def custom_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
         return self._calls.custom_call_start(name, namespace)
+
+    def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
+        return self._calls.coding_call(item)
 
     def custom_call_delta(self, index: int, delta: str) -> list[Event]:
         return self._calls.custom_call_delta(index, delta)

@@ -38,21 +38,26 @@ async def resolve_stored_items(
 _ANSWERS = {
     "function_call_output": ("function_call", "function"),
     "custom_tool_call_output": ("custom_tool_call", "custom tool"),
+    "shell_call_output": ("shell_call", "shell"),
+    "local_shell_call_output": ("local_shell_call", "local shell"),
+    "apply_patch_call_output": ("apply_patch_call", "apply_patch"),
 }
 
 
 def check_call_outputs(history: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
-    """Each `function_call_output` (`custom_tool_call_output`) among the input `items` must answer a
-    `function_call` (`custom_tool_call`) of the history (previous response or conversation) or of the input:
-    a 400 otherwise, worded and placed as OpenAI's."""
+    """Each call output among the input `items` (`function_call_output`, `custom_tool_call_output`, and the
+    coding tools' `shell_call_output`, ...) must answer a call of its kind in the history (previous response or
+    conversation) or in the input: a 400 otherwise, worded and placed as OpenAI's. A `local_shell_call_output`
+    names its call by `call_id` (openai-agents) or, as the SDK types it, `id`."""
     calls = {(it.get("type"), it.get("call_id")) for it in [*history, *items]}
     for i, item in enumerate(items):
         answered = _ANSWERS.get(str(item.get("type")))
         if answered is None:
             continue
         kind, words = answered
-        if (kind, item.get("call_id")) not in calls:
+        call_id = item.get("call_id") or (item.get("id") if kind == "local_shell_call" else None)
+        if (kind, call_id) not in calls:
             raise InvalidRequest(
-                f"No tool call found for {words} call output with call_id {item.get('call_id')} (input[{i}]).",
+                f"No tool call found for {words} call output with call_id {call_id} (input[{i}]).",
                 param="input",
             )

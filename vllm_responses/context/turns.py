@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
+from vllm_responses.protocol.coding_items import (
+    ApplyPatchCallInput,
+    ApplyPatchCallOutputInput,
+    LocalShellCallInput,
+    LocalShellCallOutputInput,
+    ShellCallInput,
+    ShellCallOutputInput,
+)
 from vllm_responses.protocol.compaction import open_summary
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import (
@@ -151,4 +159,33 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
                 turns.append(ToolResult(asked["id"], asked["name"], MCP_DENIED))
         elif kind == "compaction":
             turns.append(Message("user", f"{SUMMARY_HEADER}\n{open_summary(raw['encrypted_content'])}"))
+        elif kind in _CODING_TURNS:
+            turns.append(_CODING_TURNS[kind](raw))
     return turns
+
+
+# The coding tools' calls and outputs (offered under the tool's type: tools/coding.py) as turns.
+_CODING_TURNS: dict[str, Callable[[dict[str, Any]], Turn]] = {
+    "shell_call": lambda raw: _coding_call(ShellCallInput.model_validate(raw), "shell"),
+    "local_shell_call": lambda raw: _coding_call(LocalShellCallInput.model_validate(raw), "local_shell"),
+    "apply_patch_call": lambda raw: _coding_call(ApplyPatchCallInput.model_validate(raw), "apply_patch"),
+    "shell_call_output": lambda raw: _shell_result(ShellCallOutputInput.model_validate(raw)),
+    "local_shell_call_output": lambda raw: _local_shell_result(LocalShellCallOutputInput.model_validate(raw)),
+    "apply_patch_call_output": lambda raw: _patch_result(ApplyPatchCallOutputInput.model_validate(raw)),
+}
+
+
+def _coding_call(call: ShellCallInput | LocalShellCallInput | ApplyPatchCallInput, name: str) -> Turn:
+    return ToolCall(call.call_id, name, call.arguments())
+
+
+def _shell_result(out: ShellCallOutputInput) -> Turn:
+    return ToolResult(out.call_id, "shell", out.text())
+
+
+def _local_shell_result(out: LocalShellCallOutputInput) -> Turn:
+    return ToolResult(out.answers, "local_shell", out.output)
+
+
+def _patch_result(out: ApplyPatchCallOutputInput) -> Turn:
+    return ToolResult(out.call_id, "apply_patch", out.text())

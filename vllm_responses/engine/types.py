@@ -93,6 +93,7 @@ class ToolSpec:
     custom: bool = False
     grammar: tuple[str, str] | None = None
     namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
+    call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/coding.py)
 
     @property
     def item_name(self) -> str:

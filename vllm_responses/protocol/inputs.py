@@ -6,6 +6,17 @@ from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import Field, field_validator
 
+from vllm_responses.protocol.coding_items import (
+    ApplyPatchCallInput,
+    ApplyPatchCallOutputInput,
+    ApplyPatchTool,
+    LocalShellCallInput,
+    LocalShellCallOutputInput,
+    LocalShellTool,
+    ShellCallInput,
+    ShellCallOutputInput,
+    ShellTool,
+)
 from vllm_responses.protocol.compaction import CompactionInput
 from vllm_responses.protocol.items import CodeStatus, ItemStatus
 from vllm_responses.protocol.lenient import LenientModel
@@ -189,6 +200,12 @@ InputItem = Annotated[
         McpCallInput,
         McpApprovalRequestInput,
         McpApprovalResponseInput,
+        ShellCallInput,
+        ShellCallOutputInput,
+        LocalShellCallInput,
+        LocalShellCallOutputInput,
+        ApplyPatchCallInput,
+        ApplyPatchCallOutputInput,
     ],
     Field(discriminator="type"),
 ]
@@ -276,7 +293,17 @@ class WebSearchTool(LenientModel):
 
 
 Tool = Annotated[
-    Union[CodeInterpreterTool, FunctionTool, CustomTool, McpTool, NamespaceTool, WebSearchTool],
+    Union[
+        CodeInterpreterTool,
+        FunctionTool,
+        CustomTool,
+        McpTool,
+        NamespaceTool,
+        WebSearchTool,
+        ShellTool,
+        LocalShellTool,
+        ApplyPatchTool,
+    ],
     Field(discriminator="type"),
 ]
 

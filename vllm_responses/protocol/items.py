@@ -14,7 +14,9 @@ from typing_extensions import NotRequired
 from vllm_responses.protocol.status import ResponseStatus
 
 __all__ = [
+    "ApplyPatchCallItem",
     "CodeInterpreterCallItem",
+    "CodingCallItem",
     "CodeOutput",
     "CompactionItem",
     "ContainerFileCitation",
@@ -24,6 +26,7 @@ __all__ = [
     "ImageOutput",
     "InputTokensDetails",
     "ItemStatus",
+    "LocalShellCallItem",
     "LogsOutput",
     "McpApprovalRequestItem",
     "McpCallItem",
@@ -39,6 +42,7 @@ __all__ = [
     "ResponseError",
     "ResponseObject",
     "ResponseUsage",
+    "ShellCallItem",
     "wire_item",
     "wire_items",
 ]
@@ -200,6 +204,39 @@ class McpApprovalRequestItem(TypedDict):
     arguments: str
 
 
+class ShellCallItem(TypedDict):
+    """`ResponseFunctionShellToolCall` (a local shell: the client runs `action.commands`)"""
+
+    id: str
+    type: Literal["shell_call"]
+    call_id: str
+    action: dict[str, Any]  # commands, timeout_ms, max_output_length
+    status: ItemStatus
+
+
+class LocalShellCallItem(TypedDict):
+    """`response_output_item.LocalShellCall`"""
+
+    id: str
+    type: Literal["local_shell_call"]
+    call_id: str
+    action: dict[str, Any]  # type "exec", command, env, timeout_ms, working_directory
+    status: ItemStatus
+
+
+class ApplyPatchCallItem(TypedDict):
+    """`ResponseApplyPatchToolCall`"""
+
+    id: str
+    type: Literal["apply_patch_call"]
+    call_id: str
+    operation: dict[str, Any]  # type create_file / update_file / delete_file, path, diff
+    status: Literal["in_progress", "completed"]
+
+
+# The calls of the coding agents' client-run tools (tools/coding.py).
+CodingCallItem = Union[ShellCallItem, LocalShellCallItem, ApplyPatchCallItem]
+
 OutputItem = Union[
     MessageItem,
     ReasoningItem,
@@ -210,6 +247,9 @@ OutputItem = Union[
     McpListToolsItem,
     McpCallItem,
     McpApprovalRequestItem,
+    ShellCallItem,
+    LocalShellCallItem,
+    ApplyPatchCallItem,
 ]
 
 

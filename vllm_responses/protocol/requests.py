@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, Strict, ValidationError, field_validator
 
+from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
 from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.fields import check_known_fields
@@ -32,6 +33,7 @@ from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
+    ToolChoiceCoding,
     ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceObject,
@@ -214,6 +216,11 @@ class CreateResponseRequest(LenientModel):
                 found += [(tool.name, inner) for inner in tool.tools]
         return found
 
+    @property
+    def coding_tools(self) -> list[str]:
+        """The types of the coding tools given (shell, local_shell, apply_patch), as the model is offered them."""
+        return [t.type for t in self.tools if isinstance(t, (ShellTool, LocalShellTool, ApplyPatchTool))]
+
     def tool_names(self, kind: str) -> list[str]:
         """The names a `tool_choice` may give for the client's tools of `kind` ("function" or "custom"): a
         top-level tool's name, a namespaced one's `namespace.name`."""
@@ -282,10 +289,11 @@ def _check_combinations(req: CreateResponseRequest) -> None:
 
 def _check_tools(req: CreateResponseRequest) -> None:
     """Unique function and custom tool names, at most one code_interpreter, and no Files API `file_ids`."""
-    names = [model_tool_name(t.name, ns) for ns, t in req.client_tools]
+    names = [model_tool_name(t.name, ns) for ns, t in req.client_tools] + req.coding_tools
     if len(set(names)) != len(names):
         raise InvalidRequest(
-            "Function and custom tool names must be unique (a namespaced tool counts as namespace__name).",
+            "Function and custom tool names must be unique, and differ from the coding tools given (shell, "
+            "local_shell, apply_patch); a namespaced tool counts as namespace__name.",
             param="tools",
         )
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
@@ -316,13 +324,19 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
         raise InvalidRequest(
             f"tool_choice names custom tool {choice.name!r}, which is not in tools.", param="tool_choice"
         )
+    if isinstance(choice, ToolChoiceCoding) and choice.type not in req.coding_tools:
+        raise InvalidRequest(
+            f"tool_choice asks for {choice.type}, which is not in tools.", param="tool_choice"
+        )
     if isinstance(choice, ToolChoiceBuiltin) and req.code_tool is None:
         raise InvalidRequest(
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
         )
     if isinstance(choice, ToolChoiceAllowed):
         labels = {t.server_label for t in req.mcp_tools}
-        check_allowed_tools(choice, set(names), req.code_tool is not None, set(customs), labels)
+        check_allowed_tools(
+            choice, set(names), req.code_tool is not None, set(customs), labels, set(req.coding_tools)
+        )
     if choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
 

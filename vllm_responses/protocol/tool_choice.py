@@ -13,6 +13,7 @@ from vllm_responses.protocol.lenient import LenientModel
 __all__ = [
     "ToolChoiceAllowed",
     "ToolChoiceBuiltin",
+    "ToolChoiceCoding",
     "ToolChoiceCustom",
     "ToolChoiceFunction",
     "ToolChoiceMcp",
@@ -35,6 +36,12 @@ class ToolChoiceBuiltin(LenientModel):
     type: Literal["code_interpreter"]
 
 
+class ToolChoiceCoding(LenientModel):
+    """A coding tool must be called (the SDK's `ToolChoiceShell`, `ToolChoiceApplyPatch`)."""
+
+    type: Literal["shell", "apply_patch"]
+
+
 class ToolChoiceMcp(LenientModel):
     """A tool of a remote MCP server must be called: `name`, or (absent) any of the server's."""
 
@@ -50,12 +57,10 @@ class ToolChoiceAllowed(LenientModel):
     mode: Literal["auto", "required"]
     tools: list[dict[str, Any]]
 
-    def allows(self, name: str, *, code_interpreter: bool, custom: bool = False) -> bool:
-        """Whether the tool offered to the model as `name` is among the allowed ones."""
-        if code_interpreter:
-            return any(t.get("type") == "code_interpreter" for t in self.tools)
-        kind = "custom" if custom else "function"
-        return any(t.get("type") == kind and t.get("name") == name for t in self.tools)
+    def allows(self, kind: str, name: str | None = None) -> bool:
+        """Whether the tool of type `kind` (and, for function and custom tools, public name `name`) is among the
+        allowed ones."""
+        return any(t.get("type") == kind and (name is None or t.get("name") == name) for t in self.tools)
 
     def allows_mcp(self, server_label: str, name: str) -> bool:
         """Whether tool `name` of the MCP server `server_label` is among the allowed ones (an entry with no
@@ -68,7 +73,14 @@ class ToolChoiceAllowed(LenientModel):
 
 # The object forms, told apart by `type` (an unknown one is a 400 naming `tool_choice.type`).
 ToolChoiceObject = Annotated[
-    Union[ToolChoiceFunction, ToolChoiceCustom, ToolChoiceBuiltin, ToolChoiceMcp, ToolChoiceAllowed],
+    Union[
+        ToolChoiceFunction,
+        ToolChoiceCustom,
+        ToolChoiceBuiltin,
+        ToolChoiceCoding,
+        ToolChoiceMcp,
+        ToolChoiceAllowed,
+    ],
     Field(discriminator="type"),
 ]
 
@@ -79,9 +91,11 @@ def check_allowed_tools(
     has_code_tool: bool,
     customs: Collection[str] = (),
     mcp_labels: Collection[str] = (),
+    coding: Collection[str] = (),
 ) -> None:
     """Each `tool_choice.tools[i]` must name a function or custom tool of `tools`, the code interpreter given
-    there, or an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional):
+    there, an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional), or
+    a coding tool given there (`coding`: their types):
     an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
     if not choice.tools:
         raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
@@ -94,6 +108,8 @@ def check_allowed_tools(
         if kind == "custom" and entry.get("name") in customs:
             continue
         if kind == "mcp" and entry.get("server_label") in mcp_labels:
+            continue
+        if kind in coding:
             continue
         what = f"{kind} {entry.get('name')!r}" if kind in ("function", "custom") else f"a {kind!r} tool"
         if kind == "mcp":

@@ -42,6 +42,7 @@ from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.protocol.tool_choice import (
     ToolChoiceAllowed,
     ToolChoiceBuiltin,
+    ToolChoiceCoding,
     ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceMcp,
@@ -275,6 +276,8 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
         return ForcedTool(choice.name if choice.name in top_level or not dot else f"{namespace}__{name}")
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceCoding):
+        return ForcedTool(choice.type)  # offered under its type (tools/coding.py)
     if isinstance(choice, ToolChoiceAllowed):
         return choice.mode
     if isinstance(choice, ToolChoiceMcp):

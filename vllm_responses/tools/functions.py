@@ -8,10 +8,12 @@ from typing import Any
 
 from vllm_responses.engine.call_tags import grammar_format
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec, code_tool_spec
+from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, model_tool_name
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed
+from vllm_responses.tools.coding import coding_tool_spec
 
 __all__ = [
     "CUSTOM_PARAMETERS",
@@ -35,8 +37,8 @@ CUSTOM_PARAMETERS: dict[str, Any] = {
 
 def offered_tools(req: CreateResponseRequest) -> list[ToolSpec]:
     """The tools the model is offered for `req` before any MCP server's are listed: the code interpreter, then
-    the function and custom tools in `tools` order, a namespace's in its place (each grammar checked: a 400
-    naming the tool), only those an `allowed_tools` tool_choice allows."""
+    the function, custom and coding tools in `tools` order, a namespace's in its place (each grammar checked: a
+    400 naming the tool), only those an `allowed_tools` tool_choice allows."""
     tools: list[ToolSpec] = [code_tool_spec()] if req.code_tool is not None else []
     for i, tool in enumerate(req.tools):
         if isinstance(tool, (FunctionTool, CustomTool)):
@@ -44,19 +46,23 @@ def offered_tools(req: CreateResponseRequest) -> list[ToolSpec]:
         elif isinstance(tool, NamespaceTool):
             for j, inner in enumerate(tool.tools):
                 tools.append(client_tool_spec(inner, f"tools[{i}].tools[{j}]", tool))
+        elif isinstance(tool, (ShellTool, LocalShellTool, ApplyPatchTool)):
+            tools.append(coding_tool_spec(tool))
     if isinstance(req.tool_choice, ToolChoiceAllowed):
         allowed = req.tool_choice
-        tools = [
-            t
-            for t in tools
-            if allowed.allows(_public_name(t), code_interpreter=t.code_interpreter, custom=t.custom)
-        ]
+        tools = [t for t in tools if allowed.allows(*_choice_key(t))]
     return tools
 
 
-def _public_name(spec: ToolSpec) -> str:
-    """The name a client gives a tool in `tool_choice`: `namespace.name` for a namespaced one."""
-    return f"{spec.namespace}.{spec.item_name}" if spec.namespace else spec.name
+def _choice_key(spec: ToolSpec) -> tuple[str, str | None]:
+    """How a `tool_choice` names the tool offered as `spec`: its type, and (function and custom tools) its
+    public name, `namespace.name` for a namespaced one."""
+    if spec.code_interpreter:
+        return "code_interpreter", None
+    if spec.call_type is not None:
+        return spec.name, None  # shell, local_shell, apply_patch
+    name = f"{spec.namespace}.{spec.item_name}" if spec.namespace else spec.name
+    return ("custom" if spec.custom else "function"), name
 
 
 def client_tool_spec(
