@@ -305,7 +305,7 @@ def test_max_output_tokens_incomplete(fake_server: LiveServer, engine: FakeEngin
     """One budget for the whole response: each model call gets what earlier calls left, and the call
     that runs out (the fake engine stops at its `max_tokens`, as vLLM does) ends it `incomplete`."""
     answer = "one two three four five six seven eight nine ten"
-    code = code_call("print(1)")
+    code = code_call("x = 1\n" * 10)  # long enough that the budget is at least 16 (OpenAI's minimum)
     engine.reset(code, say(answer))
     spent = len(code) - 1  # one token per event before the Finish
     body = {"model": MODEL, "input": "count", "tools": CI, "max_output_tokens": spent + 5}
@@ -324,7 +324,7 @@ def test_max_output_tokens_incomplete(fake_server: LiveServer, engine: FakeEngin
 
 def test_max_output_tokens_spent_by_a_tool_call(fake_server: LiveServer, engine: FakeEngine) -> None:
     """A code call that uses the whole budget runs, and no further model call is made."""
-    code = code_call("print(1)")
+    code = code_call("x = 1\n" * 10)
     engine.reset(code, say("never"))
     events = raw_stream(
         fake_server, {"model": MODEL, "input": "x", "tools": CI, "max_output_tokens": len(code) - 1}

@@ -208,6 +208,50 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
         "missing_required_parameter",
     ),
     ("model type", {"model": 5}, "model", "invalid_type"),
+    # What OpenAI checks that we once let through with any value (now honoured, checked, or refused).
+    ("max_output_tokens below 16", {"max_output_tokens": 15}, "max_output_tokens", "integer_below_min_value"),
+    ("temperature above 2", {"temperature": 2.5}, "temperature", "decimal_above_max_value"),
+    ("malformed conversation id", {"conversation": "abc"}, "conversation", "invalid_value"),
+    (
+        "moderation",
+        {"moderation": {"model": "omni-moderation-latest"}},
+        "moderation",
+        "unsupported_parameter",
+    ),
+    (
+        "access program",
+        {"access_programs": {"cyber": "daybreak_red"}},
+        "access_programs.cyber",
+        "invalid_value",
+    ),
+    (
+        "a 2h window without background",
+        {"background_options": {"completion_window": "2h"}},
+        "background_options.completion_window",
+        "invalid_value",
+    ),
+    (
+        "prompt cache ttl",
+        {"prompt_cache_options": {"ttl": "1d"}},
+        "prompt_cache_options.ttl",
+        "invalid_value",
+    ),
+    (
+        "network allow-list",
+        {
+            "tools": [
+                {
+                    "type": "code_interpreter",
+                    "container": {
+                        "type": "auto",
+                        "network_policy": {"type": "allowlist", "allowed_domains": ["x.io"]},
+                    },
+                }
+            ]
+        },
+        "tools[0].container.network_policy.type",
+        "invalid_value",
+    ),
 ]
 
 
@@ -344,3 +388,42 @@ def test_input_tokens_and_compact_check_outputs_too(fake_server: LiveServer) -> 
             fake_server.base_url + path, json={"model": MODEL, "input": [_output("call_nope")]}, timeout=10
         )
         assert r.status_code == 400 and r.json()["error"]["param"] == "input", (path, r.text)
+
+
+def test_the_options_we_honour_or_that_change_nothing_here_are_accepted(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    """`access_programs: standard`, a `soonest` or (background) `8h` window, `prompt_cache_options`, a disabled
+    network, `image` options, and `max_output_tokens` of 16: accepted (docs/api.md says what each does)."""
+    engine.reset(say("ok"))
+    no_network = {
+        "type": "code_interpreter",
+        "container": {"type": "auto", "network_policy": {"type": "disabled"}},
+    }
+    r = client.responses.create(
+        model=MODEL,
+        input="hi",
+        max_output_tokens=16,
+        tools=[no_network],  # type: ignore[list-item]
+        extra_body={
+            "access_programs": {"cyber": "standard"},
+            "background_options": {"completion_window": "soonest"},
+            "prompt_cache_options": {"mode": "explicit", "ttl": "12h"},
+            "image": {"context_compression": "auto"},
+        },
+    )
+    assert r.status == "completed" and r.max_output_tokens == 16
+    assert r.tools[0].container.network_policy.type == "disabled"  # type: ignore[union-attr]
+    bg = client.responses.create(
+        model=MODEL,
+        input="hi",
+        background=True,
+        extra_body={"background_options": {"completion_window": "8h"}},
+    )
+    assert bg.status in ("queued", "in_progress", "completed")
+
+
+def test_compact_needs_something_to_compact(fake_server: LiveServer) -> None:
+    r = httpx.post(fake_server.base_url + "/v1/responses/compact", json={"model": MODEL}, timeout=10)
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "input" and r.json()["error"]["code"] == "missing_required_parameter"

@@ -67,7 +67,7 @@ async def test_created_arrives_before_the_first_token_on_a_busy_engine(busy_serv
         async with asyncio.timeout(300):
             while not all((f"long{i}", "response.output_text.delta") in log for i in range(ENGINE_SEQS)):
                 await asyncio.sleep(0.05)
-        new = asyncio.ensure_future(follow(client, "new", {"input": "Hello.", "max_output_tokens": 4}, log))
+        new = asyncio.ensure_future(follow(client, "new", {"input": "Hello.", "max_output_tokens": 16}, log))
         await asyncio.gather(*longs, new)
     ended = min(first(log, f"long{i}", *TERMINAL) for i in range(ENGINE_SEQS))
     assert [k for n, k in log if n == "long0"][-1] == "response.incomplete"  # cut at max_output_tokens

@@ -243,7 +243,7 @@ def test_cancelled_response_appends_nothing_and_incomplete_appends(
     assert _items(client, conv.id) == []
 
     engine.reset(say("a long answer " * 5))
-    cut = client.responses.create(model=MODEL, input="go", conversation=conv.id, max_output_tokens=3)
+    cut = client.responses.create(model=MODEL, input="go", conversation=conv.id, max_output_tokens=16)
     assert cut.status == "incomplete"
     kept = _items(client, conv.id)
     assert [i["role"] for i in kept] == ["user", "assistant"] and kept[1]["status"] == "incomplete"

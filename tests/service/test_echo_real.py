@@ -46,7 +46,7 @@ def post(server: LiveServer, body: dict[str, Any]) -> httpx.Response:
 
 
 def create(server: LiveServer, **body: Any) -> dict[str, Any]:
-    r = post(server, {"input": "Say something.", "max_output_tokens": 12, **body})
+    r = post(server, {"input": "Say something.", "max_output_tokens": 16, **body})
     assert r.status_code == 200, r.text
     validate_response(r.json())
     return r.json()  # type: ignore[no-any-return]
@@ -57,7 +57,7 @@ def text(body: dict[str, Any]) -> str:
 
 
 def test_unset_temperature_and_top_p_echo_the_models_generation_config(real_server: LiveServer) -> None:
-    events = parse_sse(post(real_server, {"input": "Hi.", "stream": True, "max_output_tokens": 4}).text)
+    events = parse_sse(post(real_server, {"input": "Hi.", "stream": True, "max_output_tokens": 16}).text)
     check_stream(events)
     final = events[-1]["response"]
     assert (final["temperature"], final["top_p"]) == (0.7, 0.8)
@@ -98,11 +98,11 @@ def test_stop_strings_end_the_text(real_server: LiveServer) -> None:
 
 
 def test_logit_bias_min_tokens_and_ignore_eos_set_the_length(real_server: LiveServer) -> None:
-    eos_first = {"logit_bias": {str(EOS): 100}, "max_output_tokens": 10}
+    eos_first = {"logit_bias": {str(EOS): 100}, "max_output_tokens": 16}
     assert create(real_server, **eos_first)["usage"]["output_tokens"] == 1
     assert create(real_server, **eos_first, min_tokens=4)["usage"]["output_tokens"] == 5
     full = create(real_server, **eos_first, ignore_eos=True)
-    assert full["usage"]["output_tokens"] == 10 and full["status"] == "incomplete"
+    assert full["usage"]["output_tokens"] == 16 and full["status"] == "incomplete"
 
 
 def conversation(rounds: int) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def test_truncation_auto_fits_the_context_and_disabled_is_400(real_server: LiveS
     full = client.responses.input_tokens.count(model=TINY, input=long).input_tokens  # type: ignore[arg-type]
     assert full > CONTEXT
     with pytest.raises(openai.BadRequestError) as err:
-        client.responses.create(model=TINY, input=long, truncation="disabled", max_output_tokens=8)  # type: ignore[arg-type]
+        client.responses.create(model=TINY, input=long, truncation="disabled", max_output_tokens=16)  # type: ignore[arg-type]
     assert err.value.code == "context_length_exceeded"
     r = client.responses.create(
         model=TINY,

@@ -226,12 +226,19 @@ def compacted_response(done: Compaction) -> CompactedResponse:
 
 def parse_compact_request(body: Any) -> CreateResponseRequest:
     """The compact body as the create request whose context it compacts: `CompactRequest`'s fields,
-    validated as create validates them (a 400 naming the param); a missing `model` is a 400 naming it."""
+    validated as create validates them (a 400 naming the param); a missing `model`, or neither `input` nor
+    `previous_response_id`, is a 400 naming it."""
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.", param="body")
     if body.get("model") is None:
         raise InvalidRequest(
             "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+        )
+    if not body.get("input") and not body.get("previous_response_id"):  # as OpenAI: nothing to compact
+        raise InvalidRequest(
+            "Missing required parameter: 'input' (or 'previous_response_id').",
+            param="input",
+            code="missing_required_parameter",
         )
     fields = {k: v for k, v in body.items() if k in CompactRequest.model_fields and v is not None}
     return parse_create_request({**fields, "input": body.get("input") or []})

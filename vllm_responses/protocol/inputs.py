@@ -211,10 +211,25 @@ InputItem = Annotated[
 ]
 
 
+class NetworkPolicy(LenientModel):
+    """A container's network: the sandbox has none, so `disabled` is what it is and an allow-list is refused."""
+
+    type: Literal["disabled", "allowlist"]
+    allowed_domains: list[str] | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _no_network(cls, v: str) -> str:
+        if v != "disabled":
+            raise ValueError("the sandbox has no network: only 'disabled' can be given")
+        return v
+
+
 class ContainerAuto(LenientModel):
     type: Literal["auto"]
     file_ids: list[str] | None = None
     memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
+    network_policy: NetworkPolicy | None = None
 
 
 class CodeInterpreterTool(LenientModel):

@@ -91,6 +91,8 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
         detail = f"{_shown(ctx.get('tag'))}. Supported values are: {ctx.get('expected_tags')}."
     elif kind == "literal_error" and isinstance(error.get("input"), (str, int, float, bool)):
         detail = f"{_shown(error['input'])}. Supported values are: {ctx.get('expected')}."
+    elif kind in _BOUNDS and isinstance(error.get("input"), (int, float)):
+        return _out_of_range(param, kind, error["input"], ctx)
     elif kind.endswith("_type"):  # the wrong JSON type: "Input should be a valid integer"
         # (for a model outside a tagged union, "... or instance of SummaryText": its class name is in the 400)
         message = str(error["msg"]).replace("Input should be", "expected")
@@ -98,6 +100,28 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
     else:
         detail = str(error["msg"]).removeprefix("Value error, ") + "."
     return InvalidRequest(f"Invalid value for '{param}': {detail}", param=param, code="invalid_value")
+
+
+# pydantic's bound errors: which side of the bound the value fell, and the bound as OpenAI writes it.
+_BOUNDS = {
+    "greater_than_equal": ("below minimum", ">=", "ge"),
+    "greater_than": ("below minimum", ">", "gt"),
+    "less_than_equal": ("above maximum", "<=", "le"),
+    "less_than": ("above maximum", "<", "lt"),
+}
+
+
+def _out_of_range(param: str, kind: str, value: float, ctx: dict[str, Any]) -> InvalidRequest:
+    """A number outside its range, worded and coded as OpenAI's (`integer_below_min_value`, ...)."""
+    side, sign, key = _BOUNDS[kind]
+    bound = ctx.get(key)
+    number = "decimal" if isinstance(bound, float) or isinstance(value, float) else "integer"
+    code = f"{number}_{side.replace(' ', '_').replace('minimum', 'min').replace('maximum', 'max')}_value"
+    return InvalidRequest(
+        f"Invalid '{param}': {number} {side} value. Expected a value {sign} {bound:g}, but got {value} instead.",
+        param=param,
+        code=code,
+    )
 
 
 def _shown(value: Any) -> str:

@@ -97,6 +97,31 @@ class StreamOptions(LenientModel):
     include_obfuscation: bool | None = None
 
 
+class AccessPrograms(LenientModel):
+    cyber: Literal["standard", "daybreak_blue", "daybreak_red"] | None = None
+
+    @field_validator("cyber")
+    @classmethod
+    def _standard_only(cls, v: str | None) -> str | None:
+        if v not in (None, "standard"):
+            raise ValueError("only the 'standard' access program exists here")
+        return v
+
+
+class BackgroundOptions(LenientModel):
+    completion_window: Literal["soonest", "2h", "8h"] | None = None
+
+
+class PromptCacheOptions(LenientModel):
+    mode: Literal["implicit", "explicit"] | None = None
+    ttl: Literal["30m", "12h"] | None = None
+    comparison_response_id: str | None = None
+
+
+class ImageOptions(LenientModel):
+    context_compression: Literal["auto", "enabled", "disabled"] | None = None
+
+
 class CreateResponseRequest(LenientModel):
     model: str
     input: Union[str, list[InputItem]]
@@ -105,7 +130,7 @@ class CreateResponseRequest(LenientModel):
     tool_choice: Union[Literal["none", "auto", "required"], ToolChoiceObject] = "auto"
     parallel_tool_calls: bool = True
     max_tool_calls: int | None = Field(default=None, ge=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=16)  # OpenAI's minimum
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
@@ -131,6 +156,10 @@ class CreateResponseRequest(LenientModel):
     service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     stream_options: StreamOptions | None = None
+    access_programs: AccessPrograms | None = None  # only `standard`
+    background_options: BackgroundOptions | None = None  # checked as OpenAI checks it; runs as soon as it can
+    prompt_cache_options: PromptCacheOptions | None = None  # vLLM's prefix cache is automatic
+    image: ImageOptions | None = None  # image input's options; image input is refused anyway
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
@@ -167,7 +196,9 @@ class CreateResponseRequest(LenientModel):
         if isinstance(v, dict):
             if not isinstance(v.get("id"), str):
                 raise ValueError("conversation must be a conversation id or {'id': 'conv_...'}")
-            return v["id"]
+            v = v["id"]
+        if isinstance(v, str) and not v.startswith("conv"):  # as OpenAI: a malformed id is a 400, not a 404
+            raise ValueError(f"{v!r}. Expected an ID that begins with 'conv'")
         return v
 
     @field_validator("metadata")
@@ -229,6 +260,7 @@ class CreateResponseRequest(LenientModel):
 
 _UNSUPPORTED = {
     "prompt": "stored prompts are not supported",
+    "moderation": "no moderation model is served here, so input and output cannot be scored or blocked",
 }
 
 
@@ -285,6 +317,12 @@ def _check_combinations(req: CreateResponseRequest) -> None:
         )
     if req.background and not req.store:
         raise InvalidRequest("background responses must be stored (store: true).", param="background")
+    window = req.background_options.completion_window if req.background_options else None
+    if window in ("2h", "8h") and (not req.background or req.stream):
+        raise InvalidRequest(
+            f"background_options.completion_window {window!r} needs background: true and no streaming.",
+            param="background_options.completion_window",
+        )
 
 
 def _check_tools(req: CreateResponseRequest) -> None:
