@@ -110,13 +110,30 @@ def test_compact_from_a_previous_response(client: openai.OpenAI, engine: FakeEng
     assert "06:40" in engine.requests[0].turns[-1].text  # type: ignore[union-attr]
 
 
-def test_nothing_older_than_the_last_user_message_is_left_as_it_is(
+def test_nothing_older_than_the_last_user_message_still_gets_a_compaction_item(
     client: openai.OpenAI, engine: FakeEngine
 ) -> None:
+    """As OpenAI's compact: the window as the next request should send it, with a compaction item in it; with
+    nothing to summarise the item is empty, made with no model call, and says nothing to the model."""
     engine.reset(say("unused"))
-    compacted = client.responses.compact(model=MODEL, input="Just one question?")
-    assert [it.type for it in compacted.output] == ["message"] and engine.requests == []
-    assert compacted.usage.total_tokens == 0
+    compacted = client.responses.compact(
+        model=MODEL,
+        input=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": "Just one question?"},
+            {"role": "assistant", "content": "One answer."},
+        ],
+    )
+    assert [it.type for it in compacted.output] == ["message", "compaction", "message", "message"]
+    assert engine.requests == [] and compacted.usage.total_tokens == 0
+    answer = compacted.output[3]
+    assert answer.content[0].annotations == []  # type: ignore[union-attr]
+    validate_compacted(compacted.model_dump(mode="json", exclude_unset=True))
+    engine.reset(say("ok"))
+    client.responses.create(
+        model=MODEL, input=[*compacted.model_dump(mode="json")["output"], {"role": "user", "content": "And?"}]
+    )
+    assert [type(t).__name__ for t in engine.requests[0].turns] == ["Message"] * 4  # no summary turn
 
 
 def test_split_keeps_system_messages_and_everything_from_the_last_user_message() -> None:

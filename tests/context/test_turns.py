@@ -52,7 +52,8 @@ def test_easy_messages_become_one_text_part_of_the_role_s_kind() -> None:
     assert [(it["role"], it["content"], it["status"]) for it in got] == [
         ("system", [{"type": "input_text", "text": "Be brief."}], "completed"),
         ("user", [{"type": "input_text", "text": "Hi, you"}], "completed"),
-        ("assistant", [{"type": "output_text", "text": "Hi."}], "incomplete"),  # a given status is kept
+        # a given status is kept; an assistant's text has `annotations`, as the SDK's ResponseOutputText
+        ("assistant", [{"type": "output_text", "text": "Hi.", "annotations": []}], "incomplete"),
     ]
 
 

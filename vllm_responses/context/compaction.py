@@ -145,14 +145,20 @@ def _tidy(text: str, *, cut: bool) -> str:
 
 
 async def compact(
-    engine: Engine, items: list[dict[str, Any]], *, structured: dict[str, Any] | None = None
+    engine: Engine,
+    items: list[dict[str, Any]],
+    *,
+    structured: dict[str, Any] | None = None,
+    always: bool = False,
 ) -> Compaction:
     """The items compacted: their older part summarised by the served model (see the module docstring).
-    `structured` (vendor extension) forces the summary's text as `Sampling.structured` does."""
+    `structured` (vendor extension) forces the summary's text as `Sampling.structured` does. With nothing old
+    enough to summarise, the items as given (`item` None); with `always` (`/responses/compact`, as OpenAI's
+    always holds one), an empty compaction item among them, made with no model call."""
     kept, older, recent = split(items)
-    if not older:
+    if not older and not always:
         return Compaction(list(items), None, Usage())
-    summary, usage = await _summarise(engine, older, structured)
+    summary, usage = await _summarise(engine, older, structured) if older else ("", Usage())
     item: CompactionItem = {
         "id": new_id("cmp"),
         "type": "compaction",

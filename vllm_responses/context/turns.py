@@ -54,9 +54,16 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     items = []
     for item in input_:
         d = item.model_dump(mode="json", exclude_none=True, by_alias=True)
-        if isinstance(item, MessageInput):
-            kind = "output_text" if item.role == "assistant" else "input_text"
-            d["content"] = [{"type": kind, "text": item.text()}]
+        if isinstance(item, MessageInput):  # an assistant's text as the SDK's `ResponseOutputText` holds it
+            part = (
+                {"type": "output_text", "text": item.text(), "annotations": []}
+                if item.role == "assistant"
+                else {
+                    "type": "input_text",
+                    "text": item.text(),
+                }
+            )
+            d["content"] = [part]
             d.setdefault("status", "completed")
         d.setdefault(
             "id",
@@ -157,8 +164,9 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
             if asked is not None and not raw.get("approve"):
                 turns.append(ToolCall(asked["id"], asked["name"], asked.get("arguments") or "{}"))
                 turns.append(ToolResult(asked["id"], asked["name"], MCP_DENIED))
-        elif kind == "compaction":
-            turns.append(Message("user", f"{SUMMARY_HEADER}\n{open_summary(raw['encrypted_content'])}"))
+        elif kind == "compaction":  # an empty one (a compact of a short window) says nothing to the model
+            if summary := open_summary(raw["encrypted_content"]):
+                turns.append(Message("user", f"{SUMMARY_HEADER}\n{summary}"))
         elif kind in _CODING_TURNS:
             turns.append(_CODING_TURNS[kind](raw))
     return turns

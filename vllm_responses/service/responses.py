@@ -147,7 +147,7 @@ class ResponsesService:
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
         slot = await self.admission.acquire()  # a model call: it takes a slot as a response does
         try:
-            return await compact(self.engine, resolved.items, structured=first)
+            return await compact(self.engine, resolved.items, structured=first, always=True)
         finally:
             slot.release()
 
