@@ -211,10 +211,25 @@ def test_parallel_false_keeps_the_first_call_only(server: LiveServer, client: op
     assert resp.usage is not None and resp.usage.output_tokens < len(two)  # the rest was not generated
 
 
-def test_markdown_refuses_to_force_a_function(server: LiveServer, client: openai.OpenAI) -> None:
+@pytest.mark.parametrize("choice", [{"type": "function", "name": "trip"}, "required"])
+def test_markdown_forces_a_function_as_a_hermes_call(
+    server: LiveServer, client: openai.OpenAI, choice: Any
+) -> None:
+    """The markdown format (the embedded default model's) writes code cells only: a forced function is
+    written as a Hermes call under our grammar (the tool described to the model in a system turn) and read
+    by our Hermes parser, as vLLM's own server forces a call on any model."""
     use(server, "markdown_code")
-    with pytest.raises(openai.BadRequestError, match="tool_choice cannot force a call to a function"):
-        client.responses.create(model=TINY, input="x", tools=[TRIP], tool_choice="required")
+    resp = client.responses.create(
+        model=TINY,
+        input="Plan a trip.",
+        tools=[TRIP],  # type: ignore[list-item]
+        tool_choice=choice,
+        parallel_tool_calls=False,
+        max_output_tokens=200,
+    )
+    (call,) = calls(resp)
+    assert call.name == "trip"
+    jsonschema.validate(json.loads(call.arguments), SCHEMA)
 
 
 def test_a_forced_call_under_a_vllm_only_parser_is_written_and_read_as_hermes(

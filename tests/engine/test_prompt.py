@@ -23,6 +23,7 @@ from vllm_responses.engine.types import (
     Message,
     ToolCall,
     ToolResult,
+    ToolSpec,
     code_tool_spec,
 )
 
@@ -164,3 +165,22 @@ def test_code_that_does_not_parse_is_retried_once():
     request = GenerateRequest("r", user + (CALL, bad), tools=(CODE,))
     assert should_prefill_code(request, markdown_format=True, policy=True)  # the retry is prefilled again
     assert not should_prefill_code(request, markdown_format=True, policy=False)
+
+
+def test_a_forced_hermes_call_is_described_to_a_template_without_tools(chatml_tok):
+    """A call forced as Hermes on a markdown-format model (it writes code cells only): the system turn names the
+    tools and the exact shape the grammar holds the reply to, and no code example is shown."""
+    trip = ToolSpec("trip", "Plan a trip.", {"type": "object", "properties": {"city": {"type": "string"}}})
+    request = GenerateRequest(
+        "r", (Message("user", "Go."),), tools=(CODE, trip), tool_choice=ForcedTool("trip")
+    )
+    prompt = render_prompt(
+        chatml_tok, request, TemplateCaps(False, False), get_parser("markdown_code")(), forced=[trip]
+    )
+    system = prompt.split("<|im_end|>")[0]
+    assert "Call one of these tools now" in system and '<tool_call>{"name": <tool name>' in system
+    assert (
+        '- trip: Plan a trip.\n  arguments: {"type": "object", "properties": {"city": {"type": "string"}}}'
+        in system
+    )
+    assert "6 * 7" not in prompt and prompt.endswith("<|im_start|>user\nGo.<|im_end|>\n" + GEN)

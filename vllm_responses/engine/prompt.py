@@ -246,14 +246,18 @@ def render_prompt(
     parser: ToolParser,
     prefill: str = "",
     template: str | None = None,
+    forced: Sequence[ToolSpec] = (),
 ) -> str:
     """The prompt text: the chat template (`template`, default the tokenizer's own) applied with a
-    generation prompt, then `prefill`."""
+    generation prompt, then `prefill`. `forced`: the tools of a call forced as a Hermes call on a model whose
+    own format cannot write it; a template without a tools section is told of them in a system turn."""
     messages = turns_to_messages(request.turns, caps, parser)
     tools = request.tools if request.tool_choice != "none" else ()
     kwargs: dict[str, Any] = {"add_generation_prompt": True}
     if tools and caps.tools_section:
         kwargs["tools"] = tools_to_openai(tools)
+    elif forced:
+        _add_system_note(messages, forced_call_note(forced))
     elif tools and (hint := code_hint(tools)):
         start = 1 if messages and messages[0]["role"] == "system" else 0
         code_tool = next(t.name for t in tools if t.code_interpreter)
@@ -263,6 +267,26 @@ def render_prompt(
         else:
             messages.insert(0, {"role": "system", "content": hint})
     return _render(tok, messages, template, **kwargs) + prefill
+
+
+def forced_call_note(tools: Sequence[ToolSpec]) -> str:
+    """A system note for a template without a tools section whose model must call one of `tools` now, in the
+    Hermes shape its output is held to."""
+    lines = [
+        "Call one of these tools now. Reply with exactly one call: "
+        '<tool_call>{"name": <tool name>, "arguments": <arguments as JSON>}</tool_call>'
+    ]
+    for t in tools:
+        lines.append(f"- {t.name}: {t.description}\n  arguments: {json.dumps(t.parameters)}")
+    return "\n".join(lines)
+
+
+def _add_system_note(messages: list[dict[str, Any]], note: str) -> None:
+    """`note` at the end of the first system turn, or as a new first turn."""
+    if messages and messages[0]["role"] == "system":
+        messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + note}
+    else:
+        messages.insert(0, {"role": "system", "content": note})
 
 
 def choose_parser(explicit: str | None, chat_template: str | None, model_name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from vllm import SamplingParams
@@ -54,6 +54,7 @@ from vllm_responses.engine.types import (
     GenerateRequest,
     Message,
     ToolCall,
+    ToolSpec,
     Usage,
 )
 
@@ -193,11 +194,12 @@ class VLLMEngine:
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def render(self, request: GenerateRequest, prefill: str = "") -> str:
-        """The prompt text for `request`; a template that refuses the turns is an `EngineRejected` (a 400)."""
+    def render(self, request: GenerateRequest, prefill: str = "", forced: Sequence[ToolSpec] = ()) -> str:
+        """The prompt text for `request` (`forced`: the tools of a forced call written as Hermes, described to a
+        template without a tools section); a template that refuses the turns is an `EngineRejected` (a 400)."""
         try:
             return render_prompt(
-                self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template
+                self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template, forced
             )
         except Exception as exc:  # jinja's TemplateError and whatever a template raises
             raise EngineRejected(
@@ -207,9 +209,14 @@ class VLLMEngine:
 
     def _call_format(self, request: GenerateRequest) -> str:
         """The format this model call's output is written (and parsed) in: the parser's, except a forced call
-        under a vLLM-only parser name, which no grammar of ours writes: that is a Hermes call (as vLLM's own
-        server forces calls in a JSON shape of its own rather than the model's format)."""
-        if self._forced_as_hermes and forced_tools(request):
+        that the model's own format cannot write, which is written under a grammar as a Hermes call (as vLLM's
+        own server forces calls in a JSON shape of its own rather than the model's format): under a vLLM-only
+        parser name (no grammar of ours), and under a markdown format (the embedded default model's: it
+        writes code cells only) when a forced tool is not the code interpreter."""
+        forced = forced_tools(request)
+        if self._forced_as_hermes and forced:
+            return "hermes"
+        if self.parser_name in MARKDOWN_FORMATS and any(not t.code_interpreter for t in forced):
             return "hermes"
         return self.parser_name
 
@@ -223,7 +230,7 @@ class VLLMEngine:
         prefill = ""
         stop: list[str] = []
         bad_words: list[str] = []
-        markdown = self.parser_name in MARKDOWN_FORMATS
+        markdown = self.parser_name in MARKDOWN_FORMATS and own  # (a forced Hermes call has no code prefill)
         if should_prefill_code(request, markdown_format=markdown, policy=self.prefill_code):
             prefill, stop = CODE_PREFILL, [CODE_STOP]
         elif markdown and self.prefill_code and code_ran_since_user(request):
@@ -232,7 +239,7 @@ class VLLMEngine:
             # otherwise re-run the same cell, or echo it, until the token budget is gone).
             parser = PlainTextParser(())
             stop, bad_words = [ANSWER_STOP], list(ANSWER_BAD_WORDS)
-        prompt = self.render(request, prefill)
+        prompt = self.render(request, prefill, forced=forced_tools(request) if not own else ())
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
         return Prepared(prompt, prefill, stop, bad_words, parser, call_format, keep_special)
