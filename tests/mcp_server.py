@@ -1,4 +1,4 @@
-"""A real MCP server (the `mcp` SDK's `MCPServer`, streamable HTTP) on 127.0.0.1 in a thread, for the MCP tests.
+"""A real MCP server (the `mcp` SDK's `MCPServer`, streamable HTTP or HTTP+SSE) on 127.0.0.1 in a thread, for the MCP tests.
 
 Its tools: `add` (sums two numbers, annotated read-only), `fail` (raises), `slow` (sleeps), `whoami` (answers
 the `Authorization` header it got). `requests` records the JSON-RPC method of every request it received and
@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import uvicorn
@@ -20,7 +20,7 @@ from mcp_types import ToolAnnotations
 
 from tests.serving import free_port
 
-__all__ = ["McpTestServer", "mcp_server"]
+__all__ = ["McpTestServer", "mcp_server", "mcp_sse_server"]
 
 
 def _server() -> MCPServer:
@@ -55,13 +55,15 @@ def _server() -> MCPServer:
 
 
 class McpTestServer:
-    """The test MCP server at `url`; `start()` / `stop()`."""
+    """The test MCP server at `url`; `start()` / `stop()`. `transport`: streamable HTTP (at `/mcp`), or the
+    older HTTP+SSE transport (at `/sse`, messages posted to `/messages/`) that many deployed servers speak."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: Literal["streamable", "sse"] = "streamable") -> None:
         self.port = free_port()
+        self.transport = transport
         self.requests: list[str] = []  # JSON-RPC methods, in order
         self.headers: list[dict[str, str]] = []
-        app = _server().streamable_http_app()
+        app = _server().streamable_http_app() if transport == "streamable" else _server().sse_app()
 
         async def recording(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] != "http":
@@ -89,7 +91,7 @@ class McpTestServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/{'mcp' if self.transport == 'streamable' else 'sse'}"
 
     def count(self, method: str) -> int:
         return self.requests.count(method)
@@ -112,5 +114,13 @@ class McpTestServer:
 def mcp_server() -> Iterator[McpTestServer]:
     """One MCP test server for the session (its tests compare request counts before and after, not totals)."""
     server = McpTestServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mcp_sse_server() -> Iterator[McpTestServer]:
+    """The same tools over the HTTP+SSE transport."""
+    server = McpTestServer("sse").start()
     yield server
     server.stop()

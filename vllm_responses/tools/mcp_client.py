@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
 _INTERNAL_ERROR = -32603
+_METHOD_NOT_FOUND = -32601
 
 
 @dataclass(frozen=True)
@@ -80,21 +81,79 @@ def _failure(exc: BaseException, server: McpServer) -> McpFailure:
     return McpFailure({"type": "mcp_protocol_error", "code": _INTERNAL_ERROR, "message": message})
 
 
+# Servers that refused the streamable HTTP transport and speak the older HTTP+SSE one (by URL, for this process).
+_SSE_ONLY: set[str] = set()
+
+
+def _refuses_streamable(exc: BaseException) -> bool:
+    """Whether connecting over streamable HTTP failed as a server of the older HTTP+SSE transport refuses it:
+    its initialize POST answered with a 4xx (the MCP spec's backwards-compatibility rule), which the SDK's
+    streamable client reports as a JSON-RPC error before any session exists (`METHOD_NOT_FOUND` for a 404,
+    `INTERNAL_ERROR` for another non-2xx such as SSE servers' 405)."""
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+
+    leaf = _leaf(exc)
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        return leaf.response.status_code in (400, 404, 405)
+    return isinstance(leaf, MCPError) and leaf.code in (_METHOD_NOT_FOUND, _INTERNAL_ERROR)
+
+
 @asynccontextmanager
-async def _session(server: McpServer) -> AsyncIterator[Any]:
-    """A connected SDK `Client` (streamable HTTP); every failure inside, the timeout included, an `McpFailure`.
-    The whole use (connect, request, close) is bounded by the server's timeout."""
+async def _streamable(server: McpServer) -> AsyncIterator[Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
+    async with create_mcp_http_client(headers=dict(server.headers)) as http:
+        transport = streamable_http_client(server.url, http_client=http)
+        async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
+            yield client
+
+
+@asynccontextmanager
+async def _sse(server: McpServer) -> AsyncIterator[Any]:
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
+    transport = sse_client(
+        server.url, headers=dict(server.headers), timeout=server.timeout_s, sse_read_timeout=server.timeout_s
+    )
+    async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
+        yield client
+
+
+async def _older_transport(stack: AsyncExitStack, server: McpServer, refused: Exception) -> Any:
+    """A client over HTTP+SSE for a server that refused streamable HTTP (remembered when it answers); when it
+    does not, the streamable refusal is the error."""
+    logger.info("MCP server %r refused streamable HTTP: trying HTTP+SSE", server.label)
     try:
-        async with asyncio.timeout(server.timeout_s):
-            http = create_mcp_http_client(headers=dict(server.headers))
-            async with http:
-                transport = streamable_http_client(server.url, http_client=http)
-                async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
-                    yield client
+        client = await stack.enter_async_context(_sse(server))
+    except Exception:
+        raise refused from None
+    _SSE_ONLY.add(server.url)
+    return client
+
+
+@asynccontextmanager
+async def _session(server: McpServer) -> AsyncIterator[Any]:
+    """A connected SDK `Client`; every failure inside, the timeout included, an `McpFailure`. The whole use
+    (connect, request, close) is bounded by the server's timeout. The transport is chosen as the MCP spec
+    tells a client that also serves older servers to choose it (and as the TypeScript SDK's clients do):
+    streamable HTTP first; a server that refuses it with a 4xx is tried over HTTP+SSE, and one that answers
+    there is spoken to over HTTP+SSE at once from then on."""
+    try:
+        async with asyncio.timeout(server.timeout_s), AsyncExitStack() as stack:
+            if server.url in _SSE_ONLY:
+                client = await stack.enter_async_context(_sse(server))
+            else:
+                try:
+                    client = await stack.enter_async_context(_streamable(server))
+                except Exception as refused:
+                    if not _refuses_streamable(refused):
+                        raise
+                    client = await _older_transport(stack, server, refused)
+            yield client
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the SDK's and httpx2's errors, in task groups: mapped in one place
