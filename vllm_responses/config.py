@@ -248,6 +248,18 @@ class Config:
         "http(s) URL; default: none, remote MCP tools are refused).",
         to_config=_comma_list,
     )
+    web_search_url: str | None = setting(
+        None,
+        "--web-search-url",
+        "The search endpoint of a SearXNG-compatible JSON API (GET ?q=...&format=json) that serves the "
+        "web_search tool (default: none, the tool is accepted and not offered to the model).",
+    )
+    web_search_timeout: float = setting(
+        10.0,
+        "--web-search-timeout",
+        "Seconds one web search may take; past it the search fails and the model is told so.",
+        parse=float,
+    )
     # a shared sandbox service instead of the pool in this process
     code_interpreter_url: str | None = setting(
         None,

@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 from openai.types.responses import (
     Response,
+    ResponseApplyPatchToolCall,
     ResponseCodeInterpreterToolCall,
     ResponseCompactionItem,
     ResponseCustomToolCall,
+    ResponseFunctionShellToolCall,
     ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
     ResponseOutputMessage,
     ResponseOutputText,
     ResponseReasoningItem,
@@ -21,12 +24,13 @@ from openai.types.responses import (
 from openai.types.responses.response import Conversation as ResponseConversation
 from openai.types.responses.response_code_interpreter_tool_call import OutputImage, OutputLogs
 from openai.types.responses.response_output_item import (
+    LocalShellCall,
     McpApprovalRequest,
     McpCall,
     McpListTools,
     McpListToolsTool,
 )
-from openai.types.responses.response_output_text import AnnotationContainerFileCitation
+from openai.types.responses.response_output_text import AnnotationContainerFileCitation, AnnotationURLCitation
 from openai.types.responses.response_status import ResponseStatus as SDKResponseStatus
 from pydantic import BaseModel
 
@@ -55,6 +59,11 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.McpListToolsTool, McpListToolsTool),
     (items.McpCallItem, McpCall),
     (items.McpApprovalRequestItem, McpApprovalRequest),
+    (items.ShellCallItem, ResponseFunctionShellToolCall),
+    (items.LocalShellCallItem, LocalShellCall),
+    (items.ApplyPatchCallItem, ResponseApplyPatchToolCall),
+    (items.WebSearchCallItem, ResponseFunctionWebSearch),
+    (items.UrlCitation, AnnotationURLCitation),
 ]
 
 
@@ -87,7 +96,9 @@ def test_items_match_the_sdk(td: Any, model: type[BaseModel]) -> None:
 def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
-    assert len(ours) == 31  # the lifecycle TypedDict covers five types, the MCP item events six
+    assert (
+        len(ours) == 34
+    )  # the lifecycle TypedDict covers five types, the MCP item events six, web search three
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

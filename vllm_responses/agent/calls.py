@@ -40,6 +40,7 @@ class OpenCall:
         None  # set for calls to a remote MCP tool (an mcp_call or mcp_approval_request item)
     )
     coding: str | None = None  # set for calls to a coding tool: the item type, added when the call ends
+    search: bool = False  # a web search (run by the server once the model call ends)
 
     @property
     def is_code(self) -> bool:
@@ -59,6 +60,8 @@ class CallTracker:
         becomes a function_call item under that name.
     mcp_routes: the remote MCP tools offered, by name (their calls become mcp_call items, or
         mcp_approval_request items when the call waits for the client's approval).
+    search_names: the name the web search is offered under (its calls become web_search_call items, searched
+        by the loop once the model call ends).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
         the sandbox is full); None when the response has no code interpreter. When it raises an
         `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
@@ -72,11 +75,13 @@ class CallTracker:
         container: Callable[[], Awaitable[str]] | None,
         client_tools: Mapping[str, ToolSpec] | None = None,
         mcp_routes: Mapping[str, McpRoute] | None = None,
+        search_names: frozenset[str] = frozenset(),
     ) -> None:
         self.builder = builder
         self.mcp_routes = mcp_routes or {}
         self.code_names = code_names
         self.client_tools = client_tools or {}
+        self.search_names = search_names
         self.container = container
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
@@ -90,7 +95,12 @@ class CallTracker:
     @property
     def function_calls(self) -> list[OpenCall]:
         """The calls the client answers: function, custom and coding tool calls."""
-        return [c for c in self.ended if not c.is_code and c.mcp is None]
+        return [c for c in self.ended if not c.is_code and c.mcp is None and not c.search]
+
+    @property
+    def search_calls(self) -> list[OpenCall]:
+        """The web searches the server runs now."""
+        return [c for c in self.ended if c.search]
 
     @property
     def mcp_calls(self) -> list[OpenCall]:
@@ -115,6 +125,9 @@ class CallTracker:
             call = OpenCall(index, event.name, code=JsonStringField("code"))
             call.error = None if container_id else self._container_error
             self._open[event.index] = call
+        elif event.name in self.search_names:
+            index, events = self.builder.web_search_start()
+            self._open[event.index] = OpenCall(index, event.name, search=True)
         elif event.name in self.mcp_routes:
             route = self.mcp_routes[event.name]
             if route.approval:
@@ -152,7 +165,7 @@ class CallTracker:
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
             return self.builder.custom_call_delta(call.index, text) if text else []
-        if call.coding is not None:
+        if call.coding is not None or call.search:  # their items are made (or run) once the call ends
             return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
             return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
@@ -177,6 +190,8 @@ class CallTracker:
         if call.coding is not None:
             call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
             return events
+        if call.search:  # searched once the model call has ended (agent loop)
+            return []
         if call.mcp is not None:
             arguments = normalize_arguments(call.arguments)
             if call.mcp.approval:

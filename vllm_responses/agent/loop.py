@@ -33,6 +33,7 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.tools.code import CodeRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
+from vllm_responses.tools.web_search import SearchPlan, SearchRun
 
 __all__ = ["AgentLoop", "AgentPlan"]
 
@@ -62,6 +63,8 @@ class AgentPlan:
     compaction_usage: Usage = Usage()
     # Remote MCP tools (tools/mcp.py): listed, offered and run by the loop; None without any.
     mcp: McpPlan | None = None
+    # Web searches (tools/web_search.py): None when the tool is not offered.
+    search: SearchPlan | None = None
 
 
 class AgentLoop:
@@ -90,7 +93,9 @@ class AgentLoop:
         self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
-        self._client_tools = {t.name: t for t in plan.tools if not t.code_interpreter}
+        self._client_tools = {t.name: t for t in plan.tools if not t.code_interpreter and not t.web_search}
+        self._search_names = frozenset(t.name for t in plan.tools if t.web_search)
+        self.search = SearchRun(plan.search) if plan.search is not None else None
         self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
         self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
         self.tools = plan.tools  # and, once listed, the MCP tools
@@ -129,19 +134,22 @@ class AgentLoop:
                     self.code.container if self.plan.container else None,
                     self._client_tools,
                     self.mcp.routes if self.mcp is not None else None,
+                    self._search_names if self.search is not None else frozenset(),
                 )
                 async for ev in self._call_model(request, tracker):
                     yield ev
                 code_calls, function_calls = tracker.code_calls, tracker.function_calls
                 mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
-                if tracker.finish_reason == "length" and not code_calls and not mcp_calls:
+                searches = tracker.search_calls
+                server_run = bool(code_calls or mcp_calls or searches)
+                if tracker.finish_reason == "length" and not server_run:
                     # `incomplete` closes an open message as incomplete too.
                     for ev in builder.incomplete("max_output_tokens", self.usage):
                         yield ev
                     return
                 # A message closed with no call left to run is the response's last: it cites every file. Calls
                 # the client answers (function, custom, MCP approval) end the response too.
-                last = bool(function_calls or approvals) or not (code_calls or mcp_calls)
+                last = bool(function_calls or approvals) or not server_run
                 for ev in builder.close_open(final=last):
                     yield ev
                 for call in code_calls:
@@ -151,7 +159,14 @@ class AgentLoop:
                     assert self.mcp is not None
                     async for ev in self.mcp.run(builder, call.index, self.turns):
                         yield ev
+                for call in searches:
+                    assert self.search is not None
+                    async for ev in self.search.run(
+                        builder, call.index, call.name, call.arguments, self.turns
+                    ):
+                        yield ev
                 self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
+                self.tool_calls += len(searches)
                 if last:
                     for ev in builder.completed(self.usage):
                         yield ev

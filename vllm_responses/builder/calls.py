@@ -15,6 +15,7 @@ from vllm_responses.protocol.items import (
     CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
+    WebSearchCallItem,
 )
 
 __all__ = ["CallSteps"]
@@ -90,6 +91,45 @@ class CallSteps:
         index, events = self.text.start_item(announced)
         self.state.output[index] = item
         return index, [*events, self.state.item_done(index)]
+
+    # --- web search calls (run by the server) ----------------------------------------------------------
+
+    def web_search_start(self) -> tuple[int, list[Event]]:
+        new: WebSearchCallItem = {
+            "id": new_id("ws"),
+            "type": "web_search_call",
+            "status": "in_progress",
+            "action": {"type": "search", "query": ""},
+        }
+        index, events = self.text.start_item(new)
+        ref = self.state.ref(index)
+        return index, [
+            *events,
+            ev.web_search_event("response.web_search_call.in_progress", self.state.seq(), ref),
+        ]
+
+    def web_search_searching(self, index: int, query: str) -> list[Event]:
+        item = self.state.web_search_call(index)
+        item["status"] = "searching"
+        item["action"]["query"] = query
+        return [
+            ev.web_search_event("response.web_search_call.searching", self.state.seq(), self.state.ref(index))
+        ]
+
+    def web_search_done(self, index: int, sources: list[str] | None, *, failed: bool = False) -> list[Event]:
+        """The search ended: its item `completed` (with `action.sources` when the client asked for them) or
+        `failed`."""
+        state = self.state
+        item = state.web_search_call(index)
+        item["status"] = "failed" if failed else "completed"
+        if sources is not None:
+            item["action"]["sources"] = [{"type": "url", "url": url} for url in sources]
+        events: list[Event] = []
+        if not failed:
+            events.append(
+                ev.web_search_event("response.web_search_call.completed", state.seq(), state.ref(index))
+            )
+        return [*events, state.item_done(index)]
 
     # --- code interpreter calls -----------------------------------------------------------------------
 

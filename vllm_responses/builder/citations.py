@@ -1,11 +1,13 @@
-"""`container_file_citation` annotations: where a message's text mentions a file the response's code wrote.
+"""Citations in a message's text: `container_file_citation` where it mentions a file the response's code
+wrote, `url_citation` where it mentions the URL of a web search result.
 
 The rule (also in docs/api.md): every mention of a written file in an assistant message is cited, spanning
 the longest of `sandbox:/mnt/data/<path>`, `/mnt/data/<path>`, `<path>` and the file's base name that the
 text holds there; the base name must stand on its own (`out.csv` is not found in `about.csv` nor in
 `out.csv2`). A file that no message of the response mentions is cited once at the end of the response's
 last message, as a zero-width annotation (`start_index == end_index == len(text)`), so that clients can
-still find every file the code produced. Indexes count Unicode code points.
+still find every file the code produced. A search result is cited at each mention of its URL (docs/api.md
+"Web search"). Indexes count Unicode code points.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from interpreter_service import DATA_DIR
-from vllm_responses.protocol.items import ContainerFileCitation
+from vllm_responses.protocol.items import ContainerFileCitation, UrlCitation
 
-__all__ = ["WrittenFile", "file_citations", "mentions"]
+__all__ = ["WebSource", "WrittenFile", "file_citations", "mentions", "url_citations"]
 
 _FOLDER = DATA_DIR + "/"
 
@@ -31,6 +33,14 @@ class WrittenFile:
     @property
     def filename(self) -> str:
         return posixpath.basename(self.path)
+
+
+@dataclass(frozen=True)
+class WebSource:
+    """A web search result the response's model was shown."""
+
+    url: str
+    title: str
 
 
 def _word(ch: str) -> bool:
@@ -90,4 +100,19 @@ def file_citations(
             "end_index": e,
         }
         for s, e, f in spans
+    ]
+
+
+def url_citations(text: str, sources: Sequence[WebSource]) -> list[UrlCitation]:
+    """A `url_citation` at each mention of a search result's URL in `text` (a longer URL that holds a shorter
+    one's text is cited as the longer), ordered by position."""
+    spans: dict[int, tuple[int, WebSource]] = {}
+    for source in sorted({s.url: s for s in sources}.values(), key=lambda s: len(s.url)):
+        at = text.find(source.url)
+        while at >= 0:
+            spans[at] = (at + len(source.url), source)
+            at = text.find(source.url, at + 1)
+    return [
+        {"type": "url_citation", "url": src.url, "title": src.title, "start_index": start, "end_index": end}
+        for start, (end, src) in sorted(spans.items())
     ]

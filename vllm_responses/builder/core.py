@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from vllm_responses.builder import events as ev
-from vllm_responses.builder.citations import WrittenFile
+from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     ItemRef,
@@ -29,6 +29,7 @@ from vllm_responses.protocol.items import (
     ResponseError,
     ResponseObject,
     ResponseUsage,
+    WebSearchCallItem,
     wire_item,
     wire_items,
 )
@@ -74,6 +75,8 @@ class ResponseState:
     # Files the response's code wrote (cited in messages, see citations.py) and the ids cited so far.
     files: list[WrittenFile] = field(default_factory=list)
     cited: set[str] = field(default_factory=set)
+    # The web search results the model was shown (cited where a message mentions their URL).
+    sources: list[WebSource] = field(default_factory=list)
     # output_index of the items with no status still open (custom tool calls, MCP listings and approvals)
     open_statusless: set[int] = field(default_factory=set)
     numbered: int = 0  # how many events have a sequence number
@@ -114,6 +117,11 @@ class ResponseState:
     def reasoning(self, index: int) -> ReasoningItem:
         item = self.output[index]
         assert item["type"] == "reasoning"
+        return item
+
+    def web_search_call(self, index: int) -> WebSearchCallItem:
+        item = self.output[index]
+        assert item["type"] == "web_search_call"
         return item
 
     def function_call(self, index: int) -> FunctionCallItem:

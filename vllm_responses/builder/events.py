@@ -36,8 +36,10 @@ from vllm_responses.protocol.events import (
     ResponseLifecycle,
     TextDelta,
     TextDone,
+    WebSearchEvent,
+    WebSearchEventType,
 )
-from vllm_responses.protocol.items import ContainerFileCitation, OutputItem, ResponseObject
+from vllm_responses.protocol.items import Annotation, OutputItem, ResponseObject
 
 __all__ = [
     "annotation_added",
@@ -104,9 +106,7 @@ def text_done(seq: int, ref: PartRef, text: str) -> TextDone:
     return {"type": "response.output_text.done", "sequence_number": seq, "text": text, "logprobs": [], **ref}
 
 
-def annotation_added(
-    seq: int, ref: PartRef, index: int, annotation: ContainerFileCitation
-) -> AnnotationAdded:
+def annotation_added(seq: int, ref: PartRef, index: int, annotation: Annotation) -> AnnotationAdded:
     return {
         "type": "response.output_text.annotation.added",
         "sequence_number": seq,
@@ -180,6 +180,10 @@ def code_call_completed(seq: int, ref: ItemRef) -> CodeCallCompleted:
 
 
 def mcp_item_event(type_: McpItemEventType, seq: int, ref: ItemRef) -> McpItemEvent:
+    return {"type": type_, "sequence_number": seq, **ref}
+
+
+def web_search_event(type_: WebSearchEventType, seq: int, ref: ItemRef) -> WebSearchEvent:
     return {"type": type_, "sequence_number": seq, **ref}
 
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from vllm_responses.builder.calls import CallSteps
-from vllm_responses.builder.citations import WrittenFile
+from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.builder.mcp import McpSteps
 from vllm_responses.builder.text import OpenText
@@ -35,6 +35,7 @@ from vllm_responses.protocol.items import (
     ResponseEcho,
     ResponseError,
     ResponseObject,
+    WebSearchCallItem,
 )
 from vllm_responses.protocol.status import END_EVENTS, ResponseStatus
 
@@ -167,6 +168,10 @@ class ResponseBuilder:
             item["status"] = "failed"
         elif item["type"] == "apply_patch_call":  # added whole when its call ends: never left open
             return []
+        elif item["type"] == "web_search_call":
+            if item["status"] not in ("in_progress", "searching"):
+                return []
+            item["status"] = "incomplete"
         elif item["status"] == "in_progress":
             item["status"] = "incomplete"
         else:
@@ -197,6 +202,22 @@ class ResponseBuilder:
 
     def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
         return self._calls.coding_call(item)
+
+    def web_search_item(self, index: int) -> WebSearchCallItem:
+        return self.state.web_search_call(index)
+
+    def web_search_start(self) -> tuple[int, list[Event]]:
+        return self._calls.web_search_start()
+
+    def web_search_searching(self, index: int, query: str) -> list[Event]:
+        return self._calls.web_search_searching(index, query)
+
+    def web_search_done(self, index: int, sources: list[str] | None, *, failed: bool = False) -> list[Event]:
+        return self._calls.web_search_done(index, sources, failed=failed)
+
+    def note_sources(self, sources: list[WebSource]) -> None:
+        """Web search results the model was shown (cited where a later message mentions their URL)."""
+        self.state.sources += sources
 
     def custom_call_delta(self, index: int, delta: str) -> list[Event]:
         return self._calls.custom_call_delta(index, delta)

@@ -6,7 +6,7 @@ import base64
 import copy
 
 from vllm_responses.builder import events as ev
-from vllm_responses.builder.citations import file_citations
+from vllm_responses.builder.citations import file_citations, url_citations
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
@@ -83,10 +83,10 @@ class OpenText:
         item = state.message(index)
         part = item["content"][0]
         item["status"] = status
-        part["annotations"] = file_citations(
-            part["text"], state.files, cite_rest=final, already_cited=state.cited
-        )
-        state.cited |= {a["file_id"] for a in part["annotations"]}
+        files = file_citations(part["text"], state.files, cite_rest=final, already_cited=state.cited)
+        state.cited |= {a["file_id"] for a in files}
+        urls = url_citations(part["text"], state.sources)
+        part["annotations"] = sorted([*files, *urls], key=lambda a: (a["start_index"], a["end_index"]))
         ref = state.part_ref(index)
         events: list[Event] = [
             ev.annotation_added(state.seq(), ref, i, a.copy()) for i, a in enumerate(part["annotations"])

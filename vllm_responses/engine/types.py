@@ -94,6 +94,7 @@ class ToolSpec:
     grammar: tuple[str, str] | None = None
     namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
     call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/coding.py)
+    web_search: bool = False  # the web search the server runs (tools/web_search.py)
 
     @property
     def item_name(self) -> str:

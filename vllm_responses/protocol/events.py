@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict, Union
 
 from vllm_responses.protocol.items import (
-    ContainerFileCitation,
+    Annotation,
     OutputItem,
     OutputText,
     ReasoningContent,
@@ -47,6 +47,8 @@ __all__ = [
     "ResponseLifecycle",
     "TextDelta",
     "TextDone",
+    "WebSearchEvent",
+    "WebSearchEventType",
 ]
 
 Part = Union[OutputText, ReasoningContent]
@@ -135,7 +137,7 @@ class AnnotationAdded(TypedDict):
     output_index: int
     content_index: int
     annotation_index: int
-    annotation: ContainerFileCitation
+    annotation: Annotation
 
 
 class ReasoningTextDelta(TypedDict):
@@ -244,6 +246,22 @@ class McpItemEvent(TypedDict):
     output_index: int
 
 
+WebSearchEventType = Literal[
+    "response.web_search_call.in_progress",
+    "response.web_search_call.searching",
+    "response.web_search_call.completed",
+]
+
+
+class WebSearchEvent(TypedDict):
+    """A web search's progress (`ResponseWebSearchCall*Event`): they only name their item."""
+
+    type: WebSearchEventType
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
 class McpArgumentsDelta(TypedDict):
     type: Literal["response.mcp_call_arguments.delta"]
     sequence_number: int
@@ -283,4 +301,5 @@ Event = Union[
     McpItemEvent,
     McpArgumentsDelta,
     McpArgumentsDone,
+    WebSearchEvent,
 ]

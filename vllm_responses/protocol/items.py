@@ -14,6 +14,7 @@ from typing_extensions import NotRequired
 from vllm_responses.protocol.status import ResponseStatus
 
 __all__ = [
+    "Annotation",
     "ApplyPatchCallItem",
     "CodeInterpreterCallItem",
     "CodingCallItem",
@@ -43,6 +44,8 @@ __all__ = [
     "ResponseObject",
     "ResponseUsage",
     "ShellCallItem",
+    "UrlCitation",
+    "WebSearchCallItem",
     "wire_item",
     "wire_items",
 ]
@@ -62,12 +65,25 @@ class ContainerFileCitation(TypedDict):
     end_index: int
 
 
+class UrlCitation(TypedDict):
+    """`response_output_text.AnnotationURLCitation`: a web search result the text mentions"""
+
+    type: Literal["url_citation"]
+    url: str
+    title: str
+    start_index: int
+    end_index: int
+
+
+Annotation = Union[ContainerFileCitation, UrlCitation]
+
+
 class OutputText(TypedDict):
     """`ResponseOutputText`"""
 
     type: Literal["output_text"]
     text: str
-    annotations: list[ContainerFileCitation]
+    annotations: list[Annotation]
     logprobs: list[Any]
 
 
@@ -234,6 +250,15 @@ class ApplyPatchCallItem(TypedDict):
     status: Literal["in_progress", "completed"]
 
 
+class WebSearchCallItem(TypedDict):
+    """`ResponseFunctionWebSearch` (a search the server ran: tools/web_search.py)"""
+
+    id: str
+    type: Literal["web_search_call"]
+    status: Literal["in_progress", "searching", "completed", "failed", "incomplete"]
+    action: dict[str, Any]  # type "search", query, and (include `web_search_call.action.sources`) sources
+
+
 # The calls of the coding agents' client-run tools (tools/coding.py).
 CodingCallItem = Union[ShellCallItem, LocalShellCallItem, ApplyPatchCallItem]
 
@@ -250,6 +275,7 @@ OutputItem = Union[
     ShellCallItem,
     LocalShellCallItem,
     ApplyPatchCallItem,
+    WebSearchCallItem,
 ]
 
 

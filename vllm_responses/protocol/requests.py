@@ -44,7 +44,11 @@ __all__ = ["SUPPORTED_INCLUDES", "CreateResponseRequest", "check_includes", "par
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_INCLUDES = ("code_interpreter_call.outputs", "reasoning.encrypted_content")
+SUPPORTED_INCLUDES = (
+    "code_interpreter_call.outputs",
+    "reasoning.encrypted_content",
+    "web_search_call.action.sources",  # honoured where a search backend serves web_search
+)
 _KNOWN_INCLUDES = (
     "file_search_call.results",
     "web_search_call.results",

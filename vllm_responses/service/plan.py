@@ -55,6 +55,7 @@ from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import offered_tools
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
+from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
 
 __all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
 
@@ -119,6 +120,8 @@ class Planner:
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
         tools = offered_tools(req)
+        if self._search(req) is not None:
+            tools.append(web_search_spec())
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
         return Resolved(history, input_items, turns, tools)
@@ -147,6 +150,7 @@ class Planner:
             compaction=compacted.item if compacted is not None else None,
             compaction_usage=compacted.usage if compacted is not None else Usage(),
             mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
+            search=self._search(req),
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 
@@ -163,6 +167,10 @@ class Planner:
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
         )
+
+    def _search(self, req: CreateResponseRequest) -> SearchPlan | None:
+        """The response's web search plan (None: the tool is not offered)."""
+        return search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
 
     def _check_model(self, req: CreateResponseRequest) -> None:
         """The model must be one this server serves: a 404 naming `model` otherwise."""

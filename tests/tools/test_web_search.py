@@ -1,0 +1,204 @@
+"""`web_search` served by a search backend (`--web-search-url`: a local fake of SearXNG's JSON API on 127.0.0.1)
+over the scripted engine: the model's call searched, its `web_search_call` item and events as the SDK types them,
+the results shown to the model, `url_citation`s where the answer mentions a result's URL, `action.sources`
+when included, failures and timeouts as a failed call the model reads; and when the tool is not offered."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMessage
+
+from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.serving import LiveServer, free_port
+from tests.wire import check_stream, parse_sse, validate_as, validate_response
+from vllm_responses.config import Config
+from vllm_responses.engine.types import ToolCall, ToolResult
+
+MODEL = "fake-model"
+RESULTS = [
+    {
+        "url": "https://docs.python.org/3/whatsnew/3.13.html",
+        "title": "What's New In Python 3.13",
+        "content": "JIT.",
+    },
+    {"url": "https://peps.python.org/pep-0703/", "title": "PEP 703", "content": "Free threading."},
+    {"url": "https://example.com/other", "title": "Other", "content": "x" * 2000},
+]
+WEB: list[Any] = [{"type": "web_search"}]
+
+
+class FakeSearx:
+    """SearXNG's `GET /search?q=...&format=json` on 127.0.0.1: `queries` records what was asked. A query with
+    "boom" answers 500, one with "slow" sleeps 3 s, one with "nothing" finds nothing."""
+
+    def __init__(self) -> None:
+        self.queries: list[dict[str, list[str]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                params = parse_qs(urlparse(self.path).query)
+                outer.queries.append(params)
+                q = params.get("q", [""])[0]
+                if "slow" in q:
+                    time.sleep(3)
+                status, body = (
+                    (500, {}) if "boom" in q else (200, {"results": [] if "nothing" in q else RESULTS})
+                )
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/search"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def searx() -> Iterator[FakeSearx]:
+    fake = FakeSearx()
+    yield fake
+    fake.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def live(searx: FakeSearx) -> Iterator[LiveServer]:
+    config = Config(web_search_url=searx.url, web_search_timeout=1.0)
+    server = LiveServer(config, FakeEngine(), FakeInterpreter()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def engine(live: LiveServer) -> FakeEngine:
+    live.engine.reset()
+    return live.engine  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def client(live: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=live.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+ANSWER = "Python 3.13 adds a JIT (https://docs.python.org/3/whatsnew/3.13.html) and PEP 703."
+
+
+def test_a_search_its_item_results_and_citations(
+    client: openai.OpenAI, engine: FakeEngine, searx: FakeSearx
+) -> None:
+    engine.reset(function_call("web_search", {"query": "python 3.13 news"}), say(ANSWER))
+    r = client.responses.create(model=MODEL, input="What is new in 3.13?", tools=WEB)
+    validate_response(r.model_dump(mode="json", exclude_unset=True, by_alias=True))
+    call, message = r.output
+    assert isinstance(call, ResponseFunctionWebSearch) and call.status == "completed"
+    assert call.action.type == "search" and call.action.query == "python 3.13 news"  # type: ignore[union-attr]
+    assert call.action.sources is None  # type: ignore[union-attr]  (not included)
+    assert searx.queries[-1] == {"q": ["python 3.13 news"], "format": ["json"]}
+    # The model was offered the search as a function, and read the results (5 at most: medium context).
+    first, second = engine.requests
+    assert [t.name for t in first.tools] == ["web_search"]
+    assert second.turns[-2] == ToolCall(call.id, "web_search", '{"query": "python 3.13 news"}')
+    result = second.turns[-1]
+    assert isinstance(result, ToolResult) and result.output.startswith(
+        "[1] What's New In Python 3.13\nhttps://"
+    )
+    assert "[3] Other" in result.output and "x" * 501 not in result.output  # snippets cut
+    assert isinstance(message, ResponseOutputMessage)
+    (citation,) = message.content[0].annotations  # type: ignore[union-attr]
+    start = ANSWER.index("https://")
+    assert citation.model_dump() == {
+        "type": "url_citation",
+        "url": RESULTS[0]["url"],
+        "title": RESULTS[0]["title"],
+        "start_index": start,
+        "end_index": start + len(RESULTS[0]["url"]),
+    }
+
+
+def test_the_stream_and_the_sources_when_included(live: LiveServer, engine: FakeEngine) -> None:
+    engine.reset(
+        function_call("web_search", {"query": "pep 703"}), say("See https://peps.python.org/pep-0703/.")
+    )
+    body = {
+        "model": MODEL,
+        "input": "free threading?",
+        "tools": [{"type": "web_search", "search_context_size": "low"}],
+        "include": ["web_search_call.action.sources"],
+        "stream": True,
+    }
+    events = parse_sse(httpx.post(live.base_url + "/v1/responses", json=body, timeout=60).text)
+    check_stream(events)
+    kinds = [
+        e["type"] for e in events if "web_search" in e["type"] or e["type"].startswith("response.output_item")
+    ]
+    assert kinds[:5] == [
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.output_item.done",
+    ]
+    done = validate_as(
+        ResponseFunctionWebSearch, next(e for e in events if e["type"] == "response.output_item.done")["item"]
+    )
+    assert [s.url for s in done.action.sources] == [r["url"] for r in RESULTS]  # low: 3 results
+    added = [e for e in events if e["type"] == "response.output_text.annotation.added"]
+    assert [a["annotation"]["url"] for a in added] == ["https://peps.python.org/pep-0703/"]
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("boom", "Error: the search failed: HTTPStatusError"),
+        ("slow", "Error: the search did not answer within 1 s"),
+    ],
+)
+def test_a_failing_search_is_a_failed_call_the_model_reads(
+    client: openai.OpenAI, engine: FakeEngine, query: str, said: str
+) -> None:
+    engine.reset(function_call("web_search", {"query": query}), say("The search failed."))
+    r = client.responses.create(model=MODEL, input="q", tools=WEB)
+    assert r.status == "completed" and r.output[0].status == "failed"  # type: ignore[union-attr]
+    assert engine.requests[1].turns[-1].output.startswith(said)  # type: ignore[union-attr]
+
+
+def test_no_results_and_a_bare_query_string(client: openai.OpenAI, engine: FakeEngine) -> None:
+    engine.reset(function_call("web_search", {"q": "nothing here"}), say("Nothing."))
+    client.responses.create(model=MODEL, input="q", tools=WEB)
+    assert engine.requests[1].turns[-1] == ToolResult(
+        engine.requests[1].turns[-1].call_id,
+        "web_search",
+        "No results for 'nothing here'.",  # type: ignore[union-attr]
+    )
+
+
+def test_no_live_access_asked_is_not_offered(client: openai.OpenAI, engine: FakeEngine) -> None:
+    """Codex's `external_web_access: false` asks for cached results only; there is no cache here."""
+    engine.reset(say("ok"))
+    client.responses.create(
+        model=MODEL, input="q", tools=[{"type": "web_search", "external_web_access": False}]
+    )
+    assert engine.requests[0].tools == ()
+
+
+def test_without_a_backend_the_tool_is_not_offered(client: openai.OpenAI, fake_server: LiveServer) -> None:
+    fake_server.engine.reset(say("ok"))
+    plain = openai.OpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0)
+    r = plain.responses.create(model=MODEL, input="q", tools=WEB, include=["web_search_call.action.sources"])
+    assert r.status == "completed" and fake_server.engine.requests[0].tools == ()

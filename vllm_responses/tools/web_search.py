@@ -1,0 +1,140 @@
+"""The `web_search` tool, run by the server against a SearXNG-compatible JSON API (`--web-search-url`): offered to
+the model as a function taking a query; each call searched, its results shown to the model and kept for
+`url_citation`s; without a backend (or with `external_web_access: false`) the tool is not offered."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+
+from vllm_responses.builder.citations import WebSource
+from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.inputs import WebSearchTool
+from vllm_responses.protocol.requests import CreateResponseRequest
+
+__all__ = ["SEARCH_TOOL_NAME", "SearchPlan", "SearchRun", "search_plan", "web_search_spec"]
+
+logger = logging.getLogger(__name__)
+
+SEARCH_TOOL_NAME = "web_search"
+# How many results a search shows the model, by the tool's `search_context_size` (default medium).
+_RESULTS = {"low": 3, "medium": 5, "high": 10}
+_SNIPPET_CHARS = 500
+
+
+def web_search_spec() -> ToolSpec:
+    return ToolSpec(
+        SEARCH_TOOL_NAME,
+        "Search the web. You get back the top results (title, URL, snippet); cite a result by its URL.",
+        {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to search for."}},
+            "required": ["query"],
+        },
+        web_search=True,
+    )
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Where a response's searches go: the backend's URL, a timeout, how many results each shows the model,
+    and whether the client asked for `action.sources`."""
+
+    url: str
+    timeout_s: float
+    results: int
+    include_sources: bool
+
+
+def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
+    """The response's search plan: None (the tool not offered) without a backend, without a `web_search` tool,
+    or when the tool asks for no live web access (`external_web_access: false`: there is no cached index)."""
+    tool = next((t for t in req.tools if isinstance(t, WebSearchTool)), None)
+    if url is None or tool is None or tool.external_web_access is False:
+        return None
+    include = "web_search_call.action.sources" in req.include
+    return SearchPlan(url, timeout_s, _RESULTS[tool.search_context_size or "medium"], include)
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search's outcome: its results, or why it failed."""
+
+    sources: list[WebSource]
+    snippets: list[str]
+    error: str | None = None
+
+
+async def search(plan: SearchPlan, query: str) -> Found:
+    """`GET url?q=query&format=json` (SearXNG's JSON API); every failure a `Found` with its `error`."""
+    try:
+        async with httpx.AsyncClient(timeout=plan.timeout_s, follow_redirects=False) as client:
+            r = await client.get(plan.url, params={"q": query, "format": "json"})
+            r.raise_for_status()
+            results = r.json().get("results", [])
+    except httpx.TimeoutException:
+        return Found([], [], f"the search did not answer within {plan.timeout_s:g} s")
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        return Found([], [], f"the search failed: {type(exc).__name__}: {exc}")
+    sources, snippets = [], []
+    for result in results if isinstance(results, list) else []:
+        if isinstance(result, dict) and isinstance(result.get("url"), str):
+            sources.append(WebSource(result["url"], str(result.get("title") or result["url"])))
+            snippets.append(str(result.get("content") or "")[:_SNIPPET_CHARS])
+        if len(sources) == plan.results:
+            break
+    return Found(sources, snippets)
+
+
+def result_text(query: str, found: Found) -> str:
+    """What the model reads of a search: numbered results (title, URL, snippet), or the failure."""
+    if found.error is not None:
+        return f"Error: {found.error}."
+    if not found.sources:
+        return f"No results for {query!r}."
+    return "\n\n".join(
+        f"[{i}] {s.title}\n{s.url}\n{snippet}".rstrip()
+        for i, (s, snippet) in enumerate(zip(found.sources, found.snippets, strict=True), 1)
+    )
+
+
+def _query(arguments: str) -> str:
+    """The query of a call's arguments (a bare string, or text that is not JSON, is the query itself)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments.strip()
+    if isinstance(value, dict):
+        value = value.get("query", value.get("q", ""))
+    return value.strip() if isinstance(value, str) else json.dumps(value)
+
+
+class SearchRun:
+    """Runs the searches of one response's loop."""
+
+    def __init__(self, plan: SearchPlan) -> None:
+        self.plan = plan
+
+    async def run(
+        self, builder: ResponseBuilder, index: int, call_name: str, arguments: str, turns: list[Turn]
+    ) -> AsyncIterator[Event]:
+        """Search for the call at `index`: its events, then the call and its results added to `turns`."""
+        query = _query(arguments)
+        for ev in builder.web_search_searching(index, query):
+            yield ev
+        found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
+        if found.error is not None:
+            logger.warning("web search %r failed: %s", query, found.error)
+        builder.note_sources(found.sources)
+        sources = [s.url for s in found.sources] if self.plan.include_sources else None
+        for ev in builder.web_search_done(index, sources, failed=found.error is not None):
+            yield ev
+        call_id = builder.web_search_item(index)["id"]
+        turns.append(ToolCall(call_id, call_name, json.dumps({"query": query})))
+        turns.append(ToolResult(call_id, call_name, result_text(query, found)))
