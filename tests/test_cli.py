@@ -107,6 +107,8 @@ ENV_VALUES = {
     "--max-concurrent-responses": ("4", 4),
     "--max-queued-responses": ("0", 0),
     "--mcp-timeout": ("2.5", 2.5),
+    "--web-search-url": ("http://127.0.0.1:8888/search", "http://127.0.0.1:8888/search"),
+    "--web-search-timeout": ("4", 4.0),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),
