@@ -19,6 +19,8 @@ from openai.types.responses import (
     ResponseOutputText,
     ResponseReasoningItem,
     ResponseStreamEvent,
+    ResponseToolSearchCall,
+    ResponseToolSearchOutputItem,
     ResponseUsage,
 )
 from openai.types.responses.response import Conversation as ResponseConversation
@@ -64,6 +66,8 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ApplyPatchCallItem, ResponseApplyPatchToolCall),
     (items.WebSearchCallItem, ResponseFunctionWebSearch),
     (items.UrlCitation, AnnotationURLCitation),
+    (items.ToolSearchCallItem, ResponseToolSearchCall),
+    (items.ToolSearchOutputItem, ResponseToolSearchOutputItem),
 ]
 
 

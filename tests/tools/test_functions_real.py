@@ -156,3 +156,25 @@ def test_a_bad_grammar_is_a_400(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         client.responses.create(model=TINY, input="x", tools=[bad])  # type: ignore[list-item]
     assert err.value.body["param"] == "tools[0].format.definition"  # type: ignore[index]
+
+
+def test_deferred_tools_shrink_the_prompt(client: openai.OpenAI) -> None:
+    """A catalogue of 40 functions given with `defer_loading` and a `tool_search` tool: the first prompt (the
+    model's template, counted with its tokenizer) holds the search tool only, a fraction of the catalogue's."""
+    catalogue = [
+        {
+            "type": "function",
+            "name": f"service_{i}",
+            "description": f"Calls internal service number {i} of the billing platform.",
+            "parameters": {"type": "object", "properties": {"account": {"type": "string"}}},
+        }
+        for i in range(40)
+    ]
+
+    def count(tools: list[dict[str, Any]]) -> int:
+        return client.responses.input_tokens.count(model=TINY, input="Bill Ada.", tools=tools).input_tokens  # type: ignore[arg-type]
+
+    full = count(catalogue)
+    deferred = count([{"type": "tool_search"}, *({**t, "defer_loading": True} for t in catalogue)])
+    print(f"40 functions: {full} prompt tokens offered, {deferred} deferred behind tool_search")
+    assert deferred * 10 < full

@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from interpreter_service import InterpreterError
 from vllm_responses.builder.response import ResponseBuilder
@@ -14,6 +14,7 @@ from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
 from vllm_responses.protocol.events import Event
 from vllm_responses.tools.coding import coding_call_item
+from vllm_responses.tools.tool_search import TOOL_SEARCH_NAME
 
 if TYPE_CHECKING:
     from vllm_responses.tools.mcp import McpRoute
@@ -41,6 +42,7 @@ class OpenCall:
     )
     coding: str | None = None  # set for calls to a coding tool: the item type, added when the call ends
     search: bool = False  # a web search (run by the server once the model call ends)
+    finder: str | None = None  # a tool search: who runs it ("server": the loop, "client"), added when it ends
 
     @property
     def is_code(self) -> bool:
@@ -62,6 +64,8 @@ class CallTracker:
         mcp_approval_request items when the call waits for the client's approval).
     search_names: the name the web search is offered under (its calls become web_search_call items, searched
         by the loop once the model call ends).
+    tool_search: who runs the tool search, when it is offered ("server": the loop, once the model call
+        ends; "client": its call becomes a tool_search_call item the client answers).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
         the sandbox is full); None when the response has no code interpreter. When it raises an
         `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
@@ -76,12 +80,14 @@ class CallTracker:
         client_tools: Mapping[str, ToolSpec] | None = None,
         mcp_routes: Mapping[str, McpRoute] | None = None,
         search_names: frozenset[str] = frozenset(),
+        tool_search: str | None = None,
     ) -> None:
         self.builder = builder
         self.mcp_routes = mcp_routes or {}
         self.code_names = code_names
         self.client_tools = client_tools or {}
         self.search_names = search_names
+        self.tool_search = tool_search
         self.container = container
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
@@ -95,7 +101,14 @@ class CallTracker:
     @property
     def function_calls(self) -> list[OpenCall]:
         """The calls the client answers: function, custom and coding tool calls."""
-        return [c for c in self.ended if not c.is_code and c.mcp is None and not c.search]
+        return [
+            c for c in self.ended if not c.is_code and c.mcp is None and not c.search and c.finder != "server"
+        ]
+
+    @property
+    def tool_searches(self) -> list[OpenCall]:
+        """The tool searches the server runs now."""
+        return [c for c in self.ended if c.finder == "server"]
 
     @property
     def search_calls(self) -> list[OpenCall]:
@@ -125,6 +138,9 @@ class CallTracker:
             call = OpenCall(index, event.name, code=JsonStringField("code"))
             call.error = None if container_id else self._container_error
             self._open[event.index] = call
+        elif event.name == TOOL_SEARCH_NAME and self.tool_search is not None:
+            self._open[event.index] = OpenCall(-1, event.name, finder=self.tool_search)
+            events = []
         elif event.name in self.search_names:
             index, events = self.builder.web_search_start()
             self._open[event.index] = OpenCall(index, event.name, search=True)
@@ -165,7 +181,7 @@ class CallTracker:
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
             return self.builder.custom_call_delta(call.index, text) if text else []
-        if call.coding is not None or call.search:  # their items are made (or run) once the call ends
+        if call.coding is not None or call.search or call.finder:  # made (or run) once the call ends
             return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
             return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
@@ -190,8 +206,13 @@ class CallTracker:
         if call.coding is not None:
             call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
             return events
-        if call.search:  # searched once the model call has ended (agent loop)
+        if call.search or call.finder == "server":  # searched once the model call has ended (agent loop)
             return []
+        if call.finder == "client":  # the client searches, and answers with a tool_search_output
+            _call_id, events = self.builder.tool_search(
+                _json_or_text(call.arguments), None, execution="client"
+            )
+            return events
         if call.mcp is not None:
             arguments = normalize_arguments(call.arguments)
             if call.mcp.approval:
@@ -226,3 +247,11 @@ def normalize_arguments(arguments: str) -> str:
     except ValueError:
         return arguments
     return json.dumps(value) if isinstance(value, dict) else arguments
+
+
+def _json_or_text(arguments: str) -> Any:
+    """A call's arguments as the JSON value they hold (the text itself when they hold none)."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments

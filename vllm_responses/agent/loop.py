@@ -33,6 +33,7 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.tools.code import CodeRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
+from vllm_responses.tools.tool_search import DeferredTool, ToolSearch
 from vllm_responses.tools.web_search import SearchPlan, SearchRun
 
 __all__ = ["AgentLoop", "AgentPlan"]
@@ -65,6 +66,8 @@ class AgentPlan:
     mcp: McpPlan | None = None
     # Web searches (tools/web_search.py): None when the tool is not offered.
     search: SearchPlan | None = None
+    # The search of deferred tools (tools/tool_search.py): None without a `tool_search` tool.
+    tool_search: ToolSearch | None = None
 
 
 class AgentLoop:
@@ -93,7 +96,9 @@ class AgentLoop:
         self.model_calls = 0
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
-        self._client_tools = {t.name: t for t in plan.tools if not t.code_interpreter and not t.web_search}
+        self._client_tools = {
+            t.name: t for t in plan.tools if not (t.code_interpreter or t.web_search or t.tool_search)
+        }
         self._search_names = frozenset(t.name for t in plan.tools if t.web_search)
         self.search = SearchRun(plan.search) if plan.search is not None else None
         self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
@@ -135,13 +140,14 @@ class AgentLoop:
                     self._client_tools,
                     self.mcp.routes if self.mcp is not None else None,
                     self._search_names if self.search is not None else frozenset(),
+                    self.plan.tool_search.execution if self.plan.tool_search is not None else None,
                 )
                 async for ev in self._call_model(request, tracker):
                     yield ev
                 code_calls, function_calls = tracker.code_calls, tracker.function_calls
                 mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
-                searches = tracker.search_calls
-                server_run = bool(code_calls or mcp_calls or searches)
+                searches, finds = tracker.search_calls, tracker.tool_searches
+                server_run = bool(code_calls or mcp_calls or searches or finds)
                 if tracker.finish_reason == "length" and not server_run:
                     # `incomplete` closes an open message as incomplete too.
                     for ev in builder.incomplete("max_output_tokens", self.usage):
@@ -166,7 +172,10 @@ class AgentLoop:
                     ):
                         yield ev
                 self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
-                self.tool_calls += len(searches)
+                for call in finds:
+                    async for ev in self._find_tools(call.arguments):
+                        yield ev
+                self.tool_calls += len(searches) + len(finds)
                 if last:
                     for ev in builder.completed(self.usage):
                         yield ev
@@ -176,6 +185,17 @@ class AgentLoop:
             logger.warning("response %s failed: %s", builder.id, self.failure.message)
             for ev in builder.failed(self.failure.message, self.usage, code=failure_code(self.failure)):
                 yield ev
+
+    async def _find_tools(self, arguments: str) -> AsyncIterator[Event]:
+        """A server-run tool search: its items, and the tools it found offered from the next model call on."""
+        assert self.plan.tool_search is not None
+        async for out in self.plan.tool_search.run(self.builder, arguments, self.turns):
+            if isinstance(out, DeferredTool):
+                if all(t.name != out.spec.name for t in self.tools):
+                    self.tools = (*self.tools, out.spec)
+                    self._client_tools[out.spec.name] = out.spec
+            else:
+                yield out
 
     def upfront_requests(self) -> list[GenerateRequest]:
         """What `Engine.precheck` checks before the response starts: the first model call as it will be made,

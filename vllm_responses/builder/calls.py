@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any, Literal
 
 from vllm_responses.builder import events as ev
 from vllm_responses.builder.core import ResponseState
@@ -15,6 +16,8 @@ from vllm_responses.protocol.items import (
     CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     WebSearchCallItem,
 )
 
@@ -91,6 +94,39 @@ class CallSteps:
         index, events = self.text.start_item(announced)
         self.state.output[index] = item
         return index, [*events, self.state.item_done(index)]
+
+    # --- tool search (tools/tool_search.py) -------------------------------------------------------------
+
+    def tool_search_call(
+        self, arguments: Any, execution: Literal["server", "client"]
+    ) -> tuple[str, list[Event]]:
+        """A tool search call, added whole (in progress) and done (completed): its `call_id` and events."""
+        call_id = new_id("call")
+        item: ToolSearchCallItem = {
+            "id": new_id("tsc"),
+            "type": "tool_search_call",
+            "call_id": call_id,
+            "arguments": arguments,
+            "execution": execution,
+            "status": "in_progress",
+        }
+        index, events = self.text.start_item(copy.copy(item))
+        self.state.output[index] = {**item, "status": "completed"}
+        return call_id, [*events, self.state.item_done(index)]
+
+    def tool_search_output(self, call_id: str, tools: list[dict[str, Any]]) -> list[Event]:
+        """What a server-run search found, added and done."""
+        item: ToolSearchOutputItem = {
+            "id": new_id("tso"),
+            "type": "tool_search_output",
+            "call_id": call_id,
+            "execution": "server",
+            "status": "in_progress",
+            "tools": tools,
+        }
+        index, events = self.text.start_item(copy.copy(item))
+        self.state.output[index] = {**item, "status": "completed"}
+        return [*events, self.state.item_done(index)]
 
     # --- web search calls (run by the server) ----------------------------------------------------------
 

@@ -14,7 +14,7 @@ business (`errors.py`). The steps live in parts: `text.py` (message and reasonin
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 from vllm_responses.builder.calls import CallSteps
 from vllm_responses.builder.citations import WebSource, WrittenFile
@@ -202,6 +202,16 @@ class ResponseBuilder:
 
     def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
         return self._calls.coding_call(item)
+
+    def tool_search(
+        self, arguments: Any, tools: list[dict[str, Any]] | None, *, execution: Literal["server", "client"]
+    ) -> tuple[str, list[Event]]:
+        """A tool search call (and, run by the server, the `tool_search_output` of what it found): its
+        `call_id` and events."""
+        call_id, events = self._calls.tool_search_call(arguments, execution)
+        if tools is not None:
+            events += self._calls.tool_search_output(call_id, tools)
+        return call_id, events
 
     def web_search_item(self, index: int) -> WebSearchCallItem:
         return self.state.web_search_call(index)

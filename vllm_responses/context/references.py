@@ -41,6 +41,7 @@ _ANSWERS = {
     "shell_call_output": ("shell_call", "shell"),
     "local_shell_call_output": ("local_shell_call", "local shell"),
     "apply_patch_call_output": ("apply_patch_call", "apply_patch"),
+    "tool_search_output": ("tool_search_call", "tool search"),
 }
 
 
@@ -56,6 +57,8 @@ def check_call_outputs(history: list[dict[str, Any]], items: list[dict[str, Any]
             continue
         kind, words = answered
         call_id = item.get("call_id") or (item.get("id") if kind == "local_shell_call" else None)
+        if kind == "tool_search_call" and call_id is None:  # an output that names no call (the SDK allows it)
+            continue
         if (kind, call_id) not in calls:
             raise InvalidRequest(
                 f"No tool call found for {words} call output with call_id {call_id} (input[{i}]).",

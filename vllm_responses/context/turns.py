@@ -27,6 +27,7 @@ from vllm_responses.protocol.inputs import (
     MessageInput,
     model_tool_name,
 )
+from vllm_responses.protocol.tool_search_items import ToolSearchCallInput, ToolSearchOutputInput
 
 __all__ = [
     "MCP_DENIED",
@@ -167,13 +168,35 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
         elif kind == "compaction":  # an empty one (a compact of a short window) says nothing to the model
             if summary := open_summary(raw["encrypted_content"]):
                 turns.append(Message("user", f"{SUMMARY_HEADER}\n{summary}"))
-        elif kind in _CODING_TURNS:
-            turns.append(_CODING_TURNS[kind](raw))
+        elif kind in _TOOL_TURNS:
+            turns.append(_TOOL_TURNS[kind](raw))
     return turns
 
 
-# The coding tools' calls and outputs (offered under the tool's type: tools/coding.py) as turns.
-_CODING_TURNS: dict[str, Callable[[dict[str, Any]], Turn]] = {
+def _tool_search_call(raw: dict[str, Any]) -> Turn:
+    call = ToolSearchCallInput.model_validate(raw)
+    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+    return ToolCall(call.key, "tool_search", arguments)
+
+
+def _tool_search_output(raw: dict[str, Any]) -> Turn:
+    """What a tool search found, as the model reads it (tools/tool_search.py writes the same for its own)."""
+    out = ToolSearchOutputInput.model_validate(raw)
+    lines = []
+    for tool in out.tools:
+        inner = tool.get("tools") if tool.get("type") == "namespace" else [tool]
+        for t in inner if isinstance(inner, list) else []:
+            name = f"{tool['name']}__{t.get('name')}" if tool.get("type") == "namespace" else t.get("name")
+            lines.append(f"- {name}: {t.get('description') or ''}".rstrip(": "))
+    text = "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
+    return ToolResult(out.call_id or out.id or "", "tool_search", text)
+
+
+# The coding tools' calls and outputs (offered under the tool's type: tools/coding.py), and tool searches', as
+# turns.
+_TOOL_TURNS: dict[str, Callable[[dict[str, Any]], Turn]] = {
+    "tool_search_call": _tool_search_call,
+    "tool_search_output": _tool_search_output,
     "shell_call": lambda raw: _coding_call(ShellCallInput.model_validate(raw), "shell"),
     "local_shell_call": lambda raw: _coding_call(LocalShellCallInput.model_validate(raw), "local_shell"),
     "apply_patch_call": lambda raw: _coding_call(ApplyPatchCallInput.model_validate(raw), "apply_patch"),

@@ -95,6 +95,7 @@ class ToolSpec:
     namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
     call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/coding.py)
     web_search: bool = False  # the web search the server runs (tools/web_search.py)
+    tool_search: bool = False  # the search of deferred tools (tools/tool_search.py)
 
     @property
     def item_name(self) -> str:

@@ -27,6 +27,12 @@ from vllm_responses.protocol.mcp_items import (
     McpListToolsInput,
     McpTool,
 )
+from vllm_responses.protocol.tool_search_items import (
+    AdditionalToolsInput,
+    ToolSearchCallInput,
+    ToolSearchOutputInput,
+    ToolSearchTool,
+)
 
 __all__ = [
     "ASSISTANT_PART_TYPES",
@@ -206,6 +212,9 @@ InputItem = Annotated[
         LocalShellCallOutputInput,
         ApplyPatchCallInput,
         ApplyPatchCallOutputInput,
+        ToolSearchCallInput,
+        ToolSearchOutputInput,
+        AdditionalToolsInput,
     ],
     Field(discriminator="type"),
 ]
@@ -250,6 +259,7 @@ class FunctionTool(LenientModel):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    defer_loading: bool | None = None  # kept out of the prompt until a tool search finds it
 
 
 class TextInputFormat(LenientModel):
@@ -271,6 +281,7 @@ class CustomTool(LenientModel):
     name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,128}$")
     description: str | None = None
     format: Annotated[Union[TextInputFormat, GrammarInputFormat], Field(discriminator="type")] | None = None
+    defer_loading: bool | None = None  # kept out of the prompt until a tool search finds it
 
     @property
     def grammar(self) -> GrammarInputFormat | None:
@@ -318,6 +329,7 @@ Tool = Annotated[
         ShellTool,
         LocalShellTool,
         ApplyPatchTool,
+        ToolSearchTool,
     ],
     Field(discriminator="type"),
 ]

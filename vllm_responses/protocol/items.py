@@ -44,6 +44,8 @@ __all__ = [
     "ResponseObject",
     "ResponseUsage",
     "ShellCallItem",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
     "UrlCitation",
     "WebSearchCallItem",
     "wire_item",
@@ -259,6 +261,28 @@ class WebSearchCallItem(TypedDict):
     action: dict[str, Any]  # type "search", query, and (include `web_search_call.action.sources`) sources
 
 
+class ToolSearchCallItem(TypedDict):
+    """`ResponseToolSearchCall`"""
+
+    id: str
+    type: Literal["tool_search_call"]
+    call_id: str
+    arguments: Any
+    execution: Literal["server", "client"]
+    status: ItemStatus
+
+
+class ToolSearchOutputItem(TypedDict):
+    """`ResponseToolSearchOutputItem`: the tools a server-run search found (loaded from here on)"""
+
+    id: str
+    type: Literal["tool_search_output"]
+    call_id: str
+    execution: Literal["server", "client"]
+    status: ItemStatus
+    tools: list[dict[str, Any]]
+
+
 # The calls of the coding agents' client-run tools (tools/coding.py).
 CodingCallItem = Union[ShellCallItem, LocalShellCallItem, ApplyPatchCallItem]
 
@@ -276,6 +300,8 @@ OutputItem = Union[
     LocalShellCallItem,
     ApplyPatchCallItem,
     WebSearchCallItem,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
 ]
 
 

@@ -55,6 +55,7 @@ from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import offered_tools
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
+from vllm_responses.tools.tool_search import loaded_tools, tool_search_of
 from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
 
 __all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
@@ -119,9 +120,11 @@ class Planner:
         check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
-        tools = offered_tools(req)
+        tools = offered_tools(req, loaded_tools([*history, *input_items]))
         if self._search(req) is not None:
             tools.append(web_search_spec())
+        if (finder := tool_search_of(req)) is not None:
+            tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
         return Resolved(history, input_items, turns, tools)
@@ -151,6 +154,7 @@ class Planner:
             compaction_usage=compacted.usage if compacted is not None else Usage(),
             mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
             search=self._search(req),
+            tool_search=tool_search_of(req),
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 

@@ -3,6 +3,7 @@ interpreter; a custom tool offered as a function taking one string, its grammar 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -35,19 +36,26 @@ CUSTOM_PARAMETERS: dict[str, Any] = {
 }
 
 
-def offered_tools(req: CreateResponseRequest) -> list[ToolSpec]:
+def offered_tools(req: CreateResponseRequest, loaded: Sequence[Any] = ()) -> list[ToolSpec]:
     """The tools the model is offered for `req` before any MCP server's are listed: the code interpreter, then
     the function, custom and coding tools in `tools` order, a namespace's in its place (each grammar checked: a
-    400 naming the tool), only those an `allowed_tools` tool_choice allows."""
+    400 naming the tool), only those an `allowed_tools` tool_choice allows. With a `tool_search` tool, those
+    given `defer_loading: true` are left out, and the tools `loaded` by the context (`tool_search_output`,
+    `additional_tools`: their request models) are offered after the others."""
+    searching = any(t.type == "tool_search" for t in req.tools)
     tools: list[ToolSpec] = [code_tool_spec()] if req.code_tool is not None else []
-    for i, tool in enumerate(req.tools):
-        if isinstance(tool, (FunctionTool, CustomTool)):
-            tools.append(client_tool_spec(tool, f"tools[{i}]"))
+    for i, tool in enumerate([*req.tools, *loaded]):
+        param = f"tools[{i}]" if i < len(req.tools) else "input"
+        deferred = searching and i < len(req.tools)  # (a loaded tool's definition may still say so)
+        if isinstance(tool, (FunctionTool, CustomTool)) and not (deferred and tool.defer_loading):
+            tools.append(client_tool_spec(tool, param))
         elif isinstance(tool, NamespaceTool):
             for j, inner in enumerate(tool.tools):
-                tools.append(client_tool_spec(inner, f"tools[{i}].tools[{j}]", tool))
+                if not (deferred and inner.defer_loading):
+                    tools.append(client_tool_spec(inner, f"{param}.tools[{j}]", tool))
         elif isinstance(tool, (ShellTool, LocalShellTool, ApplyPatchTool)):
             tools.append(coding_tool_spec(tool))
+    tools = list({t.name: t for t in reversed(tools)}.values())[::-1]  # a loaded tool given again: once
     if isinstance(req.tool_choice, ToolChoiceAllowed):
         allowed = req.tool_choice
         tools = [t for t in tools if allowed.allows(*_choice_key(t))]

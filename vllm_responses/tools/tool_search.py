@@ -1,0 +1,148 @@
+"""Tool search: function and custom tools given with `defer_loading: true` stay out of the prompt until a
+`tool_search` call finds them. The server runs the search over their names and descriptions (or, with
+`execution: "client"`, the client does and answers with a `tool_search_output`); the tools found, and those of
+`tool_search_output` / `additional_tools` items in the context, are offered from then on."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, Tool
+from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.tool_search_items import ToolSearchTool
+from vllm_responses.tools.functions import client_tool_spec
+
+__all__ = ["TOOL_SEARCH_NAME", "DeferredTool", "ToolSearch", "loaded_tools", "tool_search_of"]
+
+TOOL_SEARCH_NAME = "tool_search"
+FOUND_AT_MOST = 5
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "Words that describe the tool you need."}},
+    "required": ["query"],
+}
+_TOOL: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Tool)
+
+
+@dataclass(frozen=True)
+class DeferredTool:
+    """A tool kept out of the prompt: its definition as given (a namespaced one inside its namespace) and how
+    the model is offered it once found."""
+
+    definition: dict[str, Any]
+    spec: ToolSpec
+
+    def score(self, words: set[str]) -> int:
+        """How many of the query's words its name and description hold."""
+        text = set(_words(f"{self.spec.name} {self.spec.description}"))
+        return len(words & text)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) > 1]
+
+
+def tool_definitions(req: CreateResponseRequest) -> list[tuple[str | None, FunctionTool | CustomTool, Any]]:
+    """Each function and custom tool of `req` with its namespace and the `tools` entry it came in."""
+    found: list[tuple[str | None, FunctionTool | CustomTool, Any]] = []
+    for tool in req.tools:
+        if isinstance(tool, (FunctionTool, CustomTool)):
+            found.append((None, tool, tool))
+        elif isinstance(tool, NamespaceTool):
+            found += [(tool.name, inner, tool) for inner in tool.tools]
+    return found
+
+
+@dataclass(frozen=True)
+class ToolSearch:
+    """A request's tool search: its deferred tools, who runs the search, and the tool the model is offered."""
+
+    deferred: tuple[DeferredTool, ...]
+    execution: str  # "server" or "client"
+    spec: ToolSpec
+
+    def find(self, query: str) -> list[DeferredTool]:
+        """The deferred tools best matching `query` (at most `FOUND_AT_MOST`, none matching no word)."""
+        words = set(_words(query))
+        ranked = sorted(self.deferred, key=lambda t: -t.score(words))
+        return [t for t in ranked[:FOUND_AT_MOST] if t.score(words) > 0]
+
+    async def run(
+        self, builder: ResponseBuilder, arguments: str, turns: list[Turn]
+    ) -> AsyncIterator[Event | DeferredTool]:
+        """A server-run search: its call and output items (events), then each tool found (for the loop to
+        offer); the call and what it found added to `turns`."""
+        query = _query(arguments)
+        found = self.find(query)
+        call_id, events = builder.tool_search(
+            {"query": query}, [t.definition for t in found], execution="server"
+        )
+        for ev in events:
+            yield ev
+        for tool in found:
+            yield tool
+        turns.append(ToolCall(call_id, TOOL_SEARCH_NAME, json.dumps({"query": query})))
+        turns.append(ToolResult(call_id, TOOL_SEARCH_NAME, found_text(t.spec for t in found)))
+
+
+def found_text(specs: Iterable[ToolSpec]) -> str:
+    """What the model reads of a search: the tools now available, or that none matched."""
+    lines = [f"- {s.name}: {s.description}".rstrip(": ") for s in specs]
+    return "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
+
+
+def _query(arguments: str) -> str:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments.strip()
+    if isinstance(value, dict):
+        value = value.get("query", " ".join(str(v) for v in value.values()))
+    return str(value).strip()
+
+
+def tool_search_of(req: CreateResponseRequest) -> ToolSearch | None:
+    """The request's tool search: its deferred tools and the tool the model is offered (None without a
+    `tool_search` tool, when `defer_loading` changes nothing)."""
+    tool = next((t for t in req.tools if isinstance(t, ToolSearchTool)), None)
+    if tool is None:
+        return None
+    deferred = []
+    for i, (namespace, inner, entry) in enumerate(tool_definitions(req)):
+        if not inner.defer_loading:
+            continue
+        definition = inner.model_dump(mode="json", exclude_none=True, by_alias=True)
+        if isinstance(entry, NamespaceTool):
+            definition = {"type": "namespace", "name": entry.name, "description": entry.description}
+            definition["tools"] = [inner.model_dump(mode="json", exclude_none=True, by_alias=True)]
+        spec = client_tool_spec(inner, f"tools[{i}]", entry if namespace else None)
+        deferred.append(DeferredTool(definition, spec))
+    description = tool.description or (
+        "Find more tools: search the tools you have not been shown yet by what they do. "
+        "The tools it finds can be called from then on."
+    )
+    spec = ToolSpec(TOOL_SEARCH_NAME, description, tool.parameters or _PARAMETERS, tool_search=True)
+    return ToolSearch(tuple(deferred), tool.execution or "server", spec)
+
+
+def loaded_tools(items: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """The tools `tool_search_output` and `additional_tools` items of the context made available (the request
+    models of their definitions; a definition this server does not know is skipped)."""
+    loaded = []
+    for item in items:
+        if item.get("type") in ("tool_search_output", "additional_tools"):
+            for definition in item.get("tools") or []:
+                try:
+                    loaded.append(_TOOL.validate_python(definition))
+                except pydantic.ValidationError:
+                    continue
+    return loaded
