@@ -40,7 +40,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-def codex_exec(base_url: str, prompt: str, home: Path, work: Path) -> subprocess.CompletedProcess[str]:
+def codex_exec(
+    base_url: str, prompt: str, home: Path, work: Path, *config: str
+) -> subprocess.CompletedProcess[str]:
     """`codex exec PROMPT` in `work` with the server as its model provider (the `-c` form of docs/clients.md)."""
     if not CODEX.is_file():
         pytest.fail(f"the Codex CLI is not installed at {CODEX}: run scripts/setup.sh")
@@ -48,7 +50,8 @@ def codex_exec(base_url: str, prompt: str, home: Path, work: Path) -> subprocess
     provider = f'{{name="vr",base_url="{base_url}/v1",wire_api="responses",env_key="VR_KEY"}}'
     argv = [str(node), str(CODEX), "exec", "--skip-git-repo-check", "--color", "never"]
     argv += ["--dangerously-bypass-approvals-and-sandbox", "-m", TINY]
-    argv += ["-c", "model_provider=vr", "-c", f"model_providers.vr={provider}", prompt]
+    argv += ["-c", "model_provider=vr", "-c", f"model_providers.vr={provider}"]
+    argv += [arg for c in config for arg in ("-c", c)] + [prompt]
     env = {"PATH": f"{node.parent}:/usr/bin:/bin", "HOME": str(home), "CODEX_HOME": str(home), "VR_KEY": "k"}
     return subprocess.run(
         argv, cwd=work, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
@@ -96,3 +99,39 @@ def test_codex_shows_a_plain_answer(server: LiveServer, tmp_path_factory: pytest
     assert proc.stdout.strip().splitlines()[-1] == "Hello from the server."
     assert len(engine.requests) == 1 and engine.plan == []
     assert str(work) in "".join(str(t) for t in engine.requests[0].turns)  # its environment context
+
+
+def test_a_long_session_compacts_as_codex_asks(
+    server: LiveServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With a small auto-compact limit, Codex compacts after each tool turn: a request with no tools asking the
+    model for a handoff summary, then the next turn from that summary. Both go through the server as ordinary
+    responses (Codex compacts this way with a custom provider), and the session ends with the answer."""
+    engine: ForcedEngine = server.engine
+    engine.requests.clear()
+    engine.plan = [
+        tool_call("exec_command", {"cmd": "echo one"}),
+        "SUMMARY ONE: echo one ran.",
+        tool_call("exec_command", {"cmd": "echo two"}),
+        "SUMMARY TWO: both ran.",
+        "Both commands ran.",
+    ]
+    home, work = tmp_path_factory.mktemp("codex-home"), tmp_path_factory.mktemp("codex-work")
+
+    proc = codex_exec(
+        server.base_url,
+        "Run `echo one`, then `echo two`.",
+        home,
+        work,
+        "model_auto_compact_token_limit=2000",
+        "model_context_window=60000",
+    )
+
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1] == "Both commands ran."
+    assert proc.stderr.count("context compacted") == 2 and engine.plan == []
+    calls = engine.requests
+    summarising = [r for r in calls if not r.tools]
+    assert len(summarising) == 2 and all("COMPACTION" in str(r.turns[-1]) for r in summarising)
+    after = calls[2]  # the turn that goes on from the first summary
+    assert any(isinstance(t, Message) and "SUMMARY ONE" in t.text for t in after.turns)
