@@ -12,6 +12,7 @@ import pytest
 from tests.fakes import FakeEngine, code_call, function_call, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
+from vllm_responses.context.truncation import ELIDED
 from vllm_responses.engine.types import Message, Sampling, ToolCall, ToolResult
 
 MODEL = "fake-model"
@@ -284,3 +285,26 @@ def test_input_tokens_count_the_truncated_prompt(client: openai.OpenAI, engine: 
     full = client.responses.input_tokens.count(model=MODEL, input=history(8))  # type: ignore[arg-type]
     cut = client.responses.input_tokens.count(model=MODEL, input=history(8), truncation="auto")  # type: ignore[arg-type]
     assert cut.input_tokens <= 400 - 400 // 8 < full.input_tokens
+
+
+def test_truncation_auto_fits_every_call_of_a_long_tool_loop(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    """Inside one tool loop (after the last user message, where nothing is dropped) the oldest tool outputs
+    are left out, each replaced by a note, until the call fits; the latest output is always kept. Without
+    `truncation: "auto"` the same loop runs out of context."""
+    big = "print('x' * 600)"
+    loop = [code_call(big), code_call(big), code_call(big), code_call(big), say("done")]
+    engine.reset(*loop)
+    engine.context = 450  # each code output (600 characters of logs) is about 150 tokens
+    r = client.responses.create(model=MODEL, input="go", tools=CI, truncation="auto", max_output_tokens=100)
+    assert r.status == "completed" and r.output_text == "done"
+    last = engine.requests[-1]
+    outputs = [t.output for t in last.turns if isinstance(t, ToolResult)]
+    assert outputs[-1] != ELIDED and ELIDED in outputs  # the oldest left out, the latest kept
+    for req in engine.requests:  # each call leaves room for what is left of the output budget
+        assert FakeEngine.prompt_tokens(req) + (req.sampling.max_tokens or 0) <= 450, req.sampling.max_tokens
+    engine.reset(*loop)
+    engine.context = 450
+    failed = client.responses.create(model=MODEL, input="go", tools=CI, max_output_tokens=100)
+    assert failed.status == "failed" or failed.status == "incomplete"

@@ -12,6 +12,7 @@ from typing import Any
 from interpreter_service import Interpreter
 from vllm_responses.agent.calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.truncation import fit_loop
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
     Finish,
@@ -68,6 +69,15 @@ class AgentPlan:
     search: SearchPlan | None = None
     # The search of deferred tools (tools/tool_search.py): None without a `tool_search` tool.
     tool_search: ToolSearch | None = None
+    # `truncation: "auto"`: every later model call is fitted to the context window too (`fit_loop`).
+    truncate: bool = False
+
+
+@dataclass
+class Finished:
+    """Set by `AgentLoop._after_model_call` when the response has ended."""
+
+    done: bool = False
 
 
 class AgentLoop:
@@ -128,62 +138,83 @@ class AgentLoop:
                 self.tools = (*self.plan.tools, *self.mcp.specs)
                 self.tool_calls += len(self.mcp.plan.approved)
             for turn_no in range(self.plan.max_turns):
-                request = self._request(turn_no)
+                request = await self._fitted_request(turn_no)
                 if request is None:  # no output tokens left
                     for ev in builder.incomplete("max_output_tokens", self.usage):
                         yield ev
                     return
-                tracker = CallTracker(
-                    builder,
-                    self._code_names,
-                    self.code.container if self.plan.container else None,
-                    self._client_tools,
-                    self.mcp.routes if self.mcp is not None else None,
-                    self._search_names if self.search is not None else frozenset(),
-                    self.plan.tool_search.execution if self.plan.tool_search is not None else None,
-                )
+                tracker = self._tracker()
                 async for ev in self._call_model(request, tracker):
                     yield ev
-                code_calls, function_calls = tracker.code_calls, tracker.function_calls
-                mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
-                searches, finds = tracker.search_calls, tracker.tool_searches
-                server_run = bool(code_calls or mcp_calls or searches or finds)
-                if tracker.finish_reason == "length" and not server_run:
-                    # `incomplete` closes an open message as incomplete too.
-                    for ev in builder.incomplete("max_output_tokens", self.usage):
-                        yield ev
-                    return
-                # A message closed with no call left to run is the response's last: it cites every file. Calls
-                # the client answers (function, custom, MCP approval) end the response too.
-                last = bool(function_calls or approvals) or not server_run
-                for ev in builder.close_open(final=last):
+                finished = Finished()
+                async for ev in self._after_model_call(tracker, finished):
                     yield ev
-                for call in code_calls:
-                    async for ev in self.code.run(builder, call.index, call.name, call.error, self.turns):
-                        yield ev
-                for call in mcp_calls:
-                    assert self.mcp is not None
-                    async for ev in self.mcp.run(builder, call.index, self.turns):
-                        yield ev
-                for call in searches:
-                    assert self.search is not None
-                    async for ev in self.search.run(
-                        builder, call.index, call.name, call.arguments, self.turns
-                    ):
-                        yield ev
-                self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
-                for call in finds:
-                    async for ev in self._find_tools(call.arguments):
-                        yield ev
-                self.tool_calls += len(searches) + len(finds)
-                if last:
-                    for ev in builder.completed(self.usage):
-                        yield ev
+                if finished.done:
                     return
         except DOMAIN_ERRORS as exc:
             self.failure = api_error(exc)
             logger.warning("response %s failed: %s", builder.id, self.failure.message)
             for ev in builder.failed(self.failure.message, self.usage, code=failure_code(self.failure)):
+                yield ev
+
+    async def _fitted_request(self, turn_no: int) -> GenerateRequest | None:
+        """Model call `turn_no` (None: no output tokens left); with `truncation: "auto"` a later call of the
+        loop is fitted to the context window too (the first was, before the response began)."""
+        request = self._request(turn_no)
+        if request is not None and turn_no > 0 and self.plan.truncate:
+            fitted = await fit_loop(self.engine, request, request.sampling.max_tokens)
+            request = replace(request, turns=fitted)
+        return request
+
+    def _tracker(self) -> CallTracker:
+        """The call tracker of one model call: which of the tools offered the server runs, and how."""
+        return CallTracker(
+            self.builder,
+            self._code_names,
+            self.code.container if self.plan.container else None,
+            self._client_tools,
+            self.mcp.routes if self.mcp is not None else None,
+            self._search_names if self.search is not None else frozenset(),
+            self.plan.tool_search.execution if self.plan.tool_search is not None else None,
+        )
+
+    async def _after_model_call(self, tracker: CallTracker, finished: Finished) -> AsyncIterator[Event]:
+        """What follows a model call: the response ends (`finished.done`: cut by the budget, or no call the
+        server runs is left), or the calls the server runs are run and their results fed to the next call."""
+        builder = self.builder
+        code_calls, function_calls = tracker.code_calls, tracker.function_calls
+        mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
+        searches, finds = tracker.search_calls, tracker.tool_searches
+        server_run = bool(code_calls or mcp_calls or searches or finds)
+        if tracker.finish_reason == "length" and not server_run:
+            finished.done = True  # `incomplete` closes an open message as incomplete too
+            for ev in builder.incomplete("max_output_tokens", self.usage):
+                yield ev
+            return
+        # A message closed with no call left to run is the response's last: it cites every file. Calls the
+        # client answers (function, custom, coding, MCP approval) end the response too.
+        last = bool(function_calls or approvals) or not server_run
+        for ev in builder.close_open(final=last):
+            yield ev
+        for call in code_calls:
+            async for ev in self.code.run(builder, call.index, call.name, call.error, self.turns):
+                yield ev
+        for call in mcp_calls:
+            assert self.mcp is not None
+            async for ev in self.mcp.run(builder, call.index, self.turns):
+                yield ev
+        for call in searches:
+            assert self.search is not None
+            async for ev in self.search.run(builder, call.index, call.name, call.arguments, self.turns):
+                yield ev
+        for call in finds:
+            async for ev in self._find_tools(call.arguments):
+                yield ev
+        self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
+        self.tool_calls += len(searches) + len(finds)
+        if last:
+            finished.done = True
+            for ev in builder.completed(self.usage):
                 yield ev
 
     async def _find_tools(self, arguments: str) -> AsyncIterator[Event]:

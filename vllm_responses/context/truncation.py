@@ -13,7 +13,10 @@ from dataclasses import replace
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import GenerateRequest, Message, ToolCall, ToolResult, Turn
 
-__all__ = ["cut_points", "fit_context", "output_reserve"]
+__all__ = ["ELIDED", "cut_points", "fit_context", "fit_loop", "output_reserve"]
+
+# What the model reads in place of a tool output left out to fit the context window.
+ELIDED = "[this earlier tool output was left out to fit the context window]"
 
 
 def output_reserve(window: int, max_output_tokens: int | None) -> int:
@@ -72,3 +75,35 @@ async def fit_context(
         else:
             lo = mid + 1
     return kept(cuts[min(lo, len(cuts) - 1)])
+
+
+async def fit_loop(engine: Engine, call: GenerateRequest, max_output_tokens: int | None) -> tuple[Turn, ...]:
+    """A later model call of a tool loop fitted: `fit_context`, then, while the prompt still does not fit, the
+    outputs of the oldest tool results after the last user message replaced by `ELIDED` (the fewest that
+    make it fit; every one but the latest when none does)."""
+    turns = await fit_context(engine, call, max_output_tokens)
+    limit = engine.max_model_len - output_reserve(engine.max_model_len, max_output_tokens)
+    users = [i for i, t in enumerate(turns) if isinstance(t, Message) and t.role == "user"]
+    after = users[-1] + 1 if users else 0
+    results = [i for i, t in enumerate(turns) if i >= after and isinstance(t, ToolResult)][:-1]
+
+    def elided(n: int) -> tuple[Turn, ...]:
+        gone = set(results[:n])
+        return tuple(
+            replace(t, output=ELIDED) if i in gone and isinstance(t, ToolResult) else t
+            for i, t in enumerate(turns)
+        )
+
+    async def fits(n: int) -> bool:
+        return await engine.count_tokens(replace(call, turns=elided(n))) <= limit
+
+    if not results or await fits(0):
+        return turns
+    lo, hi = 1, len(results)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if await fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return elided(lo)

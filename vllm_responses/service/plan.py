@@ -155,6 +155,7 @@ class Planner:
             mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
             search=self._search(req),
             tool_search=tool_search_of(req),
+            truncate=req.truncation == "auto",
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 
