@@ -20,8 +20,17 @@ from starlette.websockets import WebSocket
 
 from vllm_responses.api.params import parse_json
 from vllm_responses.api.state import app_state
+from vllm_responses.api.steering import (
+    Steer,
+    Steering,
+    SteerRefused,
+    parse_steer,
+    required_input,
+    steer_failed,
+)
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
+from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.service.lifecycle import Lifecycle
@@ -93,6 +102,8 @@ class Connection:
         self.slots = asyncio.Semaphore(limits.max_active)
         self.queued = 0
         self._send_lock = asyncio.Lock()
+        self.steering = Steering()
+        self.unsteerable: dict[str, str] = {}  # running response id -> why it cannot be steered
         self._gone = asyncio.Event()  # the client left or a send failed
 
     async def serve(self) -> None:
@@ -156,15 +167,20 @@ class Connection:
                 except UnicodeDecodeError:
                     raw = ""
             try:
-                self._dispatch(raw)
+                steer = self._dispatch(raw)
+                if steer is not None:
+                    await self._steer(steer)
+            except ConnectionError:
+                return
             except _Refused as refused:
                 try:
                     await self.send(error_event(refused.error, refused.stream_id))
                 except ConnectionError:
                     return
 
-    def _dispatch(self, raw: str) -> None:
-        """Route one client message to its lane, or raise `_Refused` with the error to answer it with."""
+    def _dispatch(self, raw: str) -> dict[str, Any] | None:
+        """Route one client message to its lane (a `response.steer` is returned, for `_steer`), or raise
+        `_Refused` with the error to answer it with."""
         try:
             event = parse_json(raw, param=None)  # nesting and Unicode checked as for an HTTP body
         except InvalidRequest as exc:
@@ -172,10 +188,13 @@ class Connection:
         if not isinstance(event, dict):
             raise _Refused(InvalidRequest("A client event must be a JSON object.", code="invalid_value"))
         kind = event.get("type")
+        if kind == "response.steer":
+            return event
         if kind != "response.create":
             raise _Refused(
                 InvalidRequest(
-                    f"Unsupported client event type {kind!r}; supported: 'response.create'.", param="type"
+                    f"Unsupported client event type {kind!r}; supported: 'response.create', 'response.steer'.",
+                    param="type",
                 )
             )
         refusal = self.lifecycle.refusal()  # shutting down, or the engine died
@@ -213,6 +232,21 @@ class Connection:
             lane.worker = asyncio.create_task(self._work(lane), name=f"websocket lane {stream_id}")
         self.queued += 1
         lane.queue.put_nowait(event)
+        return None
+
+    async def _steer(self, event: dict[str, Any]) -> None:
+        """A `response.steer`: queued on its running response (`response.steer.accepted`), or refused
+        (`response.steer.failed`)."""
+        try:
+            target, items = parse_steer(event)
+            steer = self.steering.accept(target, items, self.unsteerable.get(target))
+        except SteerRefused as refused:
+            await self.send(steer_failed(self.steering.seq(), refused, event))
+            return
+        lane = self.steering.active.get(target)
+        ref = {"id": steer.id, "previous_response_id": target}
+        accepted = {"type": "response.steer.accepted", "sequence_number": self.steering.seq(), "steer": ref}
+        await self.send({**accepted, "stream_id": lane} if lane is not None else accepted)
 
     # --- responding -----------------------------------------------------------------------------------
 
@@ -232,7 +266,7 @@ class Connection:
         parent (a fork from another lane keeps it)."""
         try:
             async with self.slots:
-                failed = await self._run(stream_id, event)
+                failed, steered = await self._run(stream_id, event)
         except ConnectionError:
             raise
         except Exception as exc:
@@ -243,16 +277,19 @@ class Connection:
             return
         if failed:
             await self._evict(event.get("previous_response_id"), stream_id)
+        if steered is not None:  # after its slot is free: a successor takes one of its own
+            await self._after_steered(stream_id, *steered)
 
     async def _evict(self, parent: object, stream_id: str | None) -> None:
         if isinstance(parent, str) and parent in self.origin and self.origin[parent] == stream_id:
             del self.origin[parent]
             await self.cache.delete(parent)
 
-    async def _run(self, stream_id: str | None, event: dict[str, Any]) -> bool:
+    async def _run(self, stream_id: str | None, event: dict[str, Any]) -> tuple[bool, _Steered | None]:
         """One response: created, followed to its end (its events echo the lane), kept in the cache.
         Raises the error to answer with when it never started (refused up front, or 429 from the server's
-        admission, which every create goes through as over HTTP); returns whether it failed."""
+        admission, which every create goes through as over HTTP); returns whether it failed, and what to do
+        with the steers it got."""
         body = {k: v for k, v in event.items() if k not in ("type", "stream_id", "generate", "stream")}
         generate = True if event.get("generate") is None else event["generate"]
         if not isinstance(generate, bool):
@@ -263,8 +300,20 @@ class Connection:
                 param="background",
                 code="unsupported_parameter",
             )
+        committed = self.steering.take_pending(body.get("previous_response_id"))
+        if committed:  # queued steering input goes first, in the order it was sent
+            given = body.get("input", [])
+            given = (
+                [{"type": "message", "role": "user", "content": given}] if isinstance(given, str) else given
+            )
+            body["input"] = [*(item for steer in committed for item in steer.items), *given]
         req = parse_create_request(body)
         run = await self.service.create(req, local=self.cache, generate=generate)
+        self.steering.active[run.id] = stream_id
+        if req.conversation or req.context_management:
+            self.unsteerable[run.id] = (
+                "Responses bound to a conversation or with automatic compaction cannot be steered."
+            )
         self.origin[run.id] = stream_id
         while len(self.origin) > self.limits.cache_size:  # as bounded as the cache
             self.origin.pop(next(iter(self.origin)))
@@ -275,7 +324,56 @@ class Connection:
         finally:
             if not run.done.is_set():
                 run.cancel()
-        return run.builder.status == ResponseStatus.FAILED
+            self.unsteerable.pop(run.id, None)
+        failed = run.builder.status == ResponseStatus.FAILED
+        steers = self.steering.take(run.id)
+        return failed, ((body, run.builder.snapshot(), steers) if steers else None)
+
+    async def _after_steered(
+        self, stream_id: str | None, body: dict[str, Any], snapshot: ResponseObject, steers: list[Steer]
+    ) -> None:
+        """A steered response has ended: its successor continues it with the steers' input (completed), or
+        they wait for the client's next create (`response.steer.pending`: client output is due), or fail."""
+        response_id, status = snapshot["id"], snapshot["status"]
+        stubs = required_input(snapshot["output"])
+        lane = {"stream_id": stream_id} if stream_id is not None else {}
+        if status == ResponseStatus.COMPLETED and stubs:
+            self.steering.pending[response_id] = steers
+            for steer in steers:
+                ref = {"id": steer.id, "previous_response_id": response_id}
+                pending = {
+                    "type": "response.steer.pending",
+                    "sequence_number": self.steering.seq(),
+                    "steer": ref,
+                }
+                await self.send(
+                    {**pending, "reason": "waiting_for_required_input", "required_input": stubs, **lane}
+                )
+            return
+        if status == ResponseStatus.COMPLETED:
+            inherited = {k: v for k, v in body.items() if k not in ("input", "previous_response_id")}
+            items = [item for steer in steers for item in steer.items]
+            successor = {
+                "type": "response.create",
+                **inherited,
+                "previous_response_id": response_id,
+                "input": items,
+            }
+            await self._respond(stream_id, successor)
+            return
+        for steer in steers:
+            error = {
+                "type": "invalid_request_error",
+                "code": "response_not_active",
+                "message": f"Response {response_id!r} ended {status} before the steer could be applied.",
+            }
+            echo = {"id": steer.id, "previous_response_id": response_id, "input": list(steer.items)}
+            failed = {"type": "response.steer.failed", "sequence_number": self.steering.seq(), "error": error}
+            await self.send({**failed, "steer": echo, **lane})
+
+
+# A steered response's create body, its final snapshot and its steers (`Connection._after_steered`).
+_Steered = tuple[dict[str, Any], ResponseObject, list[Steer]]
 
 
 class _Refused(Exception):
