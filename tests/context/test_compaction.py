@@ -16,7 +16,7 @@ from openai.types.responses import (
     ResponseOutputItem,
 )
 
-from tests.fakes import FakeEngine, say
+from tests.fakes import FakeEngine, code_call, say
 from tests.protocol.test_protocol_types import _check as check_typed_dict
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_as
@@ -274,3 +274,25 @@ def test_a_compacting_stream_adds_the_item_first_and_validates(
     follow = [final["output"][0], {"role": "user", "content": "Still 4417?"}]
     httpx.post(fake_server.base_url + "/v1/responses", json={"model": MODEL, "input": follow}, timeout=30)
     assert engine.requests[0].turns[0] == Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}")
+
+
+def test_a_long_tool_loop_is_compacted_between_its_calls(client: openai.OpenAI, engine: FakeEngine) -> None:
+    """`context_management` inside one response: once a later model call passes the threshold, the loop's
+    older steps (all but the latest call and its result) are summarised by the model and the loop goes on
+    from the summary; the response's items keep every step, and the summarising call counts in its usage."""
+    first, second = "print('a' * 400)", "print('b' * 400)"
+    engine.reset(code_call(first), code_call(second), say("Step one printed a's."), say("done"))
+    r = client.responses.create(
+        model=MODEL,
+        input="go",
+        tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
+        context_management=[{"type": "compaction", "compact_threshold": 150}],  # type: ignore[list-item]
+    )
+    assert r.status == "completed" and r.output_text == "done"
+    assert [it.type for it in r.output] == ["code_interpreter_call", "code_interpreter_call", "message"]
+    summarising, after = engine.requests[2], engine.requests[3]
+    assert summarising.tools == () and first in summarising.turns[-1].text  # type: ignore[union-attr]
+    assert after.turns[0] == Message("user", f"{SUMMARY_HEADER}\nStep one printed a's.")
+    assert after.turns[1] == Message("user", "go")
+    assert [t.name for t in after.turns[2:]] == ["python", "python"] and second in after.turns[2].arguments  # type: ignore[union-attr]
+    assert r.usage is not None and r.usage.output_tokens > sum(1 for _ in "done")  # the summary counted

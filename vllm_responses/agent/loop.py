@@ -12,6 +12,7 @@ from typing import Any
 from interpreter_service import Interpreter
 from vllm_responses.agent.calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.compaction import compact_loop
 from vllm_responses.context.truncation import fit_loop
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
@@ -29,6 +30,7 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.errors import DOMAIN_ERRORS, api_error, failure_code
+from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
@@ -71,6 +73,8 @@ class AgentPlan:
     tool_search: ToolSearch | None = None
     # `truncation: "auto"`: every later model call is fitted to the context window too (`fit_loop`).
     truncate: bool = False
+    # `context_management`: a later model call past its threshold has the loop's older steps summarised.
+    context_management: ContextManagement | None = None
 
 
 @dataclass
@@ -158,9 +162,17 @@ class AgentLoop:
                 yield ev
 
     async def _fitted_request(self, turn_no: int) -> GenerateRequest | None:
-        """Model call `turn_no` (None: no output tokens left); with `truncation: "auto"` a later call of the
-        loop is fitted to the context window too (the first was, before the response began)."""
+        """Model call `turn_no` (None: no output tokens left). A later call of the loop is compacted past the
+        `context_management` threshold and, with `truncation: "auto"`, fitted to the context window, as the
+        first call was before the response began."""
         request = self._request(turn_no)
+        entry = self.plan.context_management
+        if request is not None and turn_no > 0 and entry is not None:
+            compacted = await compact_loop(self.engine, entry, request)
+            if compacted is not None:  # the loop goes on from the summary (its cost counts as usage)
+                self.turns, used = list(compacted[0]), compacted[1]
+                self.usage = self.usage + used
+                request = self._request(turn_no)
         if request is not None and turn_no > 0 and self.plan.truncate:
             fitted = await fit_loop(self.engine, request, request.sampling.max_tokens)
             request = replace(request, turns=fitted)

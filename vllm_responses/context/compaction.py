@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vllm_responses.context.turns import items_to_turns
+from vllm_responses.context.turns import SUMMARY_HEADER, items_to_turns
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
     Finish,
@@ -39,6 +39,7 @@ __all__ = [
     "SUMMARY_MAX_TOKENS",
     "Compaction",
     "compact",
+    "compact_loop",
     "compact_over_threshold",
     "split",
     "transcript",
@@ -100,17 +101,17 @@ def transcript(turns: list[Turn]) -> str:
 
 
 async def _summarise(
-    engine: Engine, older: list[dict[str, Any]], structured: dict[str, Any] | None
+    engine: Engine, older: list[dict[str, Any]] | tuple[Turn, ...], structured: dict[str, Any] | None
 ) -> tuple[str, Usage]:
-    """One call to the served model: the older items' transcript in, their summary out."""
+    """One call to the served model: the older items' (or turns') transcript in, their summary out."""
+    turns = list(older) if isinstance(older, tuple) else items_to_turns(older)
     request = GenerateRequest(
         request_id=f"compact-{secrets.token_hex(6)}",
         turns=(
             Message("system", SUMMARY_SYSTEM),
             Message(
                 "user",
-                f"The conversation:\n\n{transcript(items_to_turns(older))}\n\n(end of the conversation)\n\n"
-                + SUMMARY_ASK,
+                f"The conversation:\n\n{transcript(turns)}\n\n(end of the conversation)\n\n" + SUMMARY_ASK,
             ),
         ),
         tool_choice="none",
@@ -176,3 +177,44 @@ async def compact_over_threshold(
         return None
     done = await compact(engine, items, structured=entry.structured_outputs)
     return done if done.item is not None else None
+
+
+async def compact_loop(
+    engine: Engine, entry: ContextManagement, call: GenerateRequest
+) -> tuple[tuple[Turn, ...], Usage] | None:
+    """`context_management` inside a tool loop: when a later model call passes `compact_threshold`, its turns
+    with everything but the leading system messages, the last user message and the latest tool exchange
+    summarised into one user turn (placed before that user message; the latest exchange is the last tool
+    call with its result, and what follows); None when under the threshold or
+    nothing is left to summarise. Only the loop's prompt changes: the response's items keep every step."""
+    if await engine.count_tokens(call) <= entry.compact_threshold:
+        return None
+    turns = call.turns
+    head = next(
+        (
+            i
+            for i, t in enumerate(turns)
+            if not (isinstance(t, Message) and t.role in ("system", "developer"))
+        ),
+        len(turns),
+    )
+    last_user = max(
+        (i for i, t in enumerate(turns) if isinstance(t, Message) and t.role == "user"), default=head
+    )
+    results = [t for t in turns[last_user + 1 :] if isinstance(t, ToolResult)]
+    latest = results[-1].call_id if results else None  # the latest call and its result are kept
+    tail = next(
+        (i for i, t in enumerate(turns) if i > last_user and isinstance(t, ToolCall) and t.call_id == latest),
+        len(turns),
+    )
+    older = turns[head:last_user] + turns[last_user + 1 : tail]
+    if not older or last_user < head:
+        return None
+    summary, usage = await _summarise(engine, older, entry.structured_outputs)
+    compacted = (
+        *turns[:head],
+        Message("user", f"{SUMMARY_HEADER}\n{summary}"),
+        turns[last_user],
+        *turns[tail:],
+    )
+    return compacted, usage

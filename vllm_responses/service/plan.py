@@ -156,6 +156,7 @@ class Planner:
             search=self._search(req),
             tool_search=tool_search_of(req),
             truncate=req.truncation == "auto",
+            context_management=req.context_management[0] if req.context_management else None,
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 
