@@ -93,10 +93,14 @@ def validate_response(body: dict[str, Any]) -> Response:
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
-    """Frames as sent: each `event: T` line must match its data's type, one JSON line per frame."""
+    """Frames as sent: each `event: T` line must match its data's type, one JSON line per frame. Comment
+    frames (`: keep-alive`, sent when a stream is silent for `--sse-keepalive` seconds, as on a loaded host
+    while code runs) are skipped, as every SSE client skips them."""
     events = []
     for frame in text.strip().split("\n\n"):
         lines = frame.split("\n")
+        if all(line.startswith(":") for line in lines):
+            continue
         assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "), frame
         data = json.loads(lines[1][len("data: ") :])
         assert data["type"] == lines[0][len("event: ") :]
