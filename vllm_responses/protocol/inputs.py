@@ -58,6 +58,7 @@ __all__ = [
     "USER_PART_TYPES",
     "WebSearchTool",
     "model_tool_name",
+    "public_tool_name",
 ]
 
 
@@ -293,6 +294,12 @@ def model_tool_name(name: str, namespace: str | None) -> str:
     every chat template and call format takes, where the client's `namespace.name` has a dot that some
     refuse)."""
     return f"{namespace}__{name}" if namespace else name
+
+
+def public_tool_name(name: str, namespace: str | None) -> str:
+    """The name a client gives a tool in `tool_choice`: a namespaced one's `namespace.name` (openai-agents'
+    qualified form)."""
+    return f"{namespace}.{name}" if namespace else name
 
 
 class NamespaceTool(LenientModel):

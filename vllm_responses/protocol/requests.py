@@ -26,6 +26,7 @@ from vllm_responses.protocol.inputs import (
     NamespaceTool,
     Tool,
     model_tool_name,
+    public_tool_name,
 )
 from vllm_responses.protocol.invalid import invalid_request
 from vllm_responses.protocol.lenient import LenientModel
@@ -216,7 +217,7 @@ class CreateResponseRequest(LenientModel):
     def tool_names(self, kind: str) -> list[str]:
         """The names a `tool_choice` may give for the client's tools of `kind` ("function" or "custom"): a
         top-level tool's name, a namespaced one's `namespace.name`."""
-        return [f"{ns}.{t.name}" if ns else t.name for ns, t in self.client_tools if t.type == kind]
+        return [public_tool_name(t.name, ns) for ns, t in self.client_tools if t.type == kind]
 
 
 _UNSUPPORTED = {

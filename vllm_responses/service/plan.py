@@ -36,6 +36,7 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
+from vllm_responses.protocol.inputs import model_tool_name
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import UNFINISHED
@@ -55,7 +56,7 @@ from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import offered_tools
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
-from vllm_responses.tools.tool_search import loaded_tools, tool_search_of
+from vllm_responses.tools.tool_search import ToolSearch, loaded_tools, tool_search_of
 from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
 
 __all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
@@ -69,6 +70,8 @@ class Resolved:
     input_items: list[dict[str, Any]]  # its input as items, references to stored items resolved
     turns: list[Turn]  # what the model sees: the instructions, then the items (fitted: `truncation`)
     tools: list[ToolSpec]  # the tools offered (an MCP server's come once the loop lists them)
+    search: SearchPlan | None  # where its web searches go (None: the tool is not offered)
+    tool_search: ToolSearch | None  # its deferred tools and their search (None: no `tool_search` tool)
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -121,13 +124,14 @@ class Planner:
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
         tools = offered_tools(req, loaded_tools([*history, *input_items]))
-        if self._search(req) is not None:
+        search = search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
+        if search is not None:
             tools.append(web_search_spec())
         if (finder := tool_search_of(req)) is not None:
             tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
-        return Resolved(history, input_items, turns, tools)
+        return Resolved(history, input_items, turns, tools, search, finder)
 
     async def plan(self, req: CreateResponseRequest, resolved: Resolved) -> ResponsePlan:
         """The response's plan: its context compacted when `context_management` asks (a model call), its
@@ -153,8 +157,8 @@ class Planner:
             compaction=compacted.item if compacted is not None else None,
             compaction_usage=compacted.usage if compacted is not None else Usage(),
             mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
-            search=self._search(req),
-            tool_search=tool_search_of(req),
+            search=resolved.search,
+            tool_search=resolved.tool_search,
             truncate=req.truncation == "auto",
             context_management=req.context_management[0] if req.context_management else None,
         )
@@ -173,10 +177,6 @@ class Planner:
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
         )
-
-    def _search(self, req: CreateResponseRequest) -> SearchPlan | None:
-        """The response's web search plan (None: the tool is not offered)."""
-        return search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
 
     def _check_model(self, req: CreateResponseRequest) -> None:
         """The model must be one this server serves: a 404 naming `model` otherwise."""
@@ -287,7 +287,9 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
     if isinstance(choice, (ToolChoiceFunction, ToolChoiceCustom)):
         top_level = {t.name for ns, t in req.client_tools if ns is None}
         namespace, dot, name = choice.name.partition(".")
-        return ForcedTool(choice.name if choice.name in top_level or not dot else f"{namespace}__{name}")
+        return ForcedTool(
+            choice.name if choice.name in top_level or not dot else model_tool_name(name, namespace)
+        )
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
     if isinstance(choice, ToolChoiceCoding):

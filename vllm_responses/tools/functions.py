@@ -11,7 +11,13 @@ from vllm_responses.engine.call_tags import grammar_format
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec, code_tool_spec
 from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, model_tool_name
+from vllm_responses.protocol.inputs import (
+    CustomTool,
+    FunctionTool,
+    NamespaceTool,
+    model_tool_name,
+    public_tool_name,
+)
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed
 from vllm_responses.tools.coding import coding_tool_spec
@@ -69,8 +75,7 @@ def _choice_key(spec: ToolSpec) -> tuple[str, str | None]:
         return "code_interpreter", None
     if spec.call_type is not None:
         return spec.name, None  # shell, local_shell, apply_patch
-    name = f"{spec.namespace}.{spec.item_name}" if spec.namespace else spec.name
-    return ("custom" if spec.custom else "function"), name
+    return ("custom" if spec.custom else "function"), public_tool_name(spec.item_name, spec.namespace)
 
 
 def client_tool_spec(
