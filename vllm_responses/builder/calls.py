@@ -87,13 +87,19 @@ class CallSteps:
 
     # --- coding tools' calls (shell, local_shell, apply_patch) --------------------------------------
 
-    def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
-        """A coding tool's call, announced whole once the model's call has ended: added (in progress), done."""
+    def _whole(
+        self, item: CodingCallItem | ToolSearchCallItem | ToolSearchOutputItem
+    ) -> tuple[int, list[Event]]:
+        """An item announced whole: added (status `in_progress`), then done as given."""
         announced = copy.copy(item)
         announced["status"] = "in_progress"
         index, events = self.text.start_item(announced)
         self.state.output[index] = item
         return index, [*events, self.state.item_done(index)]
+
+    def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
+        """A coding tool's call, announced whole once the model's call has ended."""
+        return self._whole(item)
 
     # --- tool search (tools/tool_search.py) -------------------------------------------------------------
 
@@ -108,11 +114,9 @@ class CallSteps:
             "call_id": call_id,
             "arguments": arguments,
             "execution": execution,
-            "status": "in_progress",
+            "status": "completed",
         }
-        index, events = self.text.start_item(copy.copy(item))
-        self.state.output[index] = {**item, "status": "completed"}
-        return call_id, [*events, self.state.item_done(index)]
+        return call_id, self._whole(item)[1]
 
     def tool_search_output(self, call_id: str, tools: list[dict[str, Any]]) -> list[Event]:
         """What a server-run search found, added and done."""
@@ -121,12 +125,10 @@ class CallSteps:
             "type": "tool_search_output",
             "call_id": call_id,
             "execution": "server",
-            "status": "in_progress",
+            "status": "completed",
             "tools": tools,
         }
-        index, events = self.text.start_item(copy.copy(item))
-        self.state.output[index] = {**item, "status": "completed"}
-        return [*events, self.state.item_done(index)]
+        return self._whole(item)[1]
 
     # --- web search calls (run by the server) ----------------------------------------------------------
 
