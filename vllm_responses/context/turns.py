@@ -36,6 +36,7 @@ __all__ = [
     "input_to_items",
     "items_to_turns",
     "mcp_result_text",
+    "tools_found_text",
 ]
 
 # What the model reads as the result of an MCP call the client did not approve.
@@ -182,14 +183,20 @@ def _tool_search_call(raw: dict[str, Any]) -> Turn:
 def _tool_search_output(raw: dict[str, Any]) -> Turn:
     """What a tool search found, as the model reads it (tools/tool_search.py writes the same for its own)."""
     out = ToolSearchOutputInput.model_validate(raw)
-    lines = []
+    found = []
     for tool in out.tools:
-        inner = tool.get("tools") if tool.get("type") == "namespace" else [tool]
+        namespace = str(tool["name"]) if tool.get("type") == "namespace" else None
+        inner = tool.get("tools") if namespace else [tool]
         for t in inner if isinstance(inner, list) else []:
-            name = f"{tool['name']}__{t.get('name')}" if tool.get("type") == "namespace" else t.get("name")
-            lines.append(f"- {name}: {t.get('description') or ''}".rstrip(": "))
-    text = "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
-    return ToolResult(out.call_id or out.id or "", "tool_search", text)
+            found.append((model_tool_name(str(t.get("name")), namespace), str(t.get("description") or "")))
+    return ToolResult(out.call_id or out.id or "", "tool_search", tools_found_text(found))
+
+
+def tools_found_text(found: Iterable[tuple[str, str]]) -> str:
+    """What the model reads of a tool search: the tools now available (name and description), or that none
+    matched (for a search the server ran, and for a `tool_search_output` sent back)."""
+    lines = [f"- {name}: {description}".rstrip(": ") for name, description in found]
+    return "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
 
 
 # The coding tools' calls and outputs (offered under the tool's type: tools/coding.py), and tool searches', as

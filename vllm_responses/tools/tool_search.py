@@ -14,6 +14,7 @@ from typing import Any
 import pydantic
 
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.turns import tools_found_text
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, Tool
@@ -51,17 +52,6 @@ def _words(text: str) -> list[str]:
     return [w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) > 1]
 
 
-def tool_definitions(req: CreateResponseRequest) -> list[tuple[str | None, FunctionTool | CustomTool, Any]]:
-    """Each function and custom tool of `req` with its namespace and the `tools` entry it came in."""
-    found: list[tuple[str | None, FunctionTool | CustomTool, Any]] = []
-    for tool in req.tools:
-        if isinstance(tool, (FunctionTool, CustomTool)):
-            found.append((None, tool, tool))
-        elif isinstance(tool, NamespaceTool):
-            found += [(tool.name, inner, tool) for inner in tool.tools]
-    return found
-
-
 @dataclass(frozen=True)
 class ToolSearch:
     """A request's tool search: its deferred tools, who runs the search, and the tool the model is offered."""
@@ -91,13 +81,11 @@ class ToolSearch:
         for tool in found:
             yield tool
         turns.append(ToolCall(call_id, TOOL_SEARCH_NAME, json.dumps({"query": query})))
-        turns.append(ToolResult(call_id, TOOL_SEARCH_NAME, found_text(t.spec for t in found)))
-
-
-def found_text(specs: Iterable[ToolSpec]) -> str:
-    """What the model reads of a search: the tools now available, or that none matched."""
-    lines = [f"- {s.name}: {s.description}".rstrip(": ") for s in specs]
-    return "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
+        turns.append(
+            ToolResult(
+                call_id, TOOL_SEARCH_NAME, tools_found_text((t.spec.name, t.spec.description) for t in found)
+            )
+        )
 
 
 def _query(arguments: str) -> str:
@@ -117,15 +105,17 @@ def tool_search_of(req: CreateResponseRequest) -> ToolSearch | None:
     if tool is None:
         return None
     deferred = []
-    for i, (namespace, inner, entry) in enumerate(tool_definitions(req)):
-        if not inner.defer_loading:
-            continue
-        definition = inner.model_dump(mode="json", exclude_none=True, by_alias=True)
-        if isinstance(entry, NamespaceTool):
-            definition = {"type": "namespace", "name": entry.name, "description": entry.description}
-            definition["tools"] = [inner.model_dump(mode="json", exclude_none=True, by_alias=True)]
-        spec = client_tool_spec(inner, f"tools[{i}]", entry if namespace else None)
-        deferred.append(DeferredTool(definition, spec))
+    for i, entry in enumerate(req.tools):
+        if isinstance(entry, (FunctionTool, CustomTool)) and entry.defer_loading:
+            definition = entry.model_dump(mode="json", exclude_none=True, by_alias=True)
+            deferred.append(DeferredTool(definition, client_tool_spec(entry, f"tools[{i}]")))
+        elif isinstance(entry, NamespaceTool):
+            for j, inner in enumerate(entry.tools):
+                if inner.defer_loading:
+                    definition = {"type": "namespace", "name": entry.name, "description": entry.description}
+                    definition["tools"] = [inner.model_dump(mode="json", exclude_none=True, by_alias=True)]
+                    spec = client_tool_spec(inner, f"tools[{i}].tools[{j}]", entry)
+                    deferred.append(DeferredTool(definition, spec))
     description = tool.description or (
         "Find more tools: search the tools you have not been shown yet by what they do. "
         "The tools it finds can be called from then on."
