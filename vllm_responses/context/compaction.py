@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vllm_responses.context.truncation import instructions_length
 from vllm_responses.context.turns import SUMMARY_HEADER, items_to_turns
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import (
@@ -101,17 +103,17 @@ def transcript(turns: list[Turn]) -> str:
 
 
 async def _summarise(
-    engine: Engine, older: list[dict[str, Any]] | tuple[Turn, ...], structured: dict[str, Any] | None
+    engine: Engine, turns: Sequence[Turn], structured: dict[str, Any] | None
 ) -> tuple[str, Usage]:
-    """One call to the served model: the older items' (or turns') transcript in, their summary out."""
-    turns = list(older) if isinstance(older, tuple) else items_to_turns(older)
+    """One call to the served model: the older turns' transcript in, their summary out."""
     request = GenerateRequest(
         request_id=f"compact-{secrets.token_hex(6)}",
         turns=(
             Message("system", SUMMARY_SYSTEM),
             Message(
                 "user",
-                f"The conversation:\n\n{transcript(turns)}\n\n(end of the conversation)\n\n" + SUMMARY_ASK,
+                f"The conversation:\n\n{transcript(list(turns))}\n\n(end of the conversation)\n\n"
+                + SUMMARY_ASK,
             ),
         ),
         tool_choice="none",
@@ -159,7 +161,7 @@ async def compact(
     kept, older, recent = split(items)
     if not older and not always:
         return Compaction(list(items), None, Usage())
-    summary, usage = await _summarise(engine, older, structured) if older else ("", Usage())
+    summary, usage = await _summarise(engine, items_to_turns(older), structured) if older else ("", Usage())
     item: CompactionItem = {
         "id": new_id("cmp"),
         "type": "compaction",
@@ -190,14 +192,7 @@ async def compact_loop(
     if await engine.count_tokens(call) <= entry.compact_threshold:
         return None
     turns = call.turns
-    head = next(
-        (
-            i
-            for i, t in enumerate(turns)
-            if not (isinstance(t, Message) and t.role in ("system", "developer"))
-        ),
-        len(turns),
-    )
+    head = instructions_length(turns)
     last_user = max(
         (i for i, t in enumerate(turns) if isinstance(t, Message) and t.role == "user"), default=head
     )

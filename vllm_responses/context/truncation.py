@@ -13,7 +13,7 @@ from dataclasses import replace
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import GenerateRequest, Message, ToolCall, ToolResult, Turn
 
-__all__ = ["ELIDED", "cut_points", "fit_context", "fit_loop", "output_reserve"]
+__all__ = ["ELIDED", "cut_points", "fit_context", "fit_loop", "instructions_length", "output_reserve"]
 
 # What the model reads in place of a tool output left out to fit the context window.
 ELIDED = "[this earlier tool output was left out to fit the context window]"
@@ -26,7 +26,7 @@ def output_reserve(window: int, max_output_tokens: int | None) -> int:
     return window // 8
 
 
-def _head(turns: tuple[Turn, ...]) -> int:
+def instructions_length(turns: tuple[Turn, ...]) -> int:
     """How many system/developer messages lead the turns (the instructions: never dropped)."""
     for n, turn in enumerate(turns):
         if not (isinstance(turn, Message) and turn.role in ("system", "developer")):
@@ -37,7 +37,7 @@ def _head(turns: tuple[Turn, ...]) -> int:
 def cut_points(turns: tuple[Turn, ...]) -> list[int]:
     """Ascending positions `p` at which `turns[head:p]` may be dropped (`head`, the leading system messages,
     first: nothing dropped): up to the last user message, never between a tool call and its output."""
-    head = _head(turns)
+    head = instructions_length(turns)
     users = [i for i, t in enumerate(turns) if isinstance(t, Message) and t.role == "user"]
     last = users[-1] if users else len(turns) - 1
     spans: dict[str, list[int]] = {}
@@ -56,7 +56,7 @@ async def fit_context(
     engine then refuses the prompt as too long, or runs it with less room)."""
     turns = first_call.turns
     limit = engine.max_model_len - output_reserve(engine.max_model_len, max_output_tokens)
-    head = _head(turns)
+    head = instructions_length(turns)
 
     def kept(p: int) -> tuple[Turn, ...]:
         return turns[:head] + turns[p:]

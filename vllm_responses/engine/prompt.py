@@ -262,10 +262,7 @@ def render_prompt(
         start = 1 if messages and messages[0]["role"] == "system" else 0
         code_tool = next(t.name for t in tools if t.code_interpreter)
         messages[start:start] = worked_example(parser, code_tool)
-        if start:
-            messages[0] = {**messages[0], "content": messages[0]["content"] + "\n\n" + hint}
-        else:
-            messages.insert(0, {"role": "system", "content": hint})
+        _add_system_note(messages, hint)
     return _render(tok, messages, template, **kwargs) + prefill
 
 
