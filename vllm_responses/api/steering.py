@@ -19,7 +19,15 @@ from typing import Any
 
 from vllm_responses.protocol.ids import new_id
 
-__all__ = ["Steer", "SteerRefused", "Steering", "parse_steer", "required_input", "steer_failed"]
+__all__ = [
+    "Steer",
+    "SteerRefused",
+    "Steering",
+    "parse_steer",
+    "refused_steer",
+    "required_input",
+    "steer_failed",
+]
 
 # The output item types only the client can answer, and the stub of the input that answers each.
 _REQUIRED = {
@@ -91,17 +99,22 @@ def parse_steer(event: Mapping[str, Any]) -> tuple[str, tuple[dict[str, Any], ..
     return target, tuple(_message(item, i) for i, item in enumerate(given))
 
 
-def steer_failed(seq: int, refused: SteerRefused, event: Mapping[str, Any]) -> dict[str, Any]:
-    """The `response.steer.failed` event of a refused steer. Its `steer` echoes the target and input as sent,
-    or `""` for what the SDK's types cannot hold (input that is neither text nor user messages)."""
+def steer_failed(seq: int, refused: SteerRefused, steer: Mapping[str, Any]) -> dict[str, Any]:
+    """The `response.steer.failed` event: the error, and the `steer` it is about (`previous_response_id`,
+    `input`, and the `id` of an accepted one)."""
+    error = {"type": "invalid_request_error", "code": refused.code, "message": refused.message}
+    return {"type": "response.steer.failed", "sequence_number": seq, "error": error, "steer": dict(steer)}
+
+
+def refused_steer(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A refused steer as its failed event echoes it: the target and input as sent, or `""` for what the SDK's
+    types cannot hold (a target that is not text; input that is neither text nor user messages)."""
     target, given = event.get("previous_response_id"), event.get("input")
     try:
         parse_steer({"type": "response.steer", "previous_response_id": "x", "input": given})
     except SteerRefused:
         given = ""
-    echo = {"previous_response_id": target if isinstance(target, str) else "", "input": given}
-    error = {"type": "invalid_request_error", "code": refused.code, "message": refused.message}
-    return {"type": "response.steer.failed", "sequence_number": seq, "error": error, "steer": echo}
+    return {"previous_response_id": target if isinstance(target, str) else "", "input": given}
 
 
 def required_input(output: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from vllm_responses.api.steering import (
     Steering,
     SteerRefused,
     parse_steer,
+    refused_steer,
     required_input,
     steer_failed,
 )
@@ -241,7 +242,7 @@ class Connection:
             target, items = parse_steer(event)
             steer = self.steering.accept(target, items, self.unsteerable.get(target))
         except SteerRefused as refused:
-            await self.send(steer_failed(self.steering.seq(), refused, event))
+            await self.send(steer_failed(self.steering.seq(), refused, refused_steer(event)))
             return
         lane = self.steering.active.get(target)
         ref = {"id": steer.id, "previous_response_id": target}
@@ -361,15 +362,13 @@ class Connection:
             }
             await self._respond(stream_id, successor)
             return
+        ended = SteerRefused(
+            f"Response {response_id!r} ended {status} before the steer could be applied.",
+            "response_not_active",
+        )
         for steer in steers:
-            error = {
-                "type": "invalid_request_error",
-                "code": "response_not_active",
-                "message": f"Response {response_id!r} ended {status} before the steer could be applied.",
-            }
             echo = {"id": steer.id, "previous_response_id": response_id, "input": list(steer.items)}
-            failed = {"type": "response.steer.failed", "sequence_number": self.steering.seq(), "error": error}
-            await self.send({**failed, "steer": echo, **lane})
+            await self.send({**steer_failed(self.steering.seq(), ended, echo), **lane})
 
 
 # A steered response's create body, its final snapshot and its steers (`Connection._after_steered`).
