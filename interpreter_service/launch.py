@@ -5,18 +5,29 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import resource
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import DATA_DIR
+from interpreter_service.confine import Confiner, Limits
 from interpreter_service.sandbox_dir import WorkerUser
 
-__all__ = ["WORKER_SCRIPT", "WorkerConfig", "child_setup", "deno_command", "find_deno", "parse_size"]
+__all__ = [
+    "RUNTIME_MEMORY",
+    "WORKER_SCRIPT",
+    "WorkerConfig",
+    "child_setup",
+    "deno_command",
+    "find_deno",
+    "parse_size",
+]
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
+RUNTIME_MEMORY = 256 << 20  # a worker's memory outside its two heaps' caps: Deno's code, V8's other spaces
 
 
 def parse_size(text: str | int) -> int:
@@ -54,6 +65,19 @@ class WorkerConfig:
     # The process's working directory: one it cannot read (the pool's sandbox folder `cwd/`); None: "/".
     cwd: Path | None = None
     user: WorkerUser | None = None  # run as this user (the server must be root); None: as ourselves
+    confiner: Confiner = field(default_factory=Confiner)  # the OS limits' mechanism (a cgroup per worker)
+    max_tasks: int = 128  # threads (and processes) a worker may run, Deno's own ~20 included
+    cpus: float = 1.0  # CPU cores a worker may use at once
+
+    @property
+    def cost(self) -> int:
+        """The most memory the worker's heaps may take: the WebAssembly heap cap plus the JS heap cap."""
+        return self.memory_limit + (self.js_heap_mb << 20)
+
+    def limits(self) -> Limits:
+        """What the operating system holds the whole process to: its heaps' caps plus the runtime's own
+        memory (`RUNTIME_MEMORY`: Deno's code, V8's other spaces, Pyodide's files), tasks and CPU."""
+        return Limits(memory_bytes=self.cost + RUNTIME_MEMORY, tasks=self.max_tasks, cpus=self.cpus)
 
 
 def deno_command(cfg: WorkerConfig) -> list[str]:
@@ -85,16 +109,26 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
     return [*cmd, str(cfg.worker_script), dist, ",".join(cfg.preload) or "-", DATA_DIR]
 
 
-def child_setup(user: WorkerUser | None) -> None:
-    """In the child before exec: become `user` (no supplementary groups; a failure aborts the start), then
-    ask for SIGKILL when the parent dies (Linux; after the switch, which would clear it), so no worker
-    outlives the pool."""
+def child_setup(user: WorkerUser | None, cgroup_procs: Sequence[str] = ()) -> None:
+    """In the child before exec: join the worker's cgroups (`cgroup.procs` files; while still privileged),
+    drop core dumps, become `user` (no supplementary groups; a failure aborts the start), then ask for SIGKILL
+    when the parent dies (Linux; after the switch, which would clear it), so no worker outlives the pool, and
+    set `no_new_privs` (no set-uid binary or file capability can give the worker more than it has)."""
+    pid = str(os.getpid()).encode()
+    for path in cgroup_procs:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if user is not None:
         os.setgroups([])
         os.setgid(user.gid)
         os.setuid(user.uid)
     if _LIBC is not None:
         _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        _LIBC.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
 
 
 def _load_libc() -> ctypes.CDLL | None:

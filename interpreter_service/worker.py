@@ -11,18 +11,20 @@ import itertools
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import ErrorKind, ExecutionResult, InterpreterError
+from interpreter_service.confine import WorkerGroup
 from interpreter_service.launch import (
     WorkerConfig,
     child_setup,
     deno_command,
 )
+from interpreter_service.procfs import proc_status
 
 __all__ = [
     "Reply",
@@ -57,6 +59,9 @@ class WorkerProcess:
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr_task: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
+        self.kill_reason: str | None = None  # why the pool's limits killed it (said when it is reported dead)
+        self.group: WorkerGroup | None = None  # its cgroup(s), when the host gives us one
+        self.base_tasks = 0  # its threads when it became ready
 
     @property
     def pid(self) -> int | None:
@@ -67,15 +72,17 @@ class WorkerProcess:
         return self.proc is not None and self.proc.returncode is None and self._exit_reason is None
 
     def rss_bytes(self) -> int | None:
-        if self.pid is None:
-            return None
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            return None
-        return None
+        return proc_status(self.pid).rss_bytes or None
+
+    @property
+    def exit_reason(self) -> str:
+        """Why it is not running (empty while it is)."""
+        return self._exit_reason or ("" if self.alive else "it is not running")
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is in flight (a call may use CPU now)."""
+        return bool(self._pending)
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
@@ -89,6 +96,11 @@ class WorkerProcess:
         cmd = deno_command(self.cfg)
         user = self.cfg.user
         try:
+            self.group = self.cfg.confiner.group(self.cfg.limits())
+        except OSError as e:
+            raise WorkerDied(f"could not make the worker's cgroup ({self.cfg.confiner.name}): {e}") from e
+        procs = tuple(self.group.procs_files) if self.group else ()
+        try:
             self.proc = await asyncio.create_subprocess_exec(
                 *cmd,
                 stdin=asyncio.subprocess.PIPE,
@@ -99,9 +111,10 @@ class WorkerProcess:
                 limit=STREAM_LIMIT,
                 start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
                 # (not `user=`/`group=`: uvloop, which uvicorn uses, does not take them)
-                preexec_fn=functools.partial(child_setup, user),
+                preexec_fn=functools.partial(child_setup, user, procs),
             )
         except (OSError, ValueError, subprocess.SubprocessError) as e:
+            self._drop_group()
             who = f" as user {user.name!r}" if user else ""
             raise WorkerDied(f"could not run {cmd[0]}{who}: {e}") from e
         self._stderr_task = asyncio.create_task(self._read_stderr(), name=f"worker-{self.pid}-err")
@@ -121,6 +134,22 @@ class WorkerProcess:
             await self.kill()
             raise
         self.ready_s = time.monotonic() - t0
+        self.base_tasks = proc_status(self.pid).tasks
+        self._limit_data()
+
+    def _limit_data(self) -> None:
+        """Cap what the process may map writable (RLIMIT_DATA) at what it holds now plus its heaps' caps:
+        off-heap buffers and extra WebAssembly memories then fail to allocate, on any host."""
+        held = proc_status(self.pid).data_bytes
+        if self.pid is None or not held:
+            return
+        limit = held + self.cfg.cost
+        with contextlib.suppress(OSError, ValueError):
+            resource.prlimit(self.pid, resource.RLIMIT_DATA, (limit, limit))
+
+    def _drop_group(self) -> None:
+        if self.group is not None:
+            self.group.remove()
 
     def _stderr_note(self) -> str:
         tail = self.stderr_tail()[-STDERR_NOTE:]
@@ -170,7 +199,7 @@ class WorkerProcess:
                 if self._stderr_task is not None:  # its last lines say why it exited
                     await asyncio.wait({self._stderr_task})
         code = self.proc.returncode
-        self._exit_reason = f"worker exited ({reason}, exit code {code})"
+        self._exit_reason = f"worker exited ({reason}, exit code {code}){self._why_killed()}"
         err = WorkerDied(self._exit_reason + self._stderr_note())
         if self._ready and not self._ready.done():
             self._ready.set_exception(err)
@@ -181,6 +210,16 @@ class WorkerProcess:
                 # keeps asyncio from logging "exception was never retrieved". An awaiter still gets it.
                 fut.exception()
         self._pending.clear()
+        self._drop_group()
+
+    def _why_killed(self) -> str:
+        """What ended it, when it was our limits: the pool's watchdog, or the kernel for its memory."""
+        if self.kill_reason:
+            return f"; killed by the sandbox's limits: {self.kill_reason}"
+        if self.group is not None and self.group.oom_killed():
+            limit = self.cfg.limits().memory_bytes >> 20
+            return f"; killed by the kernel: the worker's memory limit ({limit} MiB, all of its memory) was reached"
+        return ""
 
     def _send(self, op: str, **fields: object) -> asyncio.Future[Reply]:
         if not self.alive or self.proc is None or self.proc.stdin is None:
@@ -314,7 +353,19 @@ class WorkerProcess:
             async with asyncio.timeout(2):
                 await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._exit_reason is None:
-            self._exit_reason = "worker was killed"
+            self._exit_reason = "worker was killed" + self._why_killed()
+        for fut in self._pending.values():  # a call in flight learns why (its reader was cancelled)
+            if not fut.done():
+                fut.set_exception(WorkerDied(self._exit_reason))
+                fut.exception()
+        self._pending.clear()
+        self._drop_group()
+
+    async def kill_for(self, reason: str) -> None:
+        """Kill it for passing a limit; the reason is given with its death to whoever asks next."""
+        self.kill_reason = self.kill_reason or reason
+        self.poisoned = True
+        await self.kill()
 
 
 def _died(msg: str, t0: float) -> ExecutionResult:

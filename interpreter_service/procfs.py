@@ -1,0 +1,43 @@
+"""What /proc says of one process: resident and writable memory, threads, CPU time (Linux)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ProcStatus", "proc_status"]
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProcStatus:
+    """Zeros when the process is gone (or /proc is not there)."""
+
+    rss_bytes: int = 0
+    data_bytes: int = 0  # private writable mappings (what RLIMIT_DATA counts)
+    tasks: int = 0  # threads
+    cpu_s: float = 0.0  # user + system time so far
+
+
+def proc_status(pid: int | None) -> ProcStatus:
+    if pid is None:
+        return ProcStatus()
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+        )
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return ProcStatus()
+    return ProcStatus(
+        rss_bytes=_kib(fields, "VmRSS"),
+        data_bytes=_kib(fields, "VmData"),
+        tasks=int(fields.get("Threads", "0").strip() or 0),
+        cpu_s=(int(stat[11]) + int(stat[12])) / _TICK,
+    )
+
+
+def _kib(fields: dict[str, str], key: str) -> int:
+    return int(fields.get(key, "0 kB").split()[0]) << 10
