@@ -96,6 +96,8 @@ class PoolStats(TypedDict):
       (killed when the code did not yield to an interrupt), "memory" (recycled after a MemoryError),
       "cancelled" (killed when the caller went away and the code did not yield).
     - `start_failures`: workers that failed to start (the reason is logged).
+    - `isolation`: the kernel's mechanism holding each worker's limits ("cgroup2", "cgroup1", or "none":
+      the watchdog and RLIMIT_DATA only); `watchdog_kills`: workers the watchdog killed past their limits.
     """
 
     containers_live: int
@@ -108,6 +110,8 @@ class PoolStats(TypedDict):
     memory_reserved_bytes: int
     restarts: dict[str, int]
     start_failures: int
+    isolation: str
+    watchdog_kills: int
 
 
 def data_path(path: str) -> str:

@@ -30,6 +30,7 @@ class Container:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     files: dict[str, FileInfo] = field(default_factory=dict)
     lost_state: bool = False  # the worker was replaced and no result has said so yet
+    lost_reason: str = ""  # why (the old worker's end), said with that result
     pins: int = 0  # callers using it between calls (never evicted while pinned)
     expires_after_s: float | None = None  # its own idle expiry, when shorter than the pool's
 

@@ -20,12 +20,14 @@ from interpreter_service.api import (
     PoolStats,
 )
 from interpreter_service.capacity import Capacity, memory_tier, pool_sizing
+from interpreter_service.confine import detect
 from interpreter_service.container import Container, ContainerFiles
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
 from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
+from interpreter_service.watchdog import Watchdog
 from interpreter_service.worker import Reply, WorkerDied, WorkerProcess
 
 __all__ = ["ExecutionHook", "WorkerPool"]
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 # Called after every `execute` with its duration in seconds and its outcome: "ok" or the result's
 # `error_kind` ("exception", "timeout", "memory", "crashed", "cancelled").
 ExecutionHook = Callable[[float, str], None]
+# Said at the head of the first result after a container's worker died between calls (so its state is gone).
+LOST_STATE_NOTE = (
+    "[the container's earlier state was lost: its worker stopped between calls ({reason}); "
+    "this code ran in a fresh interpreter, without the earlier variables and files]\n"
+)
 _RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancelled"}
 
 
@@ -69,6 +76,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         reap_interval_s: float | None = None,
         preload: Sequence[str] = ("numpy", "matplotlib"),
         evict_idle: bool = True,
+        isolation: str = "auto",
     ) -> None:
         if workers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
@@ -106,6 +114,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self._started = False
         self._closed = False
         self._restarts: collections.Counter[str] = collections.Counter()
+        self.isolation_mode = isolation
+        self._watchdog = Watchdog(self._workers)
+        self._watching: asyncio.Task[None] | None = None
 
     @property
     def cfg(self) -> WorkerConfig:
@@ -121,15 +132,19 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             self._sandbox = await asyncio.to_thread(
                 prepare_sandbox_dir, cfg.dist_dir, WORKER_SCRIPT, cfg.deno_bin or find_deno()
             )
-            self._warm.cfg = dataclasses.replace(
+            confiner = await asyncio.to_thread(detect, self.isolation_mode)
+            self._warm.cfg = cfg = dataclasses.replace(
                 cfg,
                 dist_dir=self._sandbox.dist_dir,
                 worker_script=self._sandbox.worker_script,
                 deno_bin=self._sandbox.deno_bin,
                 cwd=self._sandbox.cwd,
+                confiner=confiner,
             )
+            log.info("sandbox isolation: %s", self.isolation)
             self._warm.replenish()
             self._reaper = asyncio.create_task(self._reap_loop(), name="pool-reaper")
+            self._watching = asyncio.create_task(self._watchdog.run(), name="pool-watchdog")
             await self._warm.wait_started(cfg.start_timeout_s + 30)
             if not self._warm.idle:
                 raise InterpreterError(f"no worker could be started: {self.start_errors[-1:]}")
@@ -140,15 +155,32 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     async def aclose(self) -> None:
         self._closed = True
         self._capacity.close(InterpreterError("the code-interpreter pool is shutting down"))
-        if self._reaper is not None:
-            self._reaper.cancel()
-            await asyncio.gather(self._reaper, return_exceptions=True)
+        tasks = [t for t in (self._reaper, self._watching) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         workers = [c.worker for c in self._containers.values() if c.worker]
         self._containers.clear()
         await asyncio.gather(self._warm.aclose(), *(w.kill() for w in workers), return_exceptions=True)
+        await asyncio.to_thread(self.cfg.confiner.close)
         if self._sandbox is not None:
             await asyncio.to_thread(remove_sandbox_dir, self._sandbox.root)
             self._sandbox = None
+
+    @property
+    def isolation(self) -> str:
+        """The walls around each worker, in words: the kernel's mechanism (a cgroup per worker, or none), then
+        what holds everywhere (Deno's permissions, RLIMIT_DATA, no_new_privs, the watchdog)."""
+        cfg = self.cfg
+        user = f"user {cfg.user.name}" if cfg.user else "the server's user"
+        kernel = {"cgroup2": "cgroup v2", "cgroup1": "cgroup v1"}.get(cfg.confiner.name)
+        per = f"per worker: memory {cfg.limits().memory_bytes >> 20} MiB, {cfg.max_tasks} tasks, {cfg.cpus:g} cpu"
+        first = f"{kernel} ({per})" if kernel else f"no cgroup (the watchdog holds {per})"
+        return f"{first}; Deno permissions, RLIMIT_DATA, no_new_privs, watchdog; as {user}"
+
+    def _workers(self) -> list[WorkerProcess]:
+        """Every started worker: warm ones and those of containers."""
+        return [*self._warm.idle, *(c.worker for c in self._containers.values() if c.worker)]
 
     @property
     def start_errors(self) -> list[str]:
@@ -279,7 +311,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         if c.worker is not None and c.worker.alive and not c.worker.poisoned:
             return
         if c.worker is not None:  # died while idle: its state is gone
-            c.lost_state = True
+            c.lost_state, c.lost_reason = True, c.worker.exit_reason or "it was recycled"
             self._restarts["crash"] += 1
         self._warm.discard(c.worker)
         c.worker = None
@@ -339,7 +371,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         if result.worker_restarted:
             c.lost_state = False  # this result tells the caller
         elif report:
-            result = dataclasses.replace(result, worker_restarted=True)
+            note = LOST_STATE_NOTE.format(reason=c.lost_reason or "it stopped")
+            result = dataclasses.replace(result, logs=note + result.logs, worker_restarted=True)
         return result
 
     # -- files -------------------------------------------------------------------------------------
@@ -380,9 +413,10 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             memory_reserved_bytes=self._capacity.live_bytes + (idle + starting) * self._default_cost,
             restarts=dict(self._restarts),
             start_failures=self._warm.start_failures,
+            isolation=self.cfg.confiner.name,
+            watchdog_kills=self._watchdog.kills,
         )
 
     def worker_rss_bytes(self) -> list[int]:
         """Resident memory of every worker process (warm and in containers), read from /proc."""
-        workers = [*self._warm.idle, *(c.worker for c in self._containers.values() if c.worker)]
-        return [rss for w in workers if (rss := w.rss_bytes()) is not None]
+        return [rss for w in self._workers() if (rss := w.rss_bytes()) is not None]

@@ -148,7 +148,9 @@ async def test_worker_dying_while_idle_is_reported_once(pool: WorkerPool, contai
                 break
             await asyncio.sleep(0.1)
         r = await pool.execute(container, "'a' in globals()")
-        assert r.ok and r.logs == "False\n" and r.worker_restarted
+        assert r.ok and r.worker_restarted, r
+        note, _, logs = r.logs.partition("]\n")
+        assert logs == "False\n" and "earlier state was lost" in note and "exit code -9" in note, r.logs
         r = await pool.execute(container, "1")
         assert r.ok and not r.worker_restarted
 

@@ -1,0 +1,76 @@
+"""The pool's watchdog: kills a worker past its memory or thread limit, or one that runs with no call in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from interpreter_service.procfs import proc_status
+from interpreter_service.worker import WorkerProcess
+
+__all__ = ["Watchdog"]
+
+log = logging.getLogger("interpreter_service.pool")
+IDLE_CPU_SHARE = 0.2  # of one core, with no call in flight: something the code left behind is running
+IDLE_STRIKES = 4  # consecutive checks over that share before the worker is killed
+
+
+@dataclass
+class _Seen:
+    cpu_s: float
+    strikes: int = 0
+
+
+class Watchdog:
+    """Every `interval_s`, reads each worker's memory, threads and CPU from /proc and kills one that passed
+    its limits (`WorkerConfig.limits()`), or that used over a fifth of a core for `IDLE_STRIKES` checks running
+    while no call was in flight (threads or timers the code left running after its call ended).
+
+    Where the kernel enforces the limits (a cgroup per worker) the memory and thread checks only come second;
+    where it cannot, they are the limit, checked this often (a fast allocation can overshoot in between)."""
+
+    def __init__(self, workers: Callable[[], Iterable[WorkerProcess]], interval_s: float = 0.25) -> None:
+        self._workers = workers
+        self.interval_s = interval_s
+        self._seen: dict[int, _Seen] = {}
+        self.kills = 0
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check()
+            except Exception:  # never let one bad read stop the watch
+                log.exception("the sandbox watchdog failed a check")
+
+    async def check(self) -> None:
+        seen: dict[int, _Seen] = {}
+        for w in list(self._workers()):
+            if not w.alive or w.pid is None:
+                continue
+            reason = self._verdict(w, seen)
+            if reason:
+                self.kills += 1
+                log.warning("sandbox worker %s killed: %s", w.pid, reason)
+                await w.kill_for(reason)
+        self._seen = seen
+
+    def _verdict(self, w: WorkerProcess, seen: dict[int, _Seen]) -> str | None:
+        st = proc_status(w.pid)
+        limits = w.cfg.limits()
+        if st.rss_bytes > limits.memory_bytes:
+            return f"its memory ({st.rss_bytes >> 20} MiB) passed the limit ({limits.memory_bytes >> 20} MiB)"
+        if st.tasks > limits.tasks:
+            return f"it ran {st.tasks} threads, over the limit of {limits.tasks}"
+        assert w.pid is not None
+        before = self._seen.get(w.pid)
+        now = seen[w.pid] = _Seen(st.cpu_s)
+        if before is None or w.busy:
+            return None
+        if st.cpu_s - before.cpu_s > IDLE_CPU_SHARE * self.interval_s:
+            now.strikes = before.strikes + 1
+        if now.strikes >= IDLE_STRIKES:
+            return "it kept running with no call in flight (threads or timers its code left behind)"
+        return None
