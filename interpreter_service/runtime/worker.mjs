@@ -83,8 +83,23 @@ const reader = new Worker(URL.createObjectURL(new Blob([readerSrc], { type: "tex
   type: "module",
 });
 
-globalThis.require = createRequire(import.meta.url);
+const nodeRequire = createRequire(import.meta.url);
+// Modules that start threads or processes: sandboxed code reaches `require` through `import js`.
+const DENIED_MODULES = /^(node:)?(worker_threads|child_process|cluster)$/;
+globalThis.require = Object.assign((name) => {
+  if (DENIED_MODULES.test(String(name))) throw new Error(`${name} is not available in the sandbox`);
+  return nodeRequire(name);
+}, nodeRequire);
 globalThis.__dirname = distDir.slice(0, -1);
+
+// Sandboxed code sees this global scope (`import js`): take away what starts threads (`Worker`) and shared
+// memory (`SharedArrayBuffer`; Atomics stays for our own interrupt buffer, made above). The OS limits
+// (a cgroup or the watchdog) hold whatever gets around this, e.g. a dynamic import of node:worker_threads.
+function closeThreadDoors() {
+  for (const name of ["Worker", "SharedArrayBuffer"]) {
+    Object.defineProperty(globalThis, name, { value: undefined, writable: false, configurable: false });
+  }
+}
 
 const PY_HELPERS = `
 import asyncio, base64, io, os, sys, traceback
@@ -301,6 +316,7 @@ try {
   reader.postMessage([interruptSab, ackSab]);
   await Promise.race([boot(), bootFailed]);
   failBoot = null;
+  closeThreadDoors();
   await send({ event: "ready" });
 } catch (e) {
   await send({ event: "fatal", error: String(e?.stack ?? e) });

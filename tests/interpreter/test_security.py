@@ -57,6 +57,9 @@ class Listener:
         await self.server.wait_closed()
 
 
+NOT_IN_SANDBOX = ("is not available in the sandbox",)
+
+
 def _probes(port: int) -> list[tuple[str, str, tuple[str, ...]]]:
     """(name, code, any-of substrings expected in the error) — each code must raise inside the sandbox."""
     url = f"http://127.0.0.1:{port}/"
@@ -85,7 +88,14 @@ def _probes(port: int) -> list[tuple[str, str, tuple[str, ...]]]:
             "import js\njs.eval(\"new Deno.Command('id').outputSync()\")",
             (*DENIED, "NotFound", "no path to search"),
         ),
-        ("child_process", "import js\njs.require('node:child_process').execSync('id')", DENIED),
+        # require() refuses the module; a dynamic import gets it, and Deno's permissions refuse the run
+        ("child_process", "import js\njs.require('node:child_process').execSync('id')", NOT_IN_SANDBOX),
+        (
+            "child_process_import",
+            "from pyodide.code import run_js\n"
+            "await run_js(\"import('node:child_process').then((m) => m.execSync('id'))\")",
+            DENIED,
+        ),
         (
             "run_js_read",
             "from pyodide.code import run_js\nrun_js(\"Deno.readTextFileSync('/etc/hostname')\")",
