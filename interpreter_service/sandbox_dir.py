@@ -5,7 +5,7 @@ Pyodide's `indexURL`). Started from the cache in the user's home and the project
 those answers name host paths. So a pool starts its workers from a fresh folder under the temp dir:
 
     /tmp/vr-sandbox-XXXXXXXX/      mode 0711 (others may pass through, not list)
-        pyodide/                   the distribution (hard links, or copies where a link cannot be made)
+        pyodide/                   a copy of the distribution, read-only (files 0444, folders 0555)
         worker.mjs                 the worker script (a copy)
         deno                       the Deno binary (a hard link, or a copy)
         cwd/                       mode 0111, empty: the workers' working directory, which they cannot read
@@ -28,7 +28,6 @@ from interpreter_service.api import InterpreterError
 
 __all__ = ["SandboxDir", "WorkerUser", "prepare_sandbox_dir", "remove_sandbox_dir", "resolve_user"]
 
-_OTHERS_READ = stat.S_IROTH
 _OTHERS_EXEC = stat.S_IXOTH
 
 
@@ -87,6 +86,23 @@ def _place(src: Path, dst: Path, *, mode: int) -> None:
     dst.chmod(0o555 if mode & _OTHERS_EXEC else 0o444)
 
 
+def _copy_read_only(src_dir: Path, dist: Path) -> None:
+    """Copy the distribution (its own files, not links to the cache's, so nothing a worker reads is writable
+    through another name), files 0444 and folders 0555 once filled."""
+    folders = [dist]
+    for src in sorted(src_dir.rglob("*")):
+        dst = dist / src.relative_to(src_dir)
+        if src.is_dir():
+            dst.mkdir(mode=0o755, exist_ok=True)
+            folders.append(dst)
+        elif src.is_file():
+            dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            dst.chmod(0o444)
+    for folder in reversed(folders):
+        folder.chmod(0o555)
+
+
 def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> SandboxDir:
     """A fresh sandbox folder under the temp dir holding what workers need (see the module docstring)."""
     root = Path(tempfile.mkdtemp(prefix="vr-sandbox-"))
@@ -95,14 +111,7 @@ def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> S
         dist = root / "pyodide"
         dist.mkdir(mode=0o755)
         dist.chmod(0o755)  # mkdir's mode is masked by the umask
-        for src in sorted(Path(dist_dir).rglob("*")):
-            dst = dist / src.relative_to(dist_dir)
-            if src.is_dir():
-                dst.mkdir(mode=0o755, exist_ok=True)
-                dst.chmod(0o755)
-            elif src.is_file():
-                dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                _place(src, dst, mode=_OTHERS_READ)
+        _copy_read_only(Path(dist_dir), dist)
         script = root / "worker.mjs"
         shutil.copyfile(worker_script, script)
         script.chmod(0o444)
@@ -118,7 +127,9 @@ def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> S
 
 
 def remove_sandbox_dir(root: Path) -> None:
-    """Delete a sandbox folder (hard links only drop a name: the originals stay)."""
-    with contextlib.suppress(OSError):
-        (root / "cwd").chmod(0o700)
+    """Delete a sandbox folder (the Deno hard link only drops a name: the original stays)."""
+    for folder in (root / "cwd", root / "pyodide", *(root / "pyodide").rglob("*")):
+        with contextlib.suppress(OSError):
+            if folder.is_dir():
+                folder.chmod(0o755)
     shutil.rmtree(root, ignore_errors=True)
