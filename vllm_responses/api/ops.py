@@ -102,7 +102,8 @@ def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: 
     if workers == 0:
         errors = getattr(interpreter, "start_errors", None) or ["none"]
         return {"ok": False, "detail": f"no worker alive or starting (last start error: {errors[-1]})"}
-    return {"ok": True, "detail": f"{workers} worker(s) alive or starting"}
+    isolation = stats.get("isolation") or "unknown"
+    return {"ok": True, "detail": f"{workers} worker(s) alive or starting; isolation: {isolation}"}
 
 
 async def health(request: Request) -> Response:

@@ -188,6 +188,7 @@ class LiveCollector(Collector):
             yield _gauge(
                 "vllm_responses_sandbox_waiters", "Code calls waiting for a sandbox container.", waiters
             )
+        yield from _isolation(stats)
         restarts = stats.get("restarts")
         if isinstance(restarts, dict):
             family = CounterMetricFamily(
@@ -198,6 +199,24 @@ class LiveCollector(Collector):
             for cause, count in sorted(restarts.items()):
                 family.add_metric([str(cause)], float(count))
             yield family
+
+
+def _isolation(stats: dict[str, Any]) -> Iterator[Metric]:
+    """Which mechanism holds the sandbox workers' limits, and how many workers the watchdog killed."""
+    isolation = stats.get("isolation")
+    if isinstance(isolation, str):
+        info = GaugeMetricFamily(
+            "vllm_responses_sandbox_isolation",
+            "The kernel's mechanism holding each sandbox worker's limits (1 for the active one).",
+            labels=["mechanism"],
+        )
+        info.add_metric([isolation], 1.0)
+        yield info
+    kills = _stat(stats, "watchdog_kills")
+    if kills is not None:
+        yield CounterMetricFamily(
+            "vllm_responses_sandbox_watchdog_kills", "Sandbox workers killed past their limits.", kills
+        )
 
 
 def _process_registry() -> CollectorRegistry:
