@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
+import functools
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from interpreter_service.api import (
@@ -21,14 +23,14 @@ from interpreter_service.api import (
 )
 from interpreter_service.capacity import Capacity, memory_tier, pool_sizing
 from interpreter_service.confine import detect
-from interpreter_service.container import Container, ContainerFiles
+from interpreter_service.container import Container, ContainerFiles, FileRequest
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
 from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
 from interpreter_service.watchdog import Watchdog
-from interpreter_service.worker import Reply, WorkerDied, WorkerProcess
+from interpreter_service.worker import WorkerDied, WorkerProcess
 
 __all__ = ["ExecutionHook", "WorkerPool"]
 
@@ -376,17 +378,19 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         return result
 
     # -- files -------------------------------------------------------------------------------------
-    async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
+    @contextlib.asynccontextmanager
+    async def _file_requests(self, c: Container) -> AsyncIterator[FileRequest]:
         try:
             async with c.lock:
                 c.last_active_at = time.time()
                 try:
                     await self._ensure_worker(c)
                     assert c.worker is not None
-                    return await c.worker.request(op, timeout_s=30.0, **fields)
+                    yield functools.partial(c.worker.request, timeout_s=30.0)
                 except WorkerDied as e:
                     raise InterpreterError(f"the container's worker died: {e}") from e
                 finally:
+                    c.last_active_at = time.time()
                     self._after_call(c, "crash")
         finally:
             self._capacity.wake()

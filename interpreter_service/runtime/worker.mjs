@@ -3,6 +3,7 @@
 // Usage: deno run --no-prompt --allow-read=<dist> worker.mjs <dist_dir> <preload,packages|-> <data_dir>
 // (<data_dir>: interpreter_service.api.DATA_DIR, the folder code writes its outputs to and runs in.)
 // Requests (one JSON object per line): {id, op: "ping"|"exec"|"write_file"|"read_file"|"delete_file"|"list_files", ...}
+// (files travel in chunks: write_file {path, data_b64, append, max_bytes}, read_file {path, offset, length})
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
 import { createRequire } from "node:module";
@@ -61,12 +62,13 @@ let flag = null, ack = null;
 self.onmessage = (e) => { flag = new Uint8Array(e.data[0]); ack = new Int32Array(e.data[1]); run(); };
 async function run() {
   const dec = new TextDecoder();
-  let buf = "";
+  let parts = []; // the pieces of the line being read (a file chunk's line spans many reads)
   for await (const chunk of Deno.stdin.readable) {
-    buf += dec.decode(chunk, { stream: true });
+    let text = dec.decode(chunk, { stream: true });
     let i;
-    while ((i = buf.indexOf("\\n")) >= 0) {
-      const line = buf.slice(0, i); buf = buf.slice(i + 1);
+    while ((i = text.indexOf("\\n")) >= 0) {
+      parts.push(text.slice(0, i)); text = text.slice(i + 1);
+      const line = parts.join(""); parts = [];
       if (!line.trim()) continue;
       if (line.startsWith('{"op":"interrupt"')) {
         const seq = Atomics.add(ack, 0, 1) + 1;
@@ -76,6 +78,7 @@ async function run() {
       }
       self.postMessage(line);
     }
+    if (text) parts.push(text);
   }
   self.postMessage(null);
 }`;
@@ -261,26 +264,73 @@ function fsPath(p) {
   return p;
 }
 
+const fromBase64 = Uint8Array.fromBase64 ?? ((s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0)));
+function toBase64(data) {
+  if (data.toBase64) return data.toBase64();
+  let s = "";
+  for (let i = 0; i < data.length; i += 0x8000) s += String.fromCharCode(...data.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+// Bytes of the files under `dir`, leaving out `skip`.
+function filesBytes(dir, skip) {
+  const FS = pyodide.FS;
+  if (!FS.analyzePath(dir).exists) return 0;
+  let n = 0;
+  for (const name of FS.readdir(dir)) {
+    if (name === "." || name === "..") continue;
+    const p = `${dir}/${name}`, st = FS.stat(p);
+    if (FS.isDir(st.mode)) n += filesBytes(p, skip);
+    else if (p !== skip) n += st.size;
+  }
+  return n;
+}
+
+// One chunk of a file upload: the first ({append: false}) creates or truncates the file, the next ones append.
+// The files under dataDir may take at most `max_bytes`: a chunk past it, or one the in-memory filesystem has
+// no room for, deletes the file (no partial file is left) and fails saying it did not fit.
+function writeChunk(req) {
+  const FS = pyodide.FS, path = fsPath(req.path);
+  const data = fromBase64(req.data_b64);
+  if (!req.append) FS.mkdirTree(path.slice(0, path.lastIndexOf("/")) || "/");
+  try {
+    const size = (req.append ? FS.stat(path).size : 0) + data.length;
+    if (req.max_bytes != null && size + filesBytes(dataDir, path) > req.max_bytes) {
+      throw new RangeError(`the container's files may take at most ${req.max_bytes} bytes (its memory_limit)`);
+    }
+    const stream = FS.open(path, req.append ? "a" : "w");
+    try { FS.write(stream, data, 0, data.length); } finally { FS.close(stream); }
+    return { path, bytes: FS.stat(path).size };
+  } catch (e) {
+    const msg = String(e?.message ?? e), codes = pyodide.ERRNO_CODES ?? {};
+    const fit = e instanceof RangeError || e?.errno === codes.ENOSPC || e?.errno === codes.ENOMEM;
+    if (!fit && !req.append) throw e; // e.g. a folder at that path: nothing was written
+    try { FS.unlink(path); } catch { /* not there */ }
+    throw new Error(`${fit ? "the file did not fit in the container's memory: " : ""}${msg}; the partial file was deleted`);
+  }
+}
+
+// A slice of a file ({offset, length}; the whole file without them) and the file's size.
+function readSlice(req) {
+  const FS = pyodide.FS, path = fsPath(req.path);
+  const size = FS.stat(path).size, offset = Math.min(req.offset ?? 0, size);
+  const data = new Uint8Array(Math.min(req.length ?? size, size - offset));
+  const stream = FS.open(path, "r");
+  let n;
+  try { n = FS.read(stream, data, 0, data.length, offset); } finally { FS.close(stream); }
+  return { data_b64: toBase64(data.subarray(0, n)), size };
+}
+
 async function handle(req) {
   switch (req.op) {
     case "ping":
       return {};
     case "exec":
       return await doExec(req);
-    case "write_file": {
-      const path = fsPath(req.path);
-      const dir = path.slice(0, path.lastIndexOf("/")) || "/";
-      pyodide.FS.mkdirTree(dir);
-      const data = Uint8Array.from(atob(req.data_b64), (c) => c.charCodeAt(0));
-      pyodide.FS.writeFile(path, data);
-      return { path, bytes: data.length };
-    }
-    case "read_file": {
-      const data = pyodide.FS.readFile(fsPath(req.path));
-      let s = "";
-      for (let i = 0; i < data.length; i += 0x8000) s += String.fromCharCode(...data.subarray(i, i + 0x8000));
-      return { data_b64: btoa(s) };
-    }
+    case "write_file":
+      return writeChunk(req);
+    case "read_file":
+      return readSlice(req);
     case "delete_file": {
       const path = fsPath(req.path);
       pyodide.FS.unlink(path);
