@@ -302,12 +302,22 @@ function writeChunk(req) {
     try { FS.write(stream, data, 0, data.length); } finally { FS.close(stream); }
     return { path, bytes: FS.stat(path).size };
   } catch (e) {
-    const msg = String(e?.message ?? e), codes = pyodide.ERRNO_CODES ?? {};
+    const msg = errorText(e), codes = pyodide.ERRNO_CODES ?? {};
     const fit = e instanceof RangeError || e?.errno === codes.ENOSPC || e?.errno === codes.ENOMEM;
     if (!fit && !req.append) throw e; // e.g. a folder at that path: nothing was written
     try { FS.unlink(path); } catch { /* not there */ }
     throw new Error(`${fit ? "the file did not fit in the container's memory: " : ""}${msg}; the partial file was deleted`);
   }
+}
+
+// An error in words: Pyodide's file system throws ErrnoError objects with an errno and no message.
+function errorText(e) {
+  if (e?.message) return String(e.message);
+  if (typeof e?.errno === "number") {
+    const name = Object.entries(pyodide?.ERRNO_CODES ?? {}).find(([, n]) => n === e.errno)?.[0];
+    return `${name ?? "errno " + e.errno}: ${{ ENOENT: "no such file", EISDIR: "is a folder", ENOTDIR: "not a folder", EEXIST: "already exists" }[name] ?? "file system error"}`;
+  }
+  return String(e);
 }
 
 // A slice of a file ({offset, length}; the whole file without them) and the file's size.
@@ -385,7 +395,7 @@ for (;;) {
   try {
     await send({ id: req.id, ok: true, ...(await handle(req)) });
   } catch (e) {
-    await send({ id: req.id, ok: false, error: String(e?.message ?? e) });
+    await send({ id: req.id, ok: false, error: errorText(e) });
   }
 }
 Deno.exit(0);
