@@ -8,7 +8,9 @@ answer. The loop, the parser, the sandbox and the wire format are all the real o
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import struct
+import time
 
 import httpx
 import openai
@@ -114,3 +116,48 @@ def test_max_output_tokens_is_incomplete(real_client: openai.OpenAI) -> None:
     assert r.status == "incomplete" and r.incomplete_details is not None
     assert r.incomplete_details.reason == "max_output_tokens"
     assert r.usage is not None and r.usage.output_tokens == 16
+
+
+# Off-heap buffers through Pyodide's bridge to JS, past all the memory a worker may use (1 GiB wasm heap +
+# 512 MiB JS heap + the runtime's share): the OS limits must stop it, not the host's memory.
+OFF_HEAP = """import js
+held = []
+for i in range(10):
+    a = js.Uint8Array.new(256 << 20)
+    a.fill(1)
+    held.append(a)
+print("allocated", len(held))"""
+
+
+def test_hostile_code_forced_through_the_model_is_held(real_server: LiveServer) -> None:
+    """The model is made to write the attack (structured outputs: any caller can do this); meanwhile another
+    response runs code in its own container and /health answers."""
+    url = real_server.base_url
+    attack = {
+        "model": MODEL,
+        "input": "Allocate.",
+        "tools": CI,
+        "include": ["code_interpreter_call.outputs"],
+        "structured_outputs": [exactly(hermes_call(OFF_HEAP)), exactly("Held.")],
+    }
+    other = {**attack, "structured_outputs": [exactly(hermes_call("print(6 * 7)")), exactly("42.")]}
+    health: list[float] = []
+    with concurrent.futures.ThreadPoolExecutor(3) as ex:
+        hostile = ex.submit(httpx.post, url + "/v1/responses", json=attack, timeout=300)
+        time.sleep(1.0)
+        bystander = ex.submit(httpx.post, url + "/v1/responses", json=other, timeout=300)
+        while not (hostile.done() and bystander.done()):
+            t0 = time.monotonic()
+            assert httpx.get(url + "/health", timeout=10).status_code == 200
+            health.append(time.monotonic() - t0)
+            time.sleep(0.2)
+        r, b = hostile.result(), bystander.result()
+    assert r.status_code == 200 and b.status_code == 200, (r.text[-500:], b.text[-500:])
+    call, message = r.json()["output"]
+    logs = "".join(o.get("logs", "") for o in call["outputs"] or [])
+    assert "allocated 10" not in logs, logs
+    assert "memory" in logs and ("killed by the kernel" in logs or "killed by the sandbox" in logs), logs
+    assert message["content"][0]["text"] == "Held."
+    call_b = b.json()["output"][0]
+    assert call_b["status"] == "completed" and call_b["outputs"][0]["logs"] == "42\n", call_b
+    assert health and max(health) < 2.0, f"/health stalled: {max(health):.2f} s"
