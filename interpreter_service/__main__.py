@@ -42,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--queue-timeout", type=float, default=60.0, help="seconds to wait for a free container")
     v.add_argument("--user", default=None, help="run workers as this user; default 'nobody' when root")
     v.add_argument(
+        "--isolation",
+        choices=("auto", "cgroup", "none"),
+        default="auto",
+        help="OS limits around each worker: auto (a cgroup where the host allows one), cgroup (required), "
+        "none (RLIMIT_DATA and the watchdog only)",
+    )
+    v.add_argument(
         "--token",
         default=None,
         help="bearer token every request must carry (default: $VR_INTERPRETER_TOKEN); "

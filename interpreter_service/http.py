@@ -246,6 +246,7 @@ def serve(args: argparse.Namespace) -> int:
         memory_budget=args.memory_budget,
         queue_timeout_s=args.queue_timeout,
         user=args.user,
+        isolation=args.isolation,
         timeout_s=args.timeout,
         memory_limit=args.memory_limit,
         idle_expiry_s=args.idle_expiry,

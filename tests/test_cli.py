@@ -95,6 +95,7 @@ ENV_VALUES = {
     "--code-interpreter-memory-budget": ("8g", "8g"),
     "--code-interpreter-queue-timeout": ("2.5", 2.5),
     "--code-interpreter-user": ("", ""),
+    "--code-interpreter-isolation": ("none", "none"),
     "--max-turns": ("3", 3),
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),

@@ -176,6 +176,14 @@ class Config:
         "--code-interpreter-user",
         "User the sandbox workers run as (default: nobody when run as root; '' for the server's own).",
     )
+    code_interpreter_isolation: str = setting(
+        "auto",
+        "--code-interpreter-isolation",
+        "OS limits around each sandbox worker: auto (a cgroup per worker where the host allows one, else "
+        "RLIMIT_DATA and the watchdog), cgroup (refuse to start without one), none (RLIMIT_DATA and the "
+        "watchdog only).",
+        choices=("auto", "cgroup", "none"),
+    )
     # the agent loop and the model
     max_turns: int = setting(
         8, "--max-turns", "Model calls one response may make (agent-loop bound).", parse=int

@@ -55,6 +55,7 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
         memory_budget=config.code_interpreter_memory_budget,
         queue_timeout_s=config.code_interpreter_queue_timeout,
         user=config.code_interpreter_user,
+        isolation=config.code_interpreter_isolation,
     )
 
 
