@@ -67,7 +67,10 @@ class WorkerConfig:
     user: WorkerUser | None = None  # run as this user (the server must be root); None: as ourselves
     confiner: Confiner = field(default_factory=Confiner)  # the OS limits' mechanism (a cgroup per worker)
     max_tasks: int = 128  # threads (and processes) a worker may run, Deno's own ~20 included
-    cpus: float = 1.0  # CPU cores a worker may use at once
+    # CPU cores a worker may use at once: V8 works on background threads beside the interpreter (compiling,
+    # collecting), so at 1 core a worker was throttled in nearly every 100 ms period of a matplotlib plot
+    # (+53 ms per plot, measured) and of its start; 2 cores leave room for them
+    cpus: float = 2.0
 
     @property
     def cost(self) -> int:

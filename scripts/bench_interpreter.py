@@ -4,7 +4,8 @@ Measures (the targets in brackets): worker start to ready, bare and with numpy +
 RSS per worker after warm-up and after a plot [<= 300 MB]; a new container from the warm pool [<= 50 ms];
 warm `print(1)` round trip p50/p99 [p50 <= 2 ms]; a numpy cell; a matplotlib cell returning a PNG
 [<= 300 ms]; calls/s with 1, 2 and 4 workers on independent containers as a ratio to 1 worker (a light
-`print(1)` cell and a CPU-bound cell) [near-linear up to the core count]; a `while True: pass` timeout.
+`print(1)` cell and a CPU-bound cell) [near-linear up to the core count]; a `while True: pass` timeout; warm calls with the OS limits around
+each worker against none, alternating in one run [a few per cent at most].
 All through `WorkerPool` in this process, as the server uses it.
 Run: `python scripts/bench_interpreter.py [--quick] [--out bench-results]`.
 """
@@ -71,6 +72,7 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
 
 async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any]:
     async with WorkerPool(workers=1, spares=1, dist_dir=dist) as pool:
+        isolation = dict(pool.stats()).get("isolation", "(no OS limits)")
         create = []
         for _ in range(n_cells):
             await pool.wait_warm()
@@ -95,6 +97,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
         r = await pool.execute(c.id, "while True: pass", timeout_s=0.5)
         timeout = {"returned_after_ms": round((time.perf_counter() - t0) * 1000), "error_kind": r.error_kind}
     return {
+        "isolation": isolation,
         "new_container_ms": {"p50": ms(create, 50), "max": ms(create, 100), "n": len(create)},
         "print_ms": {"p50": ms(prints, 50), "p90": ms(prints, 90), "p99": ms(prints, 99), "n": len(prints)},
         "numpy_cell_ms": {"first": ms(numpy_first, 50), "p50": ms(numpy, 50), "n": len(numpy)},
@@ -137,6 +140,31 @@ async def scaling(dist: Path, counts: list[int], seconds: float) -> dict[str, An
     return out
 
 
+async def isolation_cost(dist: Path, rounds: int, n_print: int) -> dict[str, Any]:
+    """Warm calls with the OS limits (isolation "auto": a cgroup where the host allows one) against none, in
+    alternating rounds within this run: the ratio of their p50s (1.0: the limits cost nothing)."""
+    times: dict[str, dict[str, list[float]]] = {m: {"print": [], "plot": []} for m in ("none", "auto")}
+    async with (
+        WorkerPool(workers=1, spares=0, dist_dir=dist, isolation="none") as plain,
+        WorkerPool(workers=1, spares=0, dist_dir=dist, isolation="auto") as walled,
+    ):
+        pools = {"none": plain, "auto": walled}
+        cids = {m: (await p.create_container()).id for m, p in pools.items()}
+        for m, p in pools.items():
+            await timed_calls(p, cids[m], PLOT_CELL, 2)  # warm-up
+        for _ in range(rounds):
+            for m, p in pools.items():
+                times[m]["print"] += await timed_calls(p, cids[m], "print(1)", n_print)
+                times[m]["plot"] += await timed_calls(p, cids[m], PLOT_CELL, 2)
+        mechanism = walled.stats()["isolation"]
+    out: dict[str, Any] = {"mechanism": mechanism}
+    for cell in ("print", "plot"):
+        none, auto = ms(times["none"][cell], 50), ms(times["auto"][cell], 50)
+        ratio = round(auto / none, 3) if none and auto else None
+        out[cell] = {"p50_ms_none": none, "p50_ms_with_limits": auto, "ratio": ratio}
+    return out
+
+
 def checks(r: dict[str, Any]) -> dict[str, bool]:
     s = r["single_worker"]
     cores = os.cpu_count() or 1
@@ -157,6 +185,7 @@ async def bench(quick: bool) -> dict[str, Any]:
     result["worker_start"] = await worker_start(dist, 1 if quick else 3)
     result["single_worker"] = await single_worker(dist, 50 if quick else 500, 2 if quick else 10)
     result["scaling"] = await scaling(dist, [1, 2] if quick else [1, 2, 4], 1.0 if quick else 4.0)
+    result["isolation_cost"] = await isolation_cost(dist, 2 if quick else 20, 20 if quick else 50)
     result["checks"] = checks(result)
     return result
 

@@ -161,3 +161,5 @@ def test_hostile_code_forced_through_the_model_is_held(real_server: LiveServer) 
     call_b = b.json()["output"][0]
     assert call_b["status"] == "completed" and call_b["outputs"][0]["logs"] == "42\n", call_b
     assert health and max(health) < 2.0, f"/health stalled: {max(health):.2f} s"
+    sandbox = httpx.get(url + "/ready", timeout=10).json()["checks"]["sandbox"]
+    assert f"isolation: {real_server.interpreter.stats()['isolation']}" in sandbox["detail"], sandbox

@@ -118,6 +118,8 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
         "workers_starting": 1,
         "waiters": 4,
         "restarts": {"crashed": 2, "timeout": 1},
+        "isolation": "cgroup1",
+        "watchdog_kills": 3,
     }
     live = LiveCollector(
         LiveSources(
@@ -141,6 +143,8 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
     assert value(samples, "vllm_responses_sandbox_waiters") == 4
     assert value(samples, "vllm_responses_sandbox_worker_restarts_total", cause="crashed") == 2
     assert value(samples, "vllm_responses_sandbox_worker_restarts_total", cause="timeout") == 1
+    assert value(samples, "vllm_responses_sandbox_isolation", mechanism="cgroup1") == 1
+    assert value(samples, "vllm_responses_sandbox_watchdog_kills_total") == 3
 
 
 def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:
