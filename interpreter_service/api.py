@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
     "DATA_DIR",
@@ -110,8 +110,8 @@ class PoolStats(TypedDict):
     memory_reserved_bytes: int
     restarts: dict[str, int]
     start_failures: int
-    isolation: str
-    watchdog_kills: int
+    isolation: NotRequired[str]  # not from a service older than the OS limits
+    watchdog_kills: NotRequired[int]
 
 
 def data_path(path: str) -> str:

@@ -33,6 +33,7 @@ __all__ = ["HTTPInterpreter"]
 
 logger = logging.getLogger(__name__)
 _STATS_KEYS = frozenset(PoolStats.__annotations__)
+_REQUIRED_STATS = frozenset(PoolStats.__required_keys__)
 
 
 class HTTPInterpreter(Interpreter):
@@ -155,7 +156,7 @@ class HTTPInterpreter(Interpreter):
             raise
         self._health = data
         self._stats = PoolStats(**{k: data[k] for k in _STATS_KEYS if k in data})  # type: ignore[typeddict-item]
-        if set(self._stats) != _STATS_KEYS:
+        if not _REQUIRED_STATS <= set(self._stats):
             self._stats = None
 
     def stats(self) -> PoolStats | None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
+import functools
 import os
 import re
 import resource
+import shutil
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -110,6 +113,32 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
     if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", p) for p in cfg.preload):
         raise ValueError(f"bad preload list {cfg.preload!r}")
     return [*cmd, str(cfg.worker_script), dist, ",".join(cfg.preload) or "-", DATA_DIR]
+
+
+async def limit_data(pid: int, limit: int, user: WorkerUser | None) -> bool:
+    """Set RLIMIT_DATA (soft and hard) of process `pid`; whether it was set. Another user's limits need
+    CAP_SYS_RESOURCE, which root lacks in some containers (this machine kind): then util-linux's `prlimit`,
+    run as the worker's own user, sets it (a process may lower the limits of its own user's processes)."""
+    try:
+        resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
+        return True
+    except PermissionError:
+        tool = shutil.which("prlimit", path="/usr/bin:/bin")
+        if user is None or tool is None:
+            return False
+    except (OSError, ValueError):
+        return False
+    proc = await asyncio.create_subprocess_exec(
+        tool,
+        f"--pid={pid}",
+        f"--data={limit}:{limit}",
+        env={},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        preexec_fn=functools.partial(child_setup, user),
+    )
+    return await proc.wait() == 0
 
 
 def child_setup(user: WorkerUser | None, cgroup_procs: Sequence[str] = ()) -> None:

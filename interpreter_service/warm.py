@@ -33,6 +33,7 @@ class WarmWorkers:
         self.closed = False
         self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
+        self._said_no_data_limit = False
 
     @property
     def waiting(self) -> int:
@@ -77,6 +78,12 @@ class WarmWorkers:
             if isinstance(e, WorkerDied):
                 raise
             raise WorkerDied(reason) from e
+        if not w.data_limited and not self._said_no_data_limit:
+            self._said_no_data_limit = True
+            log.warning(
+                "could not set RLIMIT_DATA on a sandbox worker (no permission, and no prlimit tool to run as "
+                "its user); its memory is held by its cgroup, if any, and the watchdog"
+            )
         return w
 
     async def _start_one(self) -> None:

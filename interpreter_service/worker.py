@@ -11,7 +11,6 @@ import itertools
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import time
@@ -23,6 +22,7 @@ from interpreter_service.launch import (
     WorkerConfig,
     child_setup,
     deno_command,
+    limit_data,
 )
 from interpreter_service.procfs import proc_status
 
@@ -62,6 +62,7 @@ class WorkerProcess:
         self.kill_reason: str | None = None  # why the pool's limits killed it (said when it is reported dead)
         self.group: WorkerGroup | None = None  # its cgroup(s), when the host gives us one
         self.base_tasks = 0  # its threads when it became ready
+        self.data_limited = False  # whether its RLIMIT_DATA could be set
 
     @property
     def pid(self) -> int | None:
@@ -135,17 +136,16 @@ class WorkerProcess:
             raise
         self.ready_s = time.monotonic() - t0
         self.base_tasks = proc_status(self.pid).tasks
-        self._limit_data()
+        self.data_limited = await self._limit_data()
 
-    def _limit_data(self) -> None:
+    async def _limit_data(self) -> bool:
         """Cap what the process may map writable (RLIMIT_DATA) at what it holds now plus its heaps' caps:
-        off-heap buffers and extra WebAssembly memories then fail to allocate, on any host."""
+        off-heap buffers and extra WebAssembly memories then fail to allocate, on any host. Whether it was
+        set (the pool says so once if not)."""
         held = proc_status(self.pid).data_bytes
         if self.pid is None or not held:
-            return
-        limit = held + self.cfg.cost
-        with contextlib.suppress(OSError, ValueError):
-            resource.prlimit(self.pid, resource.RLIMIT_DATA, (limit, limit))
+            return False
+        return await limit_data(self.pid, held + self.cfg.cost, self.cfg.user)
 
     def _drop_group(self) -> None:
         if self.group is not None:

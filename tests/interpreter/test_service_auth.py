@@ -47,6 +47,8 @@ class StatsFake(FakeInterpreter):
             memory_reserved_bytes=0,
             restarts={},
             start_failures=0,
+            isolation="none",
+            watchdog_kills=0,
         )
 
 

@@ -134,18 +134,20 @@ async def test_a_fork_of_threads_is_refused(walled: WorkerPool) -> None:
 
 
 async def test_no_thread_survives_a_timeout(walled: WorkerPool) -> None:
-    c = (await walled.create_container()).id
+    # A 1g container: a JS thread's isolate reserves about 550 MB of data, more than a 256m worker's
+    # RLIMIT_DATA leaves, which would end the worker before its thread ran (tested above as a refusal).
+    c = (await walled.create_container(memory_limit="1g")).id
     worker = walled._containers[c].worker
     assert worker is not None
     async with asyncio.timeout(120):
         await walled.execute(c, "x = 1")
-        r = await walled.execute(c, threads(2, SPIN) + "\nwhile True:\n    pass\n", timeout_s=3)
+        r = await walled.execute(c, threads(1, SPIN) + "\nwhile True:\n    pass\n", timeout_s=3)
         assert r.error_kind == "timeout", r
         for _ in range(40):
             if not worker.alive:
                 break
             await asyncio.sleep(0.25)
-        assert not worker.alive, f"threads left spinning after the timeout: {proc_status(worker.pid)}"
+        assert not worker.alive, f"a thread left spinning after the timeout: {proc_status(worker.pid)}"
         assert "no call in flight" in worker.exit_reason, worker.exit_reason
         r = await walled.execute(c, "'x' in globals()")
         assert r.ok and r.worker_restarted and "earlier state was lost" in r.logs, r
