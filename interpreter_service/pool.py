@@ -82,8 +82,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     ) -> None:
         if workers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
-        self.warm = workers
-        self.spares = spares
+        self.warm, self.spares = workers, spares
         self.timeout_s = timeout_s
         self.queue_timeout_s = queue_timeout_s
         self.idle_expiry_s = idle_expiry_s
@@ -113,8 +112,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self._containers: dict[str, Container] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._sandbox: SandboxDir | None = None
-        self._started = False
-        self._closed = False
+        self._started = self._closed = False
         self._restarts: collections.Counter[str] = collections.Counter()
         self.isolation_mode = isolation
         self._watchdog = Watchdog(self._workers)
