@@ -26,7 +26,7 @@ from pathlib import Path
 
 from interpreter_service.api import InterpreterError
 
-__all__ = ["CGROUP_ROOT", "Confiner", "Limits", "WorkerGroup", "detect"]
+__all__ = ["CGROUP_ROOT", "Confiner", "Limits", "WorkerGroup", "detect", "sweep_stale"]
 
 log = logging.getLogger("interpreter_service.pool")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -81,10 +81,29 @@ class Confiner:
         """Remove the pool's own group(s) (after every worker's)."""
 
 
+def sweep_stale(parent: Path) -> None:
+    """Remove the empty groups that pools of processes now gone left under `parent` (a server killed before
+    its pool closed): `vr-sandbox-<pid>-*` whose pid is not running, with their workers' groups."""
+    for base in parent.glob("vr-sandbox-*-*"):
+        try:
+            pid = int(base.name.split("-")[2])
+            os.kill(pid, 0)
+            continue  # its server still runs
+        except (ValueError, IndexError, PermissionError):
+            continue
+        except ProcessLookupError:
+            pass
+        with contextlib.suppress(OSError):
+            for worker in base.glob("w-*"):
+                worker.rmdir()
+            base.rmdir()
+
+
 class CgroupV2(Confiner):
     name = "cgroup2"
 
     def __init__(self, parent: Path) -> None:
+        sweep_stale(parent)
         self.base = parent / f"vr-sandbox-{os.getpid()}-{secrets.token_hex(3)}"
         self.base.mkdir()
         try:
@@ -120,6 +139,8 @@ class CgroupV1(Confiner):
     def __init__(self, parents: dict[str, Path]) -> None:
         tag = f"vr-sandbox-{os.getpid()}-{secrets.token_hex(3)}"
         self.bases: dict[str, Path] = {}
+        for parent in parents.values():
+            sweep_stale(parent)
         try:
             for controller, parent in parents.items():
                 (parent / tag).mkdir()

@@ -61,7 +61,6 @@ class WorkerProcess:
         self._exit_reason: str | None = None
         self.kill_reason: str | None = None  # why the pool's limits killed it (said when it is reported dead)
         self.group: WorkerGroup | None = None  # its cgroup(s), when the host gives us one
-        self.base_tasks = 0  # its threads when it became ready
         self.data_limited = False  # whether its RLIMIT_DATA could be set
 
     @property
@@ -135,8 +134,11 @@ class WorkerProcess:
             await self.kill()
             raise
         self.ready_s = time.monotonic() - t0
-        self.base_tasks = proc_status(self.pid).tasks
-        self.data_limited = await self._limit_data()
+        try:
+            self.data_limited = await self._limit_data()
+        except BaseException:  # cancelled while its limit was being set: it must not outlive its owner
+            await self.kill()
+            raise
 
     async def _limit_data(self) -> bool:
         """Cap what the process may map writable (RLIMIT_DATA) at what it holds now plus its heaps' caps:
