@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import DATA_DIR
-from interpreter_service.confine import Confiner, Limits
+from interpreter_service.confine import Confiner, Limits, write_control
 from interpreter_service.sandbox_dir import WorkerUser
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "child_setup",
     "deno_command",
     "find_deno",
+    "heaps_cost",
+    "limit_data",
     "parse_size",
 ]
 
@@ -48,6 +50,12 @@ def find_deno() -> str:
     import deno  # type: ignore[import-untyped]  # PyPI `deno` ships no type information
 
     return str(deno.find_deno_bin())
+
+
+def heaps_cost(memory_limit: int, js_heap_mb: int) -> int:
+    """The most memory a worker's heaps may take (what the pool's budget counts): its WebAssembly heap cap
+    plus its JS heap cap."""
+    return memory_limit + (js_heap_mb << 20)
 
 
 @dataclass(frozen=True)
@@ -77,8 +85,7 @@ class WorkerConfig:
 
     @property
     def cost(self) -> int:
-        """The most memory the worker's heaps may take: the WebAssembly heap cap plus the JS heap cap."""
-        return self.memory_limit + (self.js_heap_mb << 20)
+        return heaps_cost(self.memory_limit, self.js_heap_mb)
 
     def limits(self) -> Limits:
         """What the operating system holds the whole process to: its heaps' caps plus the runtime's own
@@ -146,13 +153,8 @@ def child_setup(user: WorkerUser | None, cgroup_procs: Sequence[str] = ()) -> No
     drop core dumps, become `user` (no supplementary groups; a failure aborts the start), then ask for SIGKILL
     when the parent dies (Linux; after the switch, which would clear it), so no worker outlives the pool, and
     set `no_new_privs` (no set-uid binary or file capability can give the worker more than it has)."""
-    pid = str(os.getpid()).encode()
     for path in cgroup_procs:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.write(fd, pid)
-        finally:
-            os.close(fd)
+        write_control(path, str(os.getpid()))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if user is not None:
         os.setgroups([])

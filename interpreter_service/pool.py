@@ -26,7 +26,7 @@ from interpreter_service.confine import detect
 from interpreter_service.container import Container, ContainerFiles, FileRequest
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
-from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno
+from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno, heaps_cost
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
 from interpreter_service.watchdog import Watchdog
@@ -89,8 +89,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self.evict_idle = evict_idle
         self.memory_limit = str(memory_limit)
         tier = memory_tier(memory_limit)
-        self._js_heap = js_heap_mb << 20
-        self._default_cost = cost = tier + self._js_heap
+        self._js_heap_mb = js_heap_mb
+        self._default_cost = cost = heaps_cost(tier, js_heap_mb)
         self.budget, self.max_containers = pool_sizing(workers, spares, max_workers, memory_budget, cost)
         cfg = WorkerConfig(
             dist_dir=checked_dist_dir(dist_dir),
@@ -231,7 +231,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
 
     def check_memory_limit(self, memory_limit: str | None) -> None:
         if memory_limit is not None:
-            self._capacity.check(memory_tier(memory_limit) + self._js_heap, f"memory_limit {memory_limit!r}")
+            cost = heaps_cost(memory_tier(memory_limit), self._js_heap_mb)
+            self._capacity.check(cost, f"memory_limit {memory_limit!r}")
 
     async def create_container(
         self,
@@ -243,7 +244,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
         tier = memory_tier(memory_limit) if memory_limit is not None else self.cfg.memory_limit
-        cost = tier + self._js_heap
+        cost = heaps_cost(tier, self._js_heap_mb)
         await self._capacity.acquire(
             cost, self.queue_timeout_s, f"memory_limit {memory_limit or self.memory_limit!r}"
         )
