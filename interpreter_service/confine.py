@@ -26,7 +26,7 @@ from pathlib import Path
 
 from interpreter_service.api import InterpreterError
 
-__all__ = ["CGROUP_ROOT", "Confiner", "Limits", "WorkerGroup", "detect", "sweep_stale"]
+__all__ = ["CGROUP_ROOT", "Confiner", "Limits", "WorkerGroup", "detect", "sweep_stale", "write_control"]
 
 log = logging.getLogger("interpreter_service.pool")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -108,7 +108,7 @@ class CgroupV2(Confiner):
         self.base.mkdir()
         try:
             _enable_controllers(parent)
-            _write(self.base / "cgroup.subtree_control", "+memory +pids +cpu")
+            write_control(self.base / "cgroup.subtree_control", "+memory +pids +cpu")
         except OSError:
             with contextlib.suppress(OSError):
                 self.base.rmdir()
@@ -118,11 +118,11 @@ class CgroupV2(Confiner):
         d = self.base / f"w-{secrets.token_hex(4)}"
         d.mkdir()
         try:
-            _write(d / "memory.max", str(limits.memory_bytes))
+            write_control(d / "memory.max", str(limits.memory_bytes))
             with contextlib.suppress(OSError):  # absent without swap accounting
-                _write(d / "memory.swap.max", "0")
-            _write(d / "pids.max", str(limits.tasks))
-            _write(d / "cpu.max", f"{int(limits.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+                write_control(d / "memory.swap.max", "0")
+            write_control(d / "pids.max", str(limits.tasks))
+            write_control(d / "cpu.max", f"{int(limits.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}")
         except OSError:
             WorkerGroup([d], []).remove()
             raise
@@ -157,12 +157,12 @@ class CgroupV1(Confiner):
             for d in dirs:
                 d.mkdir()
             memory, pids, cpu = (self.bases[c] / name for c in _V1)
-            _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
+            write_control(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
             if (memory / "memory.memsw.limit_in_bytes").exists():  # memory and swap together
-                _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
-            _write(pids / "pids.max", str(limits.tasks))
-            _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-            _write(cpu / "cpu.cfs_quota_us", str(int(limits.cpus * CPU_PERIOD_US)))
+                write_control(memory / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
+            write_control(pids / "pids.max", str(limits.tasks))
+            write_control(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+            write_control(cpu / "cpu.cfs_quota_us", str(int(limits.cpus * CPU_PERIOD_US)))
         except OSError:
             wg.remove()
             raise
@@ -178,7 +178,7 @@ def _enable_controllers(parent: Path) -> None:
     """Enable memory, pids and cpu for `parent`'s children. A cgroup v2 group with processes of its own cannot
     (the "no internal processes" rule): then its processes (the server's) move to a leaf `vr-server` first."""
     try:
-        _write(parent / "cgroup.subtree_control", "+memory +pids +cpu")
+        write_control(parent / "cgroup.subtree_control", "+memory +pids +cpu")
         return
     except OSError as e:
         if e.errno != errno.EBUSY:
@@ -187,11 +187,12 @@ def _enable_controllers(parent: Path) -> None:
     leaf.mkdir(exist_ok=True)
     for pid in (parent / "cgroup.procs").read_text().split():
         with contextlib.suppress(ProcessLookupError):
-            _write(leaf / "cgroup.procs", pid)
-    _write(parent / "cgroup.subtree_control", "+memory +pids +cpu")
+            write_control(leaf / "cgroup.procs", pid)
+    write_control(parent / "cgroup.subtree_control", "+memory +pids +cpu")
 
 
-def _write(path: Path, text: str) -> None:
+def write_control(path: Path | str, text: str) -> None:
+    """Write one cgroup control file (a plain open/write/close: also safe in a child before exec)."""
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, text.encode())
