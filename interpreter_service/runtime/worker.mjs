@@ -272,18 +272,19 @@ function toBase64(data) {
   return btoa(s);
 }
 
+// The files under `dir`, each {path, bytes} (the Python helper's walk, which the cells' file changes use too).
+function filesUnder(dir) {
+  const snap = pyodide.globals.get("_vr_snapshot");
+  const m = snap(dir);
+  const files = [];
+  for (const [path, v] of m.toJs()) files.push({ path, bytes: v[0] });
+  m.destroy(); snap.destroy();
+  return files;
+}
+
 // Bytes of the files under `dir`, leaving out `skip`.
 function filesBytes(dir, skip) {
-  const FS = pyodide.FS;
-  if (!FS.analyzePath(dir).exists) return 0;
-  let n = 0;
-  for (const name of FS.readdir(dir)) {
-    if (name === "." || name === "..") continue;
-    const p = `${dir}/${name}`, st = FS.stat(p);
-    if (FS.isDir(st.mode)) n += filesBytes(p, skip);
-    else if (p !== skip) n += st.size;
-  }
-  return n;
+  return filesUnder(dir).reduce((n, f) => n + (f.path === skip ? 0 : f.bytes), 0);
 }
 
 // One chunk of a file upload: the first ({append: false}) creates or truncates the file, the next ones append.
@@ -346,14 +347,8 @@ async function handle(req) {
       pyodide.FS.unlink(path);
       return { path };
     }
-    case "list_files": {
-      const snap = pyodide.globals.get("_vr_snapshot");
-      const m = snap(fsPath(req.dir ?? dataDir));
-      const files = [];
-      for (const [path, v] of m.toJs()) files.push({ path, bytes: v[0] });
-      m.destroy(); snap.destroy();
-      return { files };
-    }
+    case "list_files":
+      return { files: filesUnder(fsPath(req.dir ?? dataDir)) };
     default:
       throw new Error(`unknown op ${req.op}`);
   }
