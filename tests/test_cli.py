@@ -118,6 +118,10 @@ ENV_VALUES = {
     "--replica-heartbeat": ("0.5", 0.5),
     "--replica-lease": ("10", 10.0),
     "--restream-poll-interval": ("0.5", 0.5),
+    "--allow-unauthenticated": ("1", True),
+    "--allowed-hosts": ("api.example.com,10.0.0.5:8000", "api.example.com,10.0.0.5:8000"),
+    "--allowed-origins": ("https://app.example.com", "https://app.example.com"),
+    "--operator-key": ("op", "op"),
 }
 
 

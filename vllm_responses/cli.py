@@ -13,12 +13,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from vllm_responses.api.hosts import is_loopback
 from vllm_responses.config import SETTINGS, Config, Setting
 
 if TYPE_CHECKING:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-__all__ = ["build_parser", "config_from_args", "main"]
+__all__ = ["build_parser", "config_from_args", "exposure_refusal", "main"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -131,10 +132,31 @@ def _engine_part(ns: argparse.Namespace) -> tuple[AsyncEngineArgs, tuple[str, ..
     return args, tuple(served)
 
 
+def _ours(ns: argparse.Namespace) -> dict[str, Any]:
+    """Our settings from the parsed flags, by `Config` field name."""
+    return {name: setting.to_config(getattr(ns, setting.dest)) for name, setting in SETTINGS.items()}
+
+
 def config_from_args(ns: argparse.Namespace) -> Config:
     args, served = _engine_part(ns)
-    ours = {name: setting.to_config(getattr(ns, setting.dest)) for name, setting in SETTINGS.items()}
-    return Config(model=str(args.model), served_model_names=served, engine_args={"args": args}, **ours)
+    return Config(model=str(args.model), served_model_names=served, engine_args={"args": args}, **_ours(ns))
+
+
+def exposure_refusal(config: Config) -> str | None:
+    """Why the server must not start with these settings (checked before the engine loads): a key given
+    empty, or a `--host` beyond loopback with no API key and no `--allow-unauthenticated`. None: it may."""
+    for flag, value in (("--api-key", config.api_key), ("--operator-key", config.operator_key)):
+        if value == "":
+            env = SETTINGS[flag[2:].replace("-", "_")].env
+            return f"{flag} is empty (is {env} set to ''?): give a key, or leave it unset"
+    if is_loopback(config.host) or config.auth_configured or config.allow_unauthenticated:
+        return None
+    return (
+        f"--host {config.host} listens beyond this machine and no API key is set: anyone who reaches the "
+        "port could use the model, the sandbox and every stored response. Set --api-key "
+        "(VLLM_RESPONSES_API_KEY), or --allow-unauthenticated (VLLM_RESPONSES_ALLOW_UNAUTHENTICATED=1) when "
+        "clients are authenticated in front of this server."
+    )
 
 
 def _db_upgrade(db: str) -> int:
@@ -163,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = build_parser(with_engine_args=argv[:1] != ["db"]).parse_args(argv)  # `serve` or `db upgrade`
     if ns.command == "db":
         return _db_upgrade(ns.db)
+    refusal = exposure_refusal(Config(**_ours(ns)))
+    if refusal is not None:
+        print(f"vllm-responses: {refusal}", file=sys.stderr)
+        return 2
     from vllm_responses.engine.base import EngineError
     from vllm_responses.server import run
 

@@ -122,7 +122,13 @@ class Config:
         "--db",
         "SQLite file, Postgres URL or ':memory:' (in process) for stored responses.",
     )
-    api_key: str | None = setting(None, "--api-key", "Require 'Authorization: Bearer KEY' on /v1 routes.")
+    # "%(default).0s" keeps a key from the environment out of --help (it prints no character of it)
+    api_key: str | None = setting(
+        None,
+        "--api-key",
+        "Require 'Authorization: Bearer KEY' on /v1 routes; better given as VLLM_RESPONSES_API_KEY "
+        "(empty: an error).%(default).0s",
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",
@@ -284,6 +290,33 @@ class Config:
         "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN.%(default).0s",
         to_config=_empty_is_none,
     )
+    # the front door: who may reach the server, from where
+    allow_unauthenticated: bool = setting(
+        False,
+        "--allow-unauthenticated",
+        "Serve on a non-loopback --host with no API key (auth is done in front of this server).",
+        switch=True,
+    )
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        "--allowed-hosts",
+        "Comma-separated Host header values served, each with or without a port ('*': any; default: "
+        "localhost, 127.0.0.1, ::1 and --host when it is one address); others get a 400.",
+        to_config=_comma_list,
+    )
+    allowed_origins: tuple[str, ...] = setting(
+        (),
+        "--allowed-origins",
+        "Comma-separated origins (https://app.example.com) whose web pages may call this server ('*': "
+        "any; default: none, only the server's own origin).",
+        to_config=_comma_list,
+    )
+    operator_key: str | None = setting(
+        None,
+        "--operator-key",
+        "Bearer key for /metrics and the detail of /ready (default: the API key); better given as "
+        "VLLM_RESPONSES_OPERATOR_KEY.%(default).0s",
+    )
     # the Postgres store and replicas sharing it
     db_pool_size: int = setting(
         10, "--db-pool-size", "Most connections to a Postgres --db (this process).", parse=_at_least(1)
@@ -312,6 +345,17 @@ class Config:
         "Seconds between store reads of a background response re-streamed on a replica that does not run it.",
         parse=float,
     )
+
+    @property
+    def auth_configured(self) -> bool:
+        """Whether clients must present a key on `/v1` routes."""
+        return bool(self.api_key)
+
+    @property
+    def ops_key(self) -> str | None:
+        """The key `/metrics` and the detail of `/ready` need: the operator key, else the API key (None:
+        they are open)."""
+        return self.operator_key or self.api_key
 
 
 # every field of `Config` that has a flag of ours, by field name, in declaration order

@@ -15,6 +15,7 @@ import uvicorn
 
 from interpreter_service import Interpreter
 from vllm_responses.api.app import build_app
+from vllm_responses.api.hosts import is_loopback, uses_default_hosts
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.observe.logs import configure_logging
@@ -121,6 +122,13 @@ def run(config: Config) -> int:
     Returns the exit status: 0 after a shutdown, 3 when start-up failed, 4 (`ENGINE_DEAD_EXIT`) when the
     engine died."""
     configure_logging(config.log_format, config.log_level)
+    if not is_loopback(config.host) and uses_default_hosts(config):
+        logger.warning(
+            "listening on %s with the default --allowed-hosts (the loopback names, and --host when it is "
+            "one address): a request naming this server otherwise (its DNS name, a load balancer's) gets a "
+            "400; list those names in --allowed-hosts (VLLM_RESPONSES_ALLOWED_HOSTS)",
+            config.host,
+        )
     lifecycle = Lifecycle(config.shutdown_grace)
     app = build_app(config, open_components, lifecycle=lifecycle)
     server = _Server(

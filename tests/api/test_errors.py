@@ -70,7 +70,12 @@ def test_bad_request_names_the_param(fake_server: LiveServer, body: dict, status
 
 
 def test_not_json(fake_server: LiveServer) -> None:
-    r = httpx.post(fake_server.base_url + "/v1/responses", content=b"{not json", timeout=10)
+    r = httpx.post(
+        fake_server.base_url + "/v1/responses",
+        content=b"{not json",
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
     r = httpx.post(fake_server.base_url + "/v1/responses", json=[1, 2], timeout=10)
     assert r.status_code == 400 and r.json()["error"]["param"] == "body"

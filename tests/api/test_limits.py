@@ -1,4 +1,5 @@
-"""Hostile bodies: too large (413 before the rest is read), nested too deep or not valid Unicode (400)."""
+"""Hostile bodies: too large (413, the rest drained first within bounds), nested too deep or not valid Unicode
+(400)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from vllm_responses.config import Config
 MODEL = "fake-model"
 MiB = 1024 * 1024
 BIG = 20_000_000  # past the default --max-request-bytes (8 MiB)
+JSON = {"Content-Type": "application/json"}
 
 
 def _head(path: str, *headers: str) -> bytes:
@@ -50,7 +52,8 @@ def raw(fake_server: LiveServer) -> Iterator[socket.socket]:
 
 
 def test_a_content_length_past_the_limit_is_refused_before_the_body(raw: socket.socket) -> None:
-    raw.sendall(_head("/v1/responses", f"Content-Length: {BIG}") + b'{"model": "fake-model", "input": "')
+    # past what is drained before the answer (4 x the limit, at least 64 MiB): answered without reading on
+    raw.sendall(_head("/v1/responses", f"Content-Length: {1 << 30}") + b'{"model": "fake-model", "input": "')
     status, headers, body = _answer(raw)  # nothing more is sent: the answer comes without the body
     assert status == 413 and headers["connection"] == "close"
     assert body["error"]["type"] == "invalid_request_error" and body["error"]["param"] == "body"
@@ -62,7 +65,8 @@ def test_a_chunked_body_is_refused_once_it_passes_the_limit(raw: socket.socket) 
     piece = b" " * MiB
     for _ in range(8):  # exactly the limit: not refused yet
         raw.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-    raw.sendall(b"1\r\n \r\n")  # one byte past it; the body goes on, but nothing more is sent
+    raw.sendall(b"1\r\n \r\n")  # one byte past it
+    raw.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(piece), piece))  # the rest is read and dropped
     status, headers, body = _answer(raw)
     assert status == 413 and headers["connection"] == "close"
     assert body["error"]["code"] == "request_too_large"
@@ -70,7 +74,7 @@ def test_a_chunked_body_is_refused_once_it_passes_the_limit(raw: socket.socket) 
 
 def test_http_clients_get_the_413_for_both_kinds_of_body(fake_server: LiveServer, engine: FakeEngine) -> None:
     url = fake_server.base_url + "/v1/responses"
-    sized = httpx.post(url, content=b" " * BIG, timeout=60)  # Content-Length
+    sized = httpx.post(url, content=b" " * BIG, headers=JSON, timeout=60)  # Content-Length
     assert sized.status_code == 413, sized.text
     assert sized.json()["error"]["code"] == "request_too_large"
 
@@ -78,7 +82,7 @@ def test_http_clients_get_the_413_for_both_kinds_of_body(fake_server: LiveServer
         for _ in range(BIG // MiB):
             yield b" " * MiB
 
-    chunked = httpx.post(url, content=chunks(), timeout=60)  # Transfer-Encoding: chunked
+    chunked = httpx.post(url, content=chunks(), headers=JSON, timeout=60)  # Transfer-Encoding: chunked
     assert chunked.status_code == 413, chunked.text
     client = openai.OpenAI(base_url=fake_server.base_url + "/v1", api_key="-", max_retries=0, timeout=60)
     with pytest.raises(openai.APIStatusError) as err:
@@ -94,7 +98,7 @@ def test_http_clients_get_the_413_for_both_kinds_of_body(fake_server: LiveServer
 
 def test_every_body_is_bounded_not_only_creates(fake_server: LiveServer) -> None:
     for path in ("/v1/conversations", "/v1/responses/input_tokens", "/v1/containers"):
-        r = httpx.post(fake_server.base_url + path, content=b" " * BIG, timeout=60)
+        r = httpx.post(fake_server.base_url + path, content=b" " * BIG, headers=JSON, timeout=60)
         assert r.status_code == 413, (path, r.text)
 
 

@@ -15,7 +15,14 @@ from starlette.types import ASGIApp
 
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
-from vllm_responses.api.middleware import APIKeyMiddleware, BodyLimitMiddleware, ShutdownGate
+from vllm_responses.api.hosts import allowed_hosts
+from vllm_responses.api.middleware import (
+    APIKeyMiddleware,
+    BodyLimitMiddleware,
+    HostCheckMiddleware,
+    OriginCheckMiddleware,
+    ShutdownGate,
+)
 from vllm_responses.api.ops import ops_routes
 from vllm_responses.api.playground import playground_routes
 from vllm_responses.api.responses import response_routes
@@ -106,4 +113,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_upload_bytes=config.max_upload_bytes,
     )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    # the front door, outermost: a request by a name not ours or from another site's page goes no further
+    app.add_middleware(OriginCheckMiddleware, allowed=config.allowed_origins)
+    app.add_middleware(HostCheckMiddleware, allowed=allowed_hosts(config))
     return app

@@ -1,8 +1,9 @@
-"""The app's plain ASGI middleware: the API-key check, the shutdown gate and request bodies bounded while
-they are read, with the refusal of a WebSocket upgrade that the first two share."""
+"""The app's plain ASGI middleware: the Host and Origin checks, the API-key check, the shutdown gate and
+request bodies bounded while they are read, with the refusal of a WebSocket upgrade that they share."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 
@@ -10,15 +11,20 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from vllm_responses.protocol.errors import APIError, PayloadTooLarge, Unauthorized
+from vllm_responses.api.hosts import HostPattern, host_allowed, origin_allowed
+from vllm_responses.protocol.errors import APIError, Forbidden, InvalidRequest, PayloadTooLarge, Unauthorized
 from vllm_responses.service.lifecycle import Lifecycle
 
 __all__ = [
     "CLOSE_POLICY",
     "MULTIPART_SLACK",
     "UPLOAD_PATH",
+    "DRAIN_S",
+    "PROBE_PATHS",
     "APIKeyMiddleware",
     "BodyLimitMiddleware",
+    "HostCheckMiddleware",
+    "OriginCheckMiddleware",
     "ShutdownGate",
     "deny_websocket",
 ]
@@ -29,6 +35,12 @@ CLOSE_POLICY = 1008
 UPLOAD_PATH = re.compile(r"/v1/containers/[^/]+/files/?")
 # What multipart framing (boundaries, part headers, a few small fields) may add to the file it carries.
 MULTIPART_SLACK = 64 * 1024
+# What orchestrators probe at the pod's own address: answered whatever the Host (they reveal nothing more).
+PROBE_PATHS = frozenset({"/health", "/ready"})
+# A body past its limit is read on and dropped for at most this long before its 413 (see `_drain`).
+DRAIN_S = 5.0
+# ... and at most this many bytes in all (or 4 times the limit, if more).
+DRAIN_LEAST = 64 * 1024 * 1024
 
 
 async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIError) -> None:
@@ -47,6 +59,67 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, err: APIError) -> 
         await deny_websocket(scope, receive, send, err)
     else:
         await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class HostCheckMiddleware:
+    """A request (HTTP, WebSocket) whose `Host` is not one of `--allowed-hosts` gets a 400, but on the probe
+    paths: a web page whose name an attacker points at this server (DNS rebinding) cannot reach it by that
+    name, so the browser's same-origin rule keeps holding.
+
+    Parameters
+    ----------
+    app: the wrapped app.
+    allowed: `hosts.allowed_hosts(config)` (None: any).
+    """
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[HostPattern] | None) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope["path"] not in PROBE_PATHS:
+            host = _header(scope, b"host") or ""
+            if not host_allowed(host, self.allowed):
+                err = InvalidRequest(
+                    f"The Host {host!r} is not served here: add it to --allowed-hosts "
+                    "(VLLM_RESPONSES_ALLOWED_HOSTS) to serve it.",
+                    param=None,
+                    code="host_not_allowed",
+                )
+                await _refuse(scope, receive, send, err)
+                return
+        await self.app(scope, receive, send)
+
+
+class OriginCheckMiddleware:
+    """A request (HTTP, WebSocket) with an `Origin` that is neither the server's own (its `Host`) nor one of
+    `allowed` (`--allowed-origins`) gets a 403 (a WebSocket upgrade is refused before it is accepted): another
+    site's web page cannot post to the server (CSRF) nor open a WebSocket to it. Clients that are not
+    browsers send no `Origin` and pass."""
+
+    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            origin = _header(scope, b"origin")
+            if origin is not None and not origin_allowed(origin, _header(scope, b"host") or "", self.allowed):
+                err = Forbidden(
+                    f"Requests from the web origin {origin!r} are refused: add it to --allowed-origins "
+                    "(VLLM_RESPONSES_ALLOWED_ORIGINS) to allow it.",
+                    code="origin_not_allowed",
+                )
+                await _refuse(scope, receive, send, err)
+                return
+        await self.app(scope, receive, send)
 
 
 class APIKeyMiddleware:
@@ -90,10 +163,11 @@ class ShutdownGate:
 
 
 class BodyLimitMiddleware:
-    """An HTTP request whose `Content-Length` is past its limit is answered 413 at once,
-    without reading the body; a longer body (chunked, or no length) raises `PayloadTooLarge` from `receive`
-    when the byte that passes the limit arrives, which the app answers with the 413. Either answer carries
-    `Connection: close`: the rest of the body is never read, so the connection cannot be reused.
+    """An HTTP request whose `Content-Length` is past its limit is answered 413 before the app sees it; a
+    longer body (chunked, or no length) raises `PayloadTooLarge` from `receive` when the byte that passes the
+    limit arrives, which the app answers with the 413. Either way the rest of the body is first read and
+    dropped (`_drain`: bounded in bytes and time), so that a client still sending it reads the 413 rather
+    than a reset; the answer carries `Connection: close`.
 
     Parameters
     ----------
@@ -129,7 +203,10 @@ class BodyLimitMiddleware:
         upload = UPLOAD_PATH.fullmatch(scope["path"]) is not None
         limit = self.max_upload_bytes + MULTIPART_SLACK if upload else self.max_request_bytes
         length = dict(scope["headers"]).get(b"content-length", b"")
+        bound = max(4 * limit, DRAIN_LEAST)
         if length.isdigit() and int(length) > limit:
+            if int(length) <= bound:  # else the client cannot read the answer anyway: no use reading on
+                await _drain(receive, bound)
             err = self._refusal(upload)
             response = JSONResponse(err.body(), status_code=err.status, headers={"Connection": "close"})
             await response(scope, receive, send)
@@ -146,6 +223,8 @@ class BodyLimitMiddleware:
                     refused = True
                     if started:  # too late for a 413: the app reads on as if the client had left
                         return {"type": "http.disconnect"}
+                    if message.get("more_body", False):
+                        await _drain(receive, bound - received)
                     raise self._refusal(upload)
             return message
 
@@ -158,6 +237,21 @@ class BodyLimitMiddleware:
             await send(message)
 
         await self.app(scope, bounded_receive, closing_send)
+
+
+async def _drain(receive: Receive, most: int) -> None:
+    """Read and drop the rest of a request's body: until its end, the client's leaving, `most` more bytes
+    or `DRAIN_S` seconds, whichever comes first."""
+    read = 0
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            while read <= most:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+                read += len(message.get("body", b""))
+    except TimeoutError:
+        return
 
 
 def _size(n: int) -> str:

@@ -1,8 +1,10 @@
-"""The operational endpoints: liveness (`/health`), readiness (`/ready`, per-check detail) and `/metrics`."""
+"""The operational endpoints: liveness (`/health`), readiness (`/ready`, per-check detail) and `/metrics`; the
+detail and `/metrics` need the operator's key where one is configured (`Config.ops_key`)."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from typing import Any
 
@@ -13,6 +15,7 @@ from starlette.routing import Route
 from interpreter_service import Interpreter, InterpreterError
 from vllm_responses.api.state import AppState, app_state
 from vllm_responses.observe.metrics import CONTENT_TYPE, LiveCollector, LiveSources, render
+from vllm_responses.protocol.errors import Unauthorized
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.store.base import ResponseStore
 
@@ -106,6 +109,17 @@ def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: 
     return {"ok": True, "detail": f"{workers} worker(s) alive or starting; isolation: {isolation}"}
 
 
+def _operator(request: Request, state: AppState) -> bool:
+    """Whether the request may read the operational detail: `Authorization: Bearer <Config.ops_key>`, or
+    no key is configured."""
+    key = state.service.config.ops_key
+    if not key:
+        return True
+    given = request.headers.get("authorization", "")
+    token = given[7:] if given.lower().startswith("bearer ") else ""
+    return secrets.compare_digest(token.encode(), key.encode())
+
+
 async def health(request: Request) -> Response:
     """Liveness: the process is up and its event loop answers."""
     return JSONResponse({"status": "ok"})
@@ -113,7 +127,8 @@ async def health(request: Request) -> Response:
 
 async def ready(request: Request) -> Response:
     """Readiness: serving (not draining), engine alive and answering, store reachable, sandbox able to
-    hand out a container. 200 when all hold, else 503; the body has every check's detail."""
+    hand out a container. 200 when all hold, else 503; the body has every check's detail for the operator
+    (`_operator`), only the status for others (probes read the status code)."""
     state = app_state(request)
     service = state.service
     checks = {
@@ -125,7 +140,9 @@ async def ready(request: Request) -> Response:
         ),
     }
     ok = all(c["ok"] for c in checks.values())
-    body = {"status": "ready" if ok else "unavailable", "checks": checks}
+    body: dict[str, Any] = {"status": "ready" if ok else "unavailable"}
+    if _operator(request, state):
+        body["checks"] = checks
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
@@ -145,6 +162,12 @@ async def metrics(request: Request) -> Response:
     """Prometheus text format: vLLM's engine metrics and ours (a shared sandbox service's pool as it
     answers now; its gauges are left out while it does not)."""
     state = app_state(request)
+    if not _operator(request, state):
+        err = Unauthorized(
+            "/metrics needs 'Authorization: Bearer <key>' with the operator key (--operator-key, else the "
+            "API key)."
+        )
+        return JSONResponse(err.body(), status_code=err.status, headers={"WWW-Authenticate": "Bearer"})
     await refresh_pool(state.service.interpreter)
     return Response(render(LiveCollector(_live_sources(state))), media_type=CONTENT_TYPE)
 

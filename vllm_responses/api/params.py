@@ -1,7 +1,7 @@
 """A request's body and query parameters.
 
-The body as JSON: valid UTF-8, nested at most `MAX_JSON_DEPTH` deep, every string valid Unicode; a 400 naming
-`body` (or the string's place) otherwise, never a 500. The query: `include` (`include_params`), and cursor
+The body as JSON: sent as `application/json` (else a 415), valid UTF-8, nested at most `MAX_JSON_DEPTH` deep,
+every string valid Unicode; a 400 naming `body` (or the string's place) otherwise, never a 500. The query: `include` (`include_params`), and cursor
 pages (`{"object": "list", "data", "first_id", "last_id", "has_more"}`) from `order`, `limit` and `after`.
 """
 
@@ -15,10 +15,18 @@ from typing import Any
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
-from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest, UnsupportedMediaType
 from vllm_responses.protocol.requests import check_includes
 
-__all__ = ["MAX_JSON_DEPTH", "cursor_page", "include_params", "json_body", "page_params", "parse_json"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "cursor_page",
+    "include_params",
+    "is_json",
+    "json_body",
+    "page_params",
+    "parse_json",
+]
 
 # Arrays and objects nested deeper than this are refused. A real create body is a dozen levels deep; the
 # deepest legitimate part, a function tool's JSON schema, stays far below it (OpenAI's structured outputs
@@ -32,9 +40,25 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def json_body(request: Request) -> Any:
-    """The request's body as parsed JSON (any JSON value: the caller checks its shape). The body's size is
-    bounded while it is read (`middleware.BodyLimitMiddleware`)."""
+    """The request's body as parsed JSON (any JSON value: the caller checks its shape), if it is sent as
+    JSON (`is_json`), else a 415 before it is read: a web page's form or text/plain POST, which needs no
+    CORS preflight, is never taken for JSON. The body's size is bounded while it is read
+    (`middleware.BodyLimitMiddleware`)."""
+    given = request.headers.get("content-type")
+    if not is_json(given):
+        shown = f"'{given}'" if given else "none"
+        raise UnsupportedMediaType(
+            f"The request body must be JSON sent with 'Content-Type: application/json' (got {shown}).",
+            code="unsupported_media_type",
+        )
     return parse_json(await request.body())
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a `Content-Type` names JSON: `application/json` or `application/<x>+json`, parameters
+    (`; charset=utf-8`) allowed."""
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    return mime == "application/json" or (mime.startswith("application/") and mime.endswith("+json"))
 
 
 def parse_json(raw: bytes | str, param: str | None = "body") -> Any:

@@ -4,8 +4,10 @@
     ├── InvalidRequest (400 invalid_request_error)  bad field, unsupported value
     │   └── NotFound (404)                            unknown response / container / file id
     ├── Unauthorized (401 authentication_error)
+    ├── Forbidden (403 invalid_request_error)         e.g. a request from another site's web page
     ├── Conflict (409 invalid_request_error)          e.g. cancelling a response that is not background
     ├── PayloadTooLarge (413 invalid_request_error)   a body past --max-request-bytes / --max-upload-bytes
+    ├── UnsupportedMediaType (415 invalid_request_error)  a JSON body not sent as application/json
     ├── Busy (429 rate_limit_error)                   every sandbox is running code; the server is at capacity
     │                                                 (with `Retry-After`): retry later
     └── Unavailable (503 server_error)                engine or sandbox not ready / could not start
@@ -22,11 +24,13 @@ __all__ = [
     "APIError",
     "Busy",
     "Conflict",
+    "Forbidden",
     "InvalidRequest",
     "NotFound",
     "PayloadTooLarge",
     "Unauthorized",
     "Unavailable",
+    "UnsupportedMediaType",
     "error_body",
 ]
 
@@ -71,6 +75,12 @@ class Unauthorized(APIError):
     default_code = "invalid_api_key"
 
 
+class Forbidden(APIError):
+    status = 403
+    type = "invalid_request_error"
+    default_code = "forbidden"
+
+
 class Conflict(APIError):
     status = 409
     type = "invalid_request_error"
@@ -81,6 +91,12 @@ class PayloadTooLarge(APIError):
     status = 413
     type = "invalid_request_error"
     default_code = "request_too_large"
+
+
+class UnsupportedMediaType(APIError):
+    status = 415
+    type = "invalid_request_error"
+    default_code = "unsupported_media_type"
 
 
 class Busy(APIError):
