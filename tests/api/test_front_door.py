@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
 from vllm_responses.api import middleware
-from vllm_responses.api.hosts import allowed_hosts, host_allowed, origin_allowed
+from vllm_responses.api.hosts import allowed_hosts, cors_origins, host_allowed, origin_allowed
 from vllm_responses.config import Config
 
 MODEL = "fake-model"
@@ -134,6 +134,17 @@ def test_allowed_origins(listed: LiveServer) -> None:
     assert httpx.get(url, headers={**host, "Origin": "https://api.example.com"}).status_code == 200  # own
     for origin in ("http://app.example.com", "https://app.example.com:8443", "https://evil.example"):
         _error(httpx.get(url, headers={**host, "Origin": origin}), 403, "origin_not_allowed")
+    # the listed origin's pages can call for real: their JSON POSTs' preflights are answered (CORS)
+    app = {**host, "Origin": "https://app.example.com"}
+    asks = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    preflight = httpx.options(listed.base_url + "/v1/responses", headers={**app, **asks})
+    assert preflight.status_code == 200, preflight.text
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
+    r = httpx.post(listed.base_url + "/v1/responses", json={"model": MODEL, "input": "hi"}, headers=app)
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example.com"
 
 
 def test_origin_rules() -> None:
@@ -144,6 +155,8 @@ def test_origin_rules() -> None:
     assert origin_allowed("https://b.example", "a.example", ("*",))
     assert not origin_allowed("null", "a.example", ("*",))
     assert origin_allowed("https://B.example/", "a.example", ("https://b.example:443",))
+    listed = ("https://B.example:443/", "http://[::1]:8000", "*")
+    assert cors_origins(listed) == ["https://b.example", "http://[::1]:8000", "*"]
 
 
 # --- JSON only as JSON -------------------------------------------------------------------------------

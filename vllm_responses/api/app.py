@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -15,7 +16,7 @@ from starlette.types import ASGIApp
 
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
-from vllm_responses.api.hosts import allowed_hosts
+from vllm_responses.api.hosts import allowed_hosts, cors_origins
 from vllm_responses.api.middleware import (
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -113,6 +114,14 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_upload_bytes=config.max_upload_bytes,
     )
     app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    if config.allowed_origins:  # their pages' preflights answered (outside the key check: they carry none)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=cors_origins(config.allowed_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["x-request-id", "retry-after"],
+        )
     # the front door, outermost: a request by a name not ours or from another site's page goes no further
     app.add_middleware(OriginCheckMiddleware, allowed=config.allowed_origins)
     app.add_middleware(HostCheckMiddleware, allowed=allowed_hosts(config))

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
-
+from interpreter_service.auth import is_loopback  # the sandbox service's own start-up check uses it too
 from vllm_responses.config import Config
 
 __all__ = [
@@ -11,6 +10,7 @@ __all__ = [
     "LOOPBACK_NAMES",
     "HostPattern",
     "allowed_hosts",
+    "cors_origins",
     "host_allowed",
     "is_loopback",
     "origin_allowed",
@@ -27,17 +27,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 # (host, port): a port of None matches any port.
 HostPattern = tuple[str, int | None]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address or `localhost`, IPv6 with or without brackets) is this machine only."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def split_host(value: str) -> HostPattern | None:
@@ -61,6 +50,7 @@ def split_host(value: str) -> HostPattern | None:
 
 
 def uses_default_hosts(config: Config) -> bool:
+    """Whether `--allowed-hosts` is left at its default (which names no DNS name of the server's)."""
     return not config.allowed_hosts
 
 
@@ -98,6 +88,21 @@ def _origin_parts(origin: str) -> tuple[str, str, int] | None:
         return None
     name, port = parts
     return scheme, name, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def cors_origins(allowed: tuple[str, ...]) -> list[str]:
+    """`--allowed-origins` as browsers write an `Origin` (`https://app.example.com`, the port only when not
+    the scheme's default), for the CORS answers; `*` as it is."""
+    written = []
+    for entry in allowed:
+        parts = _origin_parts(entry)
+        if entry == ANY or parts is None:
+            written.append(entry)
+            continue
+        scheme, name, port = parts
+        shown = f"[{name}]" if ":" in name else name
+        written.append(f"{scheme}://{shown}" + ("" if port == _DEFAULT_PORTS[scheme] else f":{port}"))
+    return written
 
 
 def origin_allowed(origin: str, host: str, allowed: tuple[str, ...]) -> bool:

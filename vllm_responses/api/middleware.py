@@ -19,6 +19,7 @@ __all__ = [
     "CLOSE_POLICY",
     "MULTIPART_SLACK",
     "UPLOAD_PATH",
+    "DRAIN_LEAST",
     "DRAIN_S",
     "PROBE_PATHS",
     "APIKeyMiddleware",
@@ -62,6 +63,7 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, err: APIError) -> 
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
+    """The request's header `name` (lower case), the first if it is given twice."""
     for key, value in scope["headers"]:
         if key == name:
             return str(value.decode("latin-1"))
