@@ -45,7 +45,8 @@ def test_the_id_is_echoed_on_json_sse_errors_and_metrics(fake_server: LiveServer
             r.read()
         missing = http.get("/v1/responses/resp_missing", headers={"x-request-id": "e:404"})
         assert missing.status_code == 404 and missing.headers["x-request-id"] == "e:404"
-        bad = http.post("/v1/responses", content=b"{not json", headers={"x-request-id": "e/400"})
+        json_type = {"Content-Type": "application/json"}
+        bad = http.post("/v1/responses", content=b"{not json", headers={"x-request-id": "e/400", **json_type})
         assert bad.status_code == 400 and bad.headers["x-request-id"] == "e/400"
         assert http.get("/metrics", headers={"x-request-id": "m@1"}).headers["x-request-id"] == "m@1"
 

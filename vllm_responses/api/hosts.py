@@ -22,7 +22,7 @@ ANY = "*"
 # The names a loopback client uses; the default `--allowed-hosts` (with `--host` when it is one address).
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 # `--host` values that bind every address: no one name of the server's.
-_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 # (host, port): a port of None matches any port.
