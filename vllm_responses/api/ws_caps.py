@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
 from starlette.types import Scope
@@ -30,12 +31,13 @@ class WebSocketCaps:
         self.open: Counter[str] = Counter()
 
     def caller(self, scope: Scope) -> str:
-        """Whom a connection counts against: `key:<bearer value>` or `addr:<client host>`."""
+        """Whom a connection counts against: `key:<digest of the bearer value>` (the key itself is not kept) or
+        `addr:<client host>`."""
         if self.keyed:
             headers: dict[bytes, bytes] = dict(scope.get("headers") or [])
             given = headers.get(b"authorization", b"").decode("latin-1")
             if given.lower().startswith("bearer "):
-                return "key:" + given[7:]
+                return "key:" + hashlib.sha256(given[7:].encode("latin-1")).hexdigest()
         client = scope.get("client")
         return "addr:" + (str(client[0]) if client else "")
 
