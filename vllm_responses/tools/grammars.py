@@ -34,6 +34,7 @@ class GrammarChecker:
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self._workers = ThreadPoolExecutor(max_workers=COMPILERS, thread_name_prefix="grammar")
+        self._imported = False
 
     async def check(self, tools: Sequence[tuple[str, CustomTool]]) -> None:
         """Each of `tools` (parameter, tool) with a grammar checked: a 400 naming `{param}.format.definition`
@@ -41,7 +42,12 @@ class GrammarChecker:
         grammars = [(param, tool) for param, tool in tools if tool.grammar is not None]
         for param, tool in grammars:
             self._check_size(param, tool)
+        if not grammars:
+            return
         loop = asyncio.get_running_loop()
+        if not self._imported:  # once, outside the timeout: importing xgrammar takes seconds
+            await loop.run_in_executor(self._workers, _import_backend)
+            self._imported = True
         param = ""
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -69,3 +75,8 @@ class GrammarChecker:
     def close(self) -> None:
         """Drop the checks not started; those running end on their own (a thread cannot be stopped)."""
         self._workers.shutdown(wait=False, cancel_futures=True)
+
+
+def _import_backend() -> None:
+    """Import xgrammar (vLLM's structured-output backend, which parses the grammars)."""
+    import xgrammar  # noqa: F401
