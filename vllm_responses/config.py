@@ -248,6 +248,28 @@ class Config:
         "Requests waiting for a running slot, FIFO (default: twice the former); 429 past them.",
         parse=_at_least(0),
     )
+    # work a request starts outside admission: custom tools' grammars, WebSocket connections
+    max_grammar_bytes: int = setting(
+        64 * 1024,
+        "--max-grammar-bytes",
+        "Largest custom tool grammar definition (Lark or regex) in bytes; past it a 400.",
+        parse=_at_least(1),
+    )
+    grammar_compile_timeout: float = setting(
+        10.0,
+        "--grammar-compile-timeout",
+        "Seconds a request's custom tool grammars may take to check (off the event loop); past it a 400.",
+        parse=float,
+    )
+    max_websockets: int = setting(
+        256, "--max-websockets", "WebSocket connections open at once; past it a 429.", parse=_at_least(1)
+    )
+    max_websockets_per_key: int = setting(
+        32,
+        "--max-websockets-per-key",
+        "WebSocket connections open at once per API key (per client address without --api-key); past it a 429.",
+        parse=_at_least(1),
+    )
     # remote MCP tools
     mcp_timeout: float = setting(
         30.0,

@@ -28,6 +28,7 @@ from vllm_responses.api.ops import ops_routes
 from vllm_responses.api.playground import playground_routes
 from vllm_responses.api.responses import response_routes
 from vllm_responses.api.state import Opener, app_state, open_state
+from vllm_responses.api.ws_caps import WebSocketCaps
 from vllm_responses.config import Config
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.observe.logs import RequestIdMiddleware
@@ -106,6 +107,9 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
             HTTPException: _http_error,
             Exception: _server_error,
         },
+    )
+    app.state.ws_caps = WebSocketCaps(  # the WebSocket route counts its open connections here
+        config.max_websockets, config.max_websockets_per_key, keyed=config.api_key is not None
     )
     app.add_middleware(ShutdownGate, lifecycle=life)
     app.add_middleware(  # bodies bounded while read (inside the key check: no body is read before it)

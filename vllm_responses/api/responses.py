@@ -142,7 +142,11 @@ async def count_input_tokens(request: Request) -> Response:
     body = {**body, "model": body.get("model") or state.service.model_names[0]}
     if body.get("input") is None:
         body["input"] = []
-    count = await state.service.count_input_tokens(parse_create_request(body))
+    count = await until_disconnect(
+        request.receive, state.service.count_input_tokens(parse_create_request(body))
+    )
+    if count is None:
+        return Response(status_code=499)  # the client left while its request waited (nobody reads this)
     return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
 

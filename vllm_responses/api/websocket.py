@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.api.params import parse_json
 from vllm_responses.api.state import app_state
 from vllm_responses.api.steering import (
@@ -29,6 +30,7 @@ from vllm_responses.api.steering import (
     required_input,
     steer_failed,
 )
+from vllm_responses.api.ws_caps import WebSocketCaps
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest
 from vllm_responses.protocol.items import ResponseObject
@@ -75,8 +77,17 @@ def error_event(err: APIError, stream_id: str | None = None) -> dict[str, Any]:
 async def responses_websocket(websocket: WebSocket) -> None:
     """The `/v1/responses` WebSocket route."""
     state = app_state(websocket)
-    await websocket.accept()
-    await Connection(websocket, state.service, state.lifecycle, LIMITS).serve()
+    caps: WebSocketCaps = websocket.app.state.ws_caps
+    try:
+        caller = caps.take(websocket.scope)
+    except Busy as err:  # past --max-websockets(-per-key): refused before it is accepted
+        await deny_websocket(websocket.scope, websocket.receive, websocket.send, err)
+        return
+    try:
+        await websocket.accept()
+        await Connection(websocket, state.service, state.lifecycle, LIMITS).serve()
+    finally:
+        caps.give_back(caller)
 
 
 @dataclass

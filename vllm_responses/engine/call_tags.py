@@ -4,6 +4,7 @@ a free-text trigger (or, for formats whose calls open the output, as the alterna
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -32,19 +33,37 @@ def constrains_free_calls(tools: Sequence[ToolSpec]) -> bool:
     return any(t.strict or t.grammar is not None for t in tools)
 
 
+# Grammars converted lately, kept so that a request's grammar checked off the event loop (tools/grammars.py) is
+# not converted again on it when its tools are offered and at each model call (128 of at most
+# --max-grammar-bytes each).
+GRAMMAR_CACHE_SIZE = 128
+
+
 def grammar_format(syntax: str, definition: str) -> dict[str, Any]:
     """The xgrammar structural-tag format matching `definition` (a Lark grammar becomes xgrammar's EBNF, the
-    one grammar syntax a structural tag takes); a `ValueError` saying why when it does not parse."""
+    one grammar syntax a structural tag takes); a `ValueError` saying why when it does not parse. Each is
+    converted once while it is among the `GRAMMAR_CACHE_SIZE` latest."""
+    ok, text = _converted(syntax, definition)
+    if not ok:
+        raise ValueError(text)
+    if syntax == "regex":
+        return {"type": "regex", "pattern": definition}
+    return {"type": "grammar", "grammar": text}
+
+
+@functools.lru_cache(maxsize=GRAMMAR_CACHE_SIZE)
+def _converted(syntax: str, definition: str) -> tuple[bool, str]:
+    """(True, the EBNF of a Lark grammar; "" for a regex) or (False, why it does not parse)."""
     import xgrammar  # vLLM's structured-output backend; imported on first use (it takes seconds)
 
     try:
         if syntax == "regex":
             xgrammar.Grammar.from_regex(definition)
-            return {"type": "regex", "pattern": definition}
-        return {"type": "grammar", "grammar": str(xgrammar.Grammar.from_lark(definition))}
+            return True, ""
+        return True, str(xgrammar.Grammar.from_lark(definition))
     except RuntimeError as exc:  # xgrammar's parse errors: "[time] file.cc:83: Regex parsing error at ..."
         first = (str(exc).strip().splitlines() or ["it does not parse"])[0]
-        raise ValueError(re.sub(r"^\[[^\]]*\] \S+: ", "", first)) from exc
+        return False, re.sub(r"^\[[^\]]*\] \S+: ", "", first)
 
 
 def _grammar(tool: ToolSpec) -> dict[str, Any]:

@@ -68,11 +68,13 @@ PRECHECK_INLINE_CHARS = 16_384
 
 
 def _text_size(request: GenerateRequest) -> int:
-    """How many characters the turns hold (what rendering and tokenizing take time over)."""
-    return sum(
+    """How many characters the turns and the tools hold (what rendering, tokenizing and converting custom
+    tools' grammars take time over)."""
+    turns = sum(
         len(t.text if isinstance(t, Message) else t.arguments if isinstance(t, ToolCall) else t.output)
         for t in request.turns
     )
+    return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
 
 
 class VLLMEngine:
@@ -245,6 +247,12 @@ class VLLMEngine:
         return Prepared(prompt, prefill, stop, bad_words, parser, call_format, keep_special)
 
     async def count_tokens(self, request: GenerateRequest) -> int:
+        """The prompt's tokens; a long one (as `precheck`) counted in a worker thread, off the event loop."""
+        if _text_size(request) < PRECHECK_INLINE_CHARS:
+            return self._count(request)
+        return await asyncio.to_thread(self._count, request)
+
+    def _count(self, request: GenerateRequest) -> int:
         return len(self._encode(self._prepare(request).prompt))
 
     def _call(self, request: GenerateRequest) -> tuple[list[int], str, ToolParser, SamplingParams]:
@@ -308,7 +316,10 @@ class VLLMEngine:
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
-        prompt_ids, prefill, parser, params = self._call(request)
+        if _text_size(request) < PRECHECK_INLINE_CHARS:
+            prompt_ids, prefill, parser, params = self._call(request)
+        else:  # a long prompt rendered and tokenized off the event loop, as `precheck` does
+            prompt_ids, prefill, parser, params = await asyncio.to_thread(self._call, request)
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = CallTally(one_call=not request.parallel_tool_calls)
         output_tokens = 0

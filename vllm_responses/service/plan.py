@@ -54,7 +54,8 @@ from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
-from vllm_responses.tools.functions import offered_tools
+from vllm_responses.tools.functions import custom_tools, offered_tools
+from vllm_responses.tools.grammars import GrammarChecker
 from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
 from vllm_responses.tools.tool_search import ToolSearch, loaded_tools, tool_search_of
 from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
@@ -108,6 +109,7 @@ class Planner:
         self.conversations = conversations
         self.containers = containers
         self.runs = runs
+        self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -123,7 +125,9 @@ class Planner:
         check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
-        tools = offered_tools(req, loaded_tools([*history, *input_items]))
+        loaded = loaded_tools([*history, *input_items])
+        await self.grammars.check(custom_tools(req, loaded))  # off the event loop (then cached)
+        tools = offered_tools(req, loaded)
         search = search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
         if search is not None:
             tools.append(web_search_spec())

@@ -73,11 +73,11 @@ class ResponsesService:
         `generate=False` prepares the conversation without calling the model: the response completes with
         no output, and its id can be continued from (a WebSocket warm-up).
 
-        A response that calls the model is admitted (`admission`: it may wait for a slot, or get a 429) once
-        its first model call passed the engine's up-front checks (else a 4xx); it holds its slot until its
-        run ends (a compaction takes it first: its summary is a model call). Its first events are then ready."""
-        if generate:
-            self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
+        A response is admitted (`admission`: it may wait for a slot, or get a 429) once its first model call
+        passed the engine's up-front checks (else a 4xx); it holds its slot until its run ends (a compaction
+        takes it first: its summary is a model call). One with `generate=False` is admitted too (it is
+        prepared and kept as one that calls the model is). Its first events are then ready."""
+        self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
         resolved = await self.planner.resolve(req, local)
         slot = await self.admission.acquire() if generate and req.context_management else None
         try:
@@ -89,7 +89,7 @@ class ResponsesService:
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
             for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
                 await self.engine.precheck(call)
-            if generate and slot is None:
+            if slot is None:
                 slot = await self.admission.acquire()
         except BaseException:
             if slot is not None:
@@ -135,9 +135,18 @@ class ResponsesService:
         await keep_record(self.store, record)
 
     async def count_input_tokens(self, req: CreateResponseRequest) -> int:
-        """Prompt tokens of the response's first model call, rendered as `create` would render it."""
-        resolved = await self.planner.resolve(req)
-        return await self.engine.count_tokens(self.planner.first_call(req, resolved.turns, resolved.tools))
+        """Prompt tokens of the response's first model call, rendered as `create` would render it. Counting is
+        admitted as a response is (the same slots and queue, a 429 past them): it renders and tokenizes a
+        request-sized input, and checks its grammars."""
+        self.admission.refuse_if_full()
+        slot = await self.admission.acquire()
+        try:
+            resolved = await self.planner.resolve(req)
+            return await self.engine.count_tokens(
+                self.planner.first_call(req, resolved.turns, resolved.tools)
+            )
+        finally:
+            slot.release()
 
     async def compact(self, req: CreateResponseRequest) -> Compaction:
         """`POST /v1/responses/compact`: the request's context (history and input) compacted (context/compaction.py)."""
@@ -212,4 +221,5 @@ class ResponsesService:
             t.cancel("server shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=10)
+        self.planner.grammars.close()
         await self.replica.aclose()

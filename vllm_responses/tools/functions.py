@@ -27,6 +27,7 @@ __all__ = [
     "check_grammar",
     "client_tool_spec",
     "custom_tool_spec",
+    "custom_tools",
     "function_tool_spec",
     "offered_tools",
 ]
@@ -66,6 +67,21 @@ def offered_tools(req: CreateResponseRequest, loaded: Sequence[Any] = ()) -> lis
         allowed = req.tool_choice
         tools = [t for t in tools if allowed.allows(*_choice_key(t))]
     return tools
+
+
+def custom_tools(req: CreateResponseRequest, loaded: Sequence[Any] = ()) -> list[tuple[str, CustomTool]]:
+    """Every custom tool of `req` and of the tools `loaded` by its context, deferred or namespaced ones too,
+    with the parameter that names it (`tools[i]`, `tools[i].tools[j]`, `input`), as `offered_tools` names it."""
+    found: list[tuple[str, CustomTool]] = []
+    for i, tool in enumerate([*req.tools, *loaded]):
+        param = f"tools[{i}]" if i < len(req.tools) else "input"
+        if isinstance(tool, CustomTool):
+            found.append((param, tool))
+        elif isinstance(tool, NamespaceTool):
+            found += [
+                (f"{param}.tools[{j}]", t) for j, t in enumerate(tool.tools) if isinstance(t, CustomTool)
+            ]
+    return found
 
 
 def _choice_key(spec: ToolSpec) -> tuple[str, str | None]:
