@@ -111,6 +111,7 @@ ENV_VALUES = {
     "--web-search-url": ("http://127.0.0.1:8888/search", "http://127.0.0.1:8888/search"),
     "--web-search-timeout": ("4", 4.0),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
+    "--mcp-allow-private-networks": ("1", True),
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),
     "--db-pool-size": ("3", 3),
