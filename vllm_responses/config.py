@@ -122,7 +122,10 @@ class Config:
         "--db",
         "SQLite file, Postgres URL or ':memory:' (in process) for stored responses.",
     )
-    api_key: str | None = setting(None, "--api-key", "Require 'Authorization: Bearer KEY' on /v1 routes.")
+    # "%(default).0s": a key from the environment is never shown by --help
+    api_key: str | None = setting(
+        None, "--api-key", "Require 'Authorization: Bearer KEY' on /v1 routes.%(default).0s"
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",
