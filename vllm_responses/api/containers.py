@@ -20,6 +20,9 @@ from vllm_responses.protocol.ids import is_id
 
 __all__ = ["container_routes"]
 
+# A downloaded file is what code or a client wrote: a browser must neither guess its type nor run it.
+_INERT = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
+
 
 def _check_ids(request: Request) -> None:
     """A 404 for a `container_id` or `file_id` in the path that is not of the form this server issues: it names
@@ -135,7 +138,7 @@ async def get_file_content(request: Request) -> Response:
     name = posixpath.basename(info.path)
     media = mimetypes.guess_type(name)[0] or "application/octet-stream"
     disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
-    return Response(data, media_type=media, headers={"Content-Disposition": disposition})
+    return Response(data, media_type=media, headers={"Content-Disposition": disposition, **_INERT})
 
 
 async def delete_file(request: Request) -> Response:
