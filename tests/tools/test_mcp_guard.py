@@ -208,3 +208,43 @@ def test_a_name_that_resolves_to_loopback_is_refused(listener: Listener, made_up
         assert listener.seen == []
     finally:
         live.stop()
+
+
+class Silent:
+    """A TCP listener on 127.0.0.1 that accepts and then closes at once (`hang=False`) or says nothing."""
+
+    def __init__(self, hang: bool) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+
+        def run() -> None:
+            while True:
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                if hang:
+                    self.held.append(conn)
+                else:
+                    conn.close()
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_server_that_cannot_be_reached_reads_the_same_however_it_fails() -> None:
+    closed, resets, hangs = free_port(), Silent(hang=False), Silent(hang=True)
+    ports = (closed, resets.port, hangs.port)
+    live = serve(mcp_allowed_urls=tuple(f"http://127.0.0.1:{p}/mcp" for p in ports))
+    try:
+        errors = {listing_error(post(live, f"http://127.0.0.1:{p}/mcp")) for p in ports}
+        assert errors == {"Could not connect to the MCP server 's'."}  # no refused / reset / timed out
+    finally:
+        live.stop()
+        resets.close()
+        hangs.close()

@@ -69,7 +69,7 @@ def _failure(exc: BaseException, server: McpServer, answered: bool) -> McpFailur
     if isinstance(exc, McpFailure):
         return exc
     if isinstance(exc, (Refused, httpx2.ConnectError, httpx2.ConnectTimeout)) or (
-        isinstance(exc, (TimeoutError, httpx2.TimeoutException, OSError)) and not answered
+        isinstance(exc, (TimeoutError, OSError, httpx2.TransportError)) and not answered
     ):
         logger.warning("MCP server %r: could not connect: %r", server.label, exc)
         return unreachable(server)
