@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["Pinned", "Refused", "UrlPolicy", "Target", "normal_url", "pinned_transport", "special_address"]
+__all__ = [
+    "Pinned",
+    "Refused",
+    "Target",
+    "UrlPolicy",
+    "normal_url",
+    "pinned_transport",
+    "refused_headers",
+    "special_address",
+]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = re.compile(r"%([0-9A-Fa-f]{2})")
