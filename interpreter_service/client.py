@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -32,6 +33,16 @@ from interpreter_service.wire import container_from_json, file_from_json, result
 __all__ = ["HTTPInterpreter"]
 
 logger = logging.getLogger(__name__)
+
+
+def _seg(container_id: str) -> str:
+    """`container_id` as one path segment of the service's URLs, percent-encoded (`/`, `%`, `?` included); an
+    empty one, `.` or `..`, which a URL would read as a move up, names no container."""
+    if container_id in ("", ".", ".."):
+        raise ContainerNotFound(f"Container {container_id!r} not found.")
+    return quote(container_id, safe="")
+
+
 _STATS_KEYS = frozenset(PoolStats.__annotations__)
 _REQUIRED_STATS = frozenset(PoolStats.__required_keys__)
 
@@ -189,7 +200,7 @@ class HTTPInterpreter(Interpreter):
         while True:
             op, cid = await self._pins.get()
             try:
-                await self._call("POST", f"/v1/containers/{cid}/{op}")
+                await self._call("POST", f"/v1/containers/{_seg(cid)}/{op}")
             except InterpreterError as e:  # a pin is a hint against eviction: losing one is not an error
                 logger.info("could not %s container %s: %s", op, cid, e)
             finally:
@@ -219,13 +230,13 @@ class HTTPInterpreter(Interpreter):
         return container_from_json(r.json())
 
     async def get_container(self, container_id: str) -> ContainerInfo:
-        return container_from_json((await self._call("GET", f"/v1/containers/{container_id}")).json())
+        return container_from_json((await self._call("GET", f"/v1/containers/{_seg(container_id)}")).json())
 
     async def list_containers(self) -> list[ContainerInfo]:
         return [container_from_json(c) for c in (await self._call("GET", "/v1/containers")).json()["data"]]
 
     async def delete_container(self, container_id: str) -> None:
-        await self._call("DELETE", f"/v1/containers/{container_id}")
+        await self._call("DELETE", f"/v1/containers/{_seg(container_id)}")
 
     async def execute(
         self, container_id: str, code: str, *, timeout_s: float | None = None
@@ -233,7 +244,7 @@ class HTTPInterpreter(Interpreter):
         t = timeout_s or self.default_timeout_s
         r = await self._call(
             "POST",
-            f"/v1/containers/{container_id}/execute",
+            f"/v1/containers/{_seg(container_id)}/execute",
             json={"code": code, "timeout_s": t},
             timeout=t + self.margin_s,
         )
@@ -242,17 +253,21 @@ class HTTPInterpreter(Interpreter):
     # -- files -------------------------------------------------------------------------------------------
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
         r = await self._call(
-            "PUT", f"/v1/containers/{container_id}/files/content", params={"path": path}, content=data
+            "PUT", f"/v1/containers/{_seg(container_id)}/files/content", params={"path": path}, content=data
         )
         return file_from_json(r.json())
 
     async def read_file(self, container_id: str, path: str) -> bytes:
-        r = await self._call("GET", f"/v1/containers/{container_id}/files/content", params={"path": path})
+        r = await self._call(
+            "GET", f"/v1/containers/{_seg(container_id)}/files/content", params={"path": path}
+        )
         return r.content
 
     async def delete_file(self, container_id: str, path: str) -> None:
-        await self._call("DELETE", f"/v1/containers/{container_id}/files/content", params={"path": path})
+        await self._call(
+            "DELETE", f"/v1/containers/{_seg(container_id)}/files/content", params={"path": path}
+        )
 
     async def list_files(self, container_id: str) -> list[FileInfo]:
-        r = await self._call("GET", f"/v1/containers/{container_id}/files")
+        r = await self._call("GET", f"/v1/containers/{_seg(container_id)}/files")
         return [file_from_json(f) for f in r.json()["data"]]

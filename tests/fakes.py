@@ -253,7 +253,7 @@ class FakeInterpreter(Interpreter):
     ) -> ContainerInfo:
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")
-        cid = f"cntr_fake{next(self._ids):04d}"
+        cid = f"cntr_{next(self._ids):024x}"  # the form real ids have
         now = time.time()
         self.containers[cid] = {}
         self.files[cid] = {}

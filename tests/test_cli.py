@@ -115,6 +115,7 @@ ENV_VALUES = {
     "--web-search-url": ("http://127.0.0.1:8888/search", "http://127.0.0.1:8888/search"),
     "--web-search-timeout": ("4", 4.0),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
+    "--mcp-allow-private-networks": ("1", True),
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),
     "--db-pool-size": ("3", 3),
@@ -276,3 +277,22 @@ def test_docs_settings_lists_every_setting(name: str) -> None:
 def test_docs_settings_lists_no_other_flag_of_ours() -> None:
     ours = {setting.flag for setting in SETTINGS.values()}
     assert set(_docs_table()) - ours == {"--reasoning-parser"}  # vLLM's own flag, documented beside ours
+
+
+def test_secrets_from_the_environment_are_never_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VLLM_RESPONSES_API_KEY", "sk-key-s3cret")
+    monkeypatch.setenv("VLLM_RESPONSES_DB", "postgresql://app:pw-s3cret@db.internal:5432/responses")
+    monkeypatch.setenv("VLLM_RESPONSES_CODE_INTERPRETER_URL", "http://svc:tok-s3cret@sandbox:8765")
+    for argv in (["serve", "--help"], ["db", "upgrade", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.build_parser(with_engine_args=False).parse_args(argv)
+        out = capsys.readouterr().out
+        assert "s3cret" not in out
+        assert "postgresql://app:***@db.internal:5432/responses" in out  # still shown, masked
+    assert _serve_args().db == "postgresql://app:pw-s3cret@db.internal:5432/responses"  # the value is intact
+    assert _serve_args().api_key == "sk-key-s3cret"
+    assert (
+        cli.masked("x postgres://u:p@h/d and https://a:b@c/") == "x postgres://u:***@h/d and https://a:***@c/"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,21 @@ class _Switch(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
+_PASSWORD = re.compile(r"(?<=://)([^/:@\s]*):[^@/\s]*@")
+
+
+def masked(text: str) -> str:
+    """`text` with the password of any URL in it (`postgresql://user:pw@host/db`) shown as `***`."""
+    return _PASSWORD.sub(r"\1:***@", text)
+
+
+def _help(setting: Setting, default: Any) -> str:
+    """The flag's help; a default with a URL password in it (from the environment) is shown masked."""
+    if isinstance(default, str) and masked(default) != default:
+        return f"{setting.help} (default: {masked(default).replace('%', '%%')})%(default).0s"
+    return setting.help
+
+
 def _add_setting(group: argparse._ArgumentGroup, setting: Setting) -> None:
     """One flag of ours, as `setting` declares it."""
     if setting.switch:
@@ -75,7 +91,8 @@ def _add_setting(group: argparse._ArgumentGroup, setting: Setting) -> None:
     options: dict[str, Any] = {"type": setting.parse} if setting.parse else {}
     if setting.choices:
         options["choices"] = list(setting.choices)
-    group.add_argument(setting.flag, default=_default(setting), help=setting.help, **options)
+    default = _default(setting)
+    group.add_argument(setting.flag, default=default, help=_help(setting, default), **options)
 
 
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser], with_engine_args: bool) -> None:
@@ -100,7 +117,9 @@ def _add_db(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     upgrade = db.add_parser(
         "upgrade", help="Migrate the store's schema to this version's (as start-up does)."
     )
-    upgrade.add_argument("--db", default=_default(SETTINGS["db"]), help="SQLite file or Postgres URL.")
+    default = _default(SETTINGS["db"])
+    shown = f" (default: {masked(default).replace('%', '%%')})" if isinstance(default, str) else ""
+    upgrade.add_argument("--db", default=default, help=f"SQLite file or Postgres URL{shown}.%(default).0s")
 
 
 def build_parser(*, with_engine_args: bool = True) -> argparse.ArgumentParser:
@@ -174,7 +193,7 @@ def _db_upgrade(db: str) -> int:
         print(f"vllm-responses: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # the database unreachable, refused, ...: the operator reads why
-        print(f"vllm-responses: db upgrade failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"vllm-responses: db upgrade failed: {type(exc).__name__}: {masked(str(exc))}", file=sys.stderr)
         return 2
     print(f"schema version {before} -> {after}" if before != after else f"schema version {after}: up to date")
     return 0

@@ -284,6 +284,13 @@ class Config:
         "http(s) URL; default: none, remote MCP tools are refused).",
         to_config=_comma_list,
     )
+    mcp_allow_private_networks: bool = setting(
+        False,
+        "--mcp-allow-private-networks",
+        "Let MCP server URLs that '*' allows reach loopback, private and link-local addresses too "
+        "(an explicit --mcp-allowed-urls prefix reaches its host whatever its address).",
+        switch=True,
+    )
     web_search_url: str | None = setting(
         None,
         "--web-search-url",

@@ -195,7 +195,7 @@ def test_a_server_that_is_down_fails_its_listing_not_the_response(
     assert r.status == "completed" and r.output_text == "No tools today."
     listing = r.output[0]
     assert isinstance(listing, McpListTools) and listing.tools == []
-    assert listing.error is not None and "Could not reach the MCP server 'down'" in listing.error
+    assert listing.error is not None and "Could not connect to the MCP server 'down'." in listing.error
     assert engine.requests[0].tools == ()
 
 

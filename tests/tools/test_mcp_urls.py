@@ -25,14 +25,40 @@ ALLOWED = ("http://10.0.0.5:9000/mcp", "https://tools.example")
         ("https://tools.example.evil.org/", False),
         ("ftp://tools.example/", False),
         ("file:///etc/passwd", False),
+        # normalised before matching: dot segments (encoded ones too) resolved, defaults made explicit
+        ("http://10.0.0.5:9000/mcp/../admin", False),
+        ("http://10.0.0.5:9000/mcp/%2e%2e/admin", False),
+        ("http://10.0.0.5:9000/mcp/.%2E/admin", False),
+        ("http://10.0.0.5:9000/mcp/x/../y", True),
+        ("http://10.0.0.5:9000/x/../mcp", True),
+        ("http://10.0.0.5:9000/mcp%2F..%2Fadmin", False),  # an encoded slash is refused, not guessed at
+        ("http://10.0.0.5:9000\\@evil.example/mcp", False),
+        ("http://10.0.0.5:9000/mcp#frag", False),
+        ("http://user@10.0.0.5:9000/mcp", False),
+        ("HTTPS://TOOLS.EXAMPLE.:443/x", True),  # scheme, host case, trailing dot, default port
+        ("https://tools.example:8443/x", False),
+        ("http://10.0.0.5:9000/%6Dcp", True),  # an encoded unreserved character is the character
+        ("http://[::ffff:10.0.0.5]:9000/mcp", False),  # another host, though it maps to the same address
+        ("http://0x0a.0.0.5:9000/mcp", False),  # a numeric host that is not a dotted quad
     ],
 )
 def test_url_allowed(url: str, ok: bool) -> None:
     assert url_allowed(url, ALLOWED) is ok
 
 
-def test_the_star_allows_any_http_url_and_nothing_allows_none() -> None:
-    assert url_allowed("http://169.254.169.254/latest", ("*",))
+def test_the_star_allows_public_http_urls_and_nothing_allows_none() -> None:
+    assert url_allowed("http://tools.example/latest", ("*",))
+    for special in (
+        "169.254.169.254",
+        "127.0.0.1",
+        "10.1.2.3",
+        "[::1]",
+        "[::ffff:169.254.169.254]",
+        "[fd00::1]",
+    ):
+        assert not url_allowed(f"http://{special}/latest", ("*",))
+        assert url_allowed(f"http://{special}/latest", ("*",), private_networks=True)
+    assert url_allowed("http://127.0.0.1:5/mcp", ("*", "http://127.0.0.1:5/mcp"))  # named by the operator
     assert not url_allowed("gopher://x/", ("*",))
     assert not url_allowed("http://127.0.0.1/mcp", ())
 

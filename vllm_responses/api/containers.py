@@ -16,12 +16,28 @@ from vllm_responses.api.params import cursor_page, json_body
 from vllm_responses.api.state import app_state
 from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
 from vllm_responses.protocol.errors import InvalidRequest, NotFound, PayloadTooLarge
+from vllm_responses.protocol.ids import is_id
 
 __all__ = ["container_routes"]
+
+# A downloaded file is what code or a client wrote: a browser must neither guess its type nor run it.
+_INERT = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"}
+
+
+def _check_ids(request: Request) -> None:
+    """A 404 for a `container_id` or `file_id` in the path that is not of the form this server issues: it names
+    nothing, and never reaches the sandbox's URLs."""
+    cid = request.path_params["container_id"]
+    if not is_id(cid, "cntr"):
+        raise NotFound(f"Container {cid!r} not found or expired.", param="container_id")
+    fid = request.path_params.get("file_id")
+    if fid is not None and not is_id(fid, "cfile"):
+        raise NotFound(f"No file {fid!r} in container {cid!r}.", param="file_id")
 
 
 async def _file(request: Request) -> FileInfo:
     """The file the path names; a 404 naming `file_id` when its container has no such file."""
+    _check_ids(request)
     cid, fid = request.path_params["container_id"], request.path_params["file_id"]
     info = await app_state(request).service.containers.file(cid, fid)
     if info is None:
@@ -51,12 +67,14 @@ async def list_containers(request: Request) -> Response:
 
 
 async def get_container(request: Request) -> Response:
+    _check_ids(request)
     svc = app_state(request).service.containers
     info = await svc.get(request.path_params["container_id"])
     return JSONResponse(container_json(info, svc.expires_after_s(info)))
 
 
 async def delete_container(request: Request) -> Response:
+    _check_ids(request)
     cid = request.path_params["container_id"]
     await app_state(request).service.containers.delete(cid)
     return JSONResponse({"id": cid, "object": "container.deleted", "deleted": True})
@@ -71,6 +89,7 @@ def _filename(raw: str | None) -> str:
 
 
 async def create_file(request: Request) -> Response:
+    _check_ids(request)
     svc = app_state(request).service.containers
     cid = request.path_params["container_id"]
     ctype = request.headers.get("content-type", "")
@@ -104,6 +123,7 @@ async def create_file(request: Request) -> Response:
 
 
 async def list_files(request: Request) -> Response:
+    _check_ids(request)
     infos = await app_state(request).service.containers.files(request.path_params["container_id"])
     return JSONResponse(cursor_page([file_json(i) for i in infos], request.query_params))
 
@@ -118,7 +138,7 @@ async def get_file_content(request: Request) -> Response:
     name = posixpath.basename(info.path)
     media = mimetypes.guess_type(name)[0] or "application/octet-stream"
     disposition = f"attachment; filename*=UTF-8''{quote(name, safe='')}"
-    return Response(data, media_type=media, headers={"Content-Disposition": disposition})
+    return Response(data, media_type=media, headers={"Content-Disposition": disposition, **_INERT})
 
 
 async def delete_file(request: Request) -> Response:

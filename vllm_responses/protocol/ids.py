@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 
-__all__ = ["new_id"]
+__all__ = ["is_id", "new_id"]
+
+_RANDOM = re.compile(r"[0-9a-f]{24}")
 
 
 def new_id(prefix: str) -> str:
     """A fresh id for an object of the kind `prefix` names (`resp`, `msg`, `fc`, `conv`, ...)."""
     return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def is_id(value: str, prefix: str) -> bool:
+    """Whether `value` is an id of the kind `prefix` names in the form `new_id` (and the sandbox service) makes:
+    anything else (`../`, `%2F`, ...) names no object of ours and never goes into a URL."""
+    head, _, tail = value.partition("_")
+    return head == prefix and _RANDOM.fullmatch(tail) is not None

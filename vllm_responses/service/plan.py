@@ -56,7 +56,7 @@ from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import custom_tools, offered_tools
 from vllm_responses.tools.grammars import GrammarChecker
-from vllm_responses.tools.mcp import check_mcp_request, mcp_plan
+from vllm_responses.tools.mcp import UrlPolicy, check_mcp_request, mcp_plan
 from vllm_responses.tools.tool_search import ToolSearch, loaded_tools, tool_search_of
 from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
 
@@ -112,6 +112,11 @@ class Planner:
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
 
     @property
+    def _mcp_policy(self) -> UrlPolicy:
+        """The operator's rule for the MCP server URLs requests name."""
+        return UrlPolicy(self.config.mcp_allowed_urls, self.config.mcp_allow_private_networks)
+
+    @property
     def model_names(self) -> tuple[str, ...]:
         """The names a request may give as `model` (the first is echoed back)."""
         return self.config.served_model_names or (self.engine.model_name,)
@@ -122,7 +127,7 @@ class Planner:
         history = await self._history(req, local)
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
         check_call_outputs(history, input_items)
-        check_mcp_request(req, [*history, *input_items], input_items, self.config.mcp_allowed_urls)
+        check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
         loaded = loaded_tools([*history, *input_items])
@@ -160,7 +165,7 @@ class Planner:
             structured=_structured(req),
             compaction=compacted.item if compacted is not None else None,
             compaction_usage=compacted.usage if compacted is not None else Usage(),
-            mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout),
+            mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout, self._mcp_policy),
             search=resolved.search,
             tool_search=resolved.tool_search,
             truncate=req.truncation == "auto",

@@ -16,6 +16,8 @@ from typing import Any
 
 import aiosqlite
 
+from vllm_responses.store.files import private_file
+
 __all__ = [
     "POSTGRES_MIGRATIONS",
     "SQLITE_MIGRATIONS",
@@ -229,7 +231,7 @@ async def upgrade(db: str) -> tuple[int, int]:
     from pathlib import Path
 
     path = Path(db).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_file(path)
     async with aiosqlite.connect(path) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
         return await upgrade_sqlite(conn, str(path))

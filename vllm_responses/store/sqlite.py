@@ -19,6 +19,7 @@ from vllm_responses.store.base import (
     StoredResponse,
     own_items,
 )
+from vllm_responses.store.files import private_file
 from vllm_responses.store.migrations import upgrade_sqlite
 from vllm_responses.store.notify import LocalNotices
 
@@ -228,7 +229,7 @@ class SQLiteStore(_Conversations, _Leases, _Events):
 
     async def open(self) -> None:
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         self._db = await aiosqlite.connect(self.path)
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")

@@ -24,6 +24,7 @@ from interpreter_service import (
     MemoryLimitRefused,
 )
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.ids import is_id
 
 __all__ = ["ContainerService"]
 
@@ -73,8 +74,11 @@ class ContainerService:
 
     async def get(self, container_id: str) -> ContainerInfo:
         """A live container; `ContainerNotFound` when it is unknown, deleted or expired."""
+        interp = self._interp()
+        if not is_id(container_id, "cntr"):  # not one of ours: it never reaches the interpreter's URLs
+            raise _not_found(container_id)
         try:
-            info = await self._interp().get_container(container_id)
+            info = await interp.get_container(container_id)
         except ContainerNotFound:
             info = None
         if info is None or await self._expire(info):

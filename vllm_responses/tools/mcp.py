@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import mcp_result_text
@@ -26,45 +26,40 @@ from vllm_responses.protocol.mcp_items import McpTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
 from vllm_responses.tools.mcp_client import McpFailure, McpServer, call_tool, list_tools
+from vllm_responses.tools.net_guard import Refused, UrlPolicy, refused_headers
 
-__all__ = ["McpPlan", "McpRoute", "McpRun", "check_mcp_request", "mcp_plan", "url_allowed"]
+__all__ = ["McpPlan", "McpRoute", "McpRun", "UrlPolicy", "check_mcp_request", "mcp_plan", "url_allowed"]
 
 logger = logging.getLogger(__name__)
 
 _INVALID_PARAMS = -32602  # JSON-RPC: the arguments the model wrote are not a JSON object
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
 
 
-def url_allowed(url: str, allowed: Collection[str]) -> bool:
-    """Whether `url` is under one of the operator's `allowed` URL prefixes (`*`: any http(s) URL). A prefix
-    matches on scheme, host and port exactly, and on the path as a prefix (`http://h:1/mcp` allows
-    `http://h:1/mcp` and `http://h:1/mcp/x`, not `http://h:1/mcpx`)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+def url_allowed(url: str, allowed: Collection[str], private_networks: bool = False) -> bool:
+    """Whether `url`, normalised, is under one of the operator's `allowed` URL prefixes (`*`: any http(s) URL
+    but, without `private_networks`, not a loopback, private or link-local IP literal). A prefix matches on
+    scheme, host and port exactly, and on the path as a prefix on segment boundaries (`http://h:1/mcp` allows
+    `http://h:1/mcp` and `http://h:1/mcp/x`, not `http://h:1/mcpx` nor `http://h:1/mcp/../x`)."""
+    try:
+        UrlPolicy(tuple(allowed), private_networks).match(url)
+    except Refused:
         return False
-    for prefix in allowed:
-        if prefix == "*":
-            return True
-        p = urlsplit(prefix)
-        if (p.scheme, (p.netloc or "").lower()) != (parts.scheme, parts.netloc.lower()):
-            continue
-        base = p.path.rstrip("/")
-        if not base or parts.path == base or parts.path.startswith(base + "/"):
-            return True
-    return False
+    return True
 
 
 def check_mcp_request(
     req: CreateResponseRequest,
     context: Sequence[Mapping[str, Any]],
     input_items: Sequence[Mapping[str, Any]],
-    allowed_urls: Collection[str],
+    policy: UrlPolicy,
 ) -> None:
     """The request's `mcp` tools, `tool_choice` and `mcp_approval_response` inputs, checked: a 400 naming the
     param for what this server cannot or will not do."""
     labels: set[str] = set()
     for i, tool in enumerate(req.tools):
         if isinstance(tool, McpTool):
-            _check_mcp_tool(i, tool, labels, allowed_urls)
+            _check_mcp_tool(i, tool, labels, policy)
             labels.add(tool.server_label)
     choice = req.tool_choice
     if isinstance(choice, ToolChoiceMcp) and choice.server_label not in labels:
@@ -75,9 +70,9 @@ def check_mcp_request(
     _check_approvals(context, input_items, labels)
 
 
-def _check_mcp_tool(i: int, tool: McpTool, labels: Collection[str], allowed_urls: Collection[str]) -> None:
-    """`tools[i]`: no `connector_id` or `tunnel_id`, a `server_label` not in `labels` yet, and an allowed http(s)
-    `server_url`."""
+def _check_mcp_tool(i: int, tool: McpTool, labels: Collection[str], policy: UrlPolicy) -> None:
+    """`tools[i]`: no `connector_id` or `tunnel_id`, a `server_label` not in `labels` yet, an allowed http(s)
+    `server_url`, and no `headers` that would change where or how the request goes."""
     for name in ("connector_id", "tunnel_id"):
         if getattr(tool, name) is not None:
             raise InvalidRequest(
@@ -96,18 +91,39 @@ def _check_mcp_tool(i: int, tool: McpTool, labels: Collection[str], allowed_urls
             param=f"tools[{i}].server_url",
             code="missing_required_parameter",
         )
-    if urlsplit(tool.server_url).scheme not in ("http", "https"):
+    if tool.server_url.split(":", 1)[0].lower() not in ("http", "https"):
         raise InvalidRequest(
             f"Invalid server_url {tool.server_url!r}: an http or https URL is expected.",
             param=f"tools[{i}].server_url",
         )
-    if not url_allowed(tool.server_url, allowed_urls):
+    try:
+        policy.match(tool.server_url)
+    except Refused as exc:
+        logger.info("MCP server URL %r refused: %s", tool.server_url, exc)
         raise InvalidRequest(
             f"The MCP server URL {tool.server_url!r} is not allowed on this server "
             "(the operator allows MCP servers with --mcp-allowed-urls).",
             param=f"tools[{i}].server_url",
             code="unsupported_value",
+        ) from None
+    _check_headers(i, tool)
+
+
+def _check_headers(i: int, tool: McpTool) -> None:
+    """`tools[i].headers`: no `Host` nor hop-by-hop header, names that are HTTP tokens and values on one line."""
+    headers = tool.headers or {}
+    refused = refused_headers(headers)
+    if refused:
+        raise InvalidRequest(
+            f"The header {refused[0]!r} may not be set on a request to an MCP server.",
+            param=f"tools[{i}].headers",
         )
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name) or any(c in str(value) for c in "\r\n\0"):
+            raise InvalidRequest(
+                f"The header {name!r} is not a valid HTTP header (a token name and a one-line value).",
+                param=f"tools[{i}].headers",
+            )
 
 
 def _check_approvals(
@@ -165,14 +181,18 @@ class McpPlan:
 
 
 def mcp_plan(
-    req: CreateResponseRequest, context: Sequence[Mapping[str, Any]], timeout_s: float
+    req: CreateResponseRequest,
+    context: Sequence[Mapping[str, Any]],
+    timeout_s: float,
+    policy: UrlPolicy,
 ) -> McpPlan | None:
-    """The request's `McpPlan` (None without mcp tools); `context` is the history and the input, as items."""
+    """The request's `McpPlan` (None without mcp tools); `context` is the history and the input, as items;
+    `policy` the operator's URL rule, which each connection applies again."""
     tools = tuple(req.mcp_tools)
     if not tools:
         return None
     servers = {
-        t.server_label: McpServer(t.server_label, t.server_url or "", t.request_headers(), timeout_s)
+        t.server_label: McpServer(t.server_label, t.server_url or "", t.request_headers(), timeout_s, policy)
         for t in tools
     }
     reused: dict[str, list[McpListToolsTool]] = {}

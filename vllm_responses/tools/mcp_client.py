@@ -11,6 +11,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_responses.tools.net_guard import Pinned, Refused, UrlPolicy, pinned_transport
+
 __all__ = ["CallOutcome", "McpFailure", "McpServer", "call_tool", "list_tools"]
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ class McpServer:
     url: str
     headers: Mapping[str, str]
     timeout_s: float
+    policy: UrlPolicy = UrlPolicy()  # the operator's allow-list: checked again, and the address pinned, here
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,21 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _failure(exc: BaseException, server: McpServer) -> McpFailure:
-    """Any exception from the SDK or its HTTP client as an `McpFailure` saying what went wrong."""
+def _failure(exc: BaseException, server: McpServer, answered: bool) -> McpFailure:
+    """Any exception from the SDK, its HTTP client or the URL guard as an `McpFailure` saying what went wrong.
+    A refusal of the guard, a refused connection and a timeout before the server `answered` anything read
+    the same (`unreachable`), so that no caller learns which addresses or ports are there."""
     import httpx2
     from mcp.shared.exceptions import MCPError
 
     exc = _leaf(exc)
     if isinstance(exc, McpFailure):
         return exc
+    if isinstance(exc, (Refused, httpx2.ConnectError, httpx2.ConnectTimeout)) or (
+        isinstance(exc, (TimeoutError, OSError, httpx2.TransportError)) and not answered
+    ):
+        logger.warning("MCP server %r: could not connect: %r", server.label, exc)
+        return unreachable(server)
     if isinstance(exc, (TimeoutError, httpx2.TimeoutException)):
         message = f"The MCP server {server.label!r} did not answer within {server.timeout_s:g} s."
         return McpFailure({"type": "mcp_protocol_error", "code": _REQUEST_TIMEOUT, "message": message})
@@ -74,11 +84,18 @@ def _failure(exc: BaseException, server: McpServer) -> McpFailure:
         message = f"The MCP server {server.label!r} refused the request: {exc.message}"
         return McpFailure({"type": "mcp_protocol_error", "code": exc.code, "message": message})
     if isinstance(exc, (httpx2.HTTPError, OSError)):
-        message = f"Could not reach the MCP server {server.label!r}: {exc or type(exc).__name__}"
+        logger.warning("MCP server %r: the connection failed: %r", server.label, exc)
+        message = f"The connection to the MCP server {server.label!r} failed."
         return McpFailure({"type": "mcp_protocol_error", "code": _CONNECTION_CLOSED, "message": message})
     logger.warning("MCP server %r: unexpected error %r", server.label, exc)
     message = f"The MCP server {server.label!r} failed: {type(exc).__name__}: {exc}"
     return McpFailure({"type": "mcp_protocol_error", "code": _INTERNAL_ERROR, "message": message})
+
+
+def unreachable(server: McpServer) -> McpFailure:
+    """The one failure of a server the guard refused or that could not be connected to."""
+    message = f"Could not connect to the MCP server {server.label!r}."
+    return McpFailure({"type": "mcp_protocol_error", "code": _CONNECTION_CLOSED, "message": message})
 
 
 # Servers that refused the streamable HTTP transport and speak the older HTTP+SSE one (by URL, for this process).
@@ -99,65 +116,101 @@ def _refuses_streamable(exc: BaseException) -> bool:
     return isinstance(leaf, MCPError) and leaf.code in (_METHOD_NOT_FOUND, _INTERNAL_ERROR)
 
 
+class _Link:
+    """One session's way to its server: the checked URL, its pinned transport, and whether the server has
+    answered anything yet (a timeout before that is a failure to connect)."""
+
+    def __init__(self, server: McpServer, pinned: Pinned) -> None:
+        self.url = pinned.target.url
+        self.pinned = pinned
+        self.headers = dict(server.headers)
+        self.answered = False
+
+    def _answer(self) -> None:
+        self.answered = True
+
+    def client(self, headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+        """An httpx2 client over the pinned transport (the SDK's `httpx_client_factory` signature): no
+        environment proxies, no redirects (the SDK follows those within the origin itself; the transport
+        checks each request it makes)."""
+        import httpx2
+        from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+        return httpx2.AsyncClient(
+            headers=headers,
+            timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+            auth=auth,
+            transport=pinned_transport(self.pinned, self._answer),
+            trust_env=False,
+            follow_redirects=False,
+        )
+
+
 @asynccontextmanager
-async def _streamable(server: McpServer) -> AsyncIterator[Any]:
+async def _streamable(server: McpServer, link: _Link) -> AsyncIterator[Any]:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with create_mcp_http_client(headers=dict(server.headers)) as http:
-        transport = streamable_http_client(server.url, http_client=http)
+    async with link.client(headers=link.headers) as http:
+        transport = streamable_http_client(link.url, http_client=http)
         async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
             yield client
 
 
 @asynccontextmanager
-async def _sse(server: McpServer) -> AsyncIterator[Any]:
+async def _sse(server: McpServer, link: _Link) -> AsyncIterator[Any]:
     from mcp import Client
     from mcp.client.sse import sse_client
 
     transport = sse_client(
-        server.url, headers=dict(server.headers), timeout=server.timeout_s, sse_read_timeout=server.timeout_s
+        link.url,
+        headers=link.headers,
+        timeout=server.timeout_s,
+        sse_read_timeout=server.timeout_s,
+        httpx_client_factory=link.client,
     )
     async with Client(transport, read_timeout_seconds=server.timeout_s, cache=None) as client:
         yield client
 
 
-async def _older_transport(stack: AsyncExitStack, server: McpServer, refused: Exception) -> Any:
+async def _older_transport(stack: AsyncExitStack, server: McpServer, link: _Link, refused: Exception) -> Any:
     """A client over HTTP+SSE for a server that refused streamable HTTP (remembered when it answers); when it
     does not, the streamable refusal is the error."""
     logger.info("MCP server %r refused streamable HTTP: trying HTTP+SSE", server.label)
     try:
-        client = await stack.enter_async_context(_sse(server))
+        client = await stack.enter_async_context(_sse(server, link))
     except Exception:
         raise refused from None
-    _SSE_ONLY.add(server.url)
+    _SSE_ONLY.add(link.url)
     return client
 
 
 @asynccontextmanager
 async def _session(server: McpServer) -> AsyncIterator[Any]:
     """A connected SDK `Client`; every failure inside, the timeout included, an `McpFailure`. The whole use
-    (connect, request, close) is bounded by the server's timeout. The transport is chosen as the MCP spec
-    tells a client that also serves older servers to choose it (and as the TypeScript SDK's clients do):
-    streamable HTTP first; a server that refuses it with a 4xx is tried over HTTP+SSE, and one that answers
-    there is spoken to over HTTP+SSE at once from then on."""
+    (resolve, connect, request, close) is bounded by the server's timeout. The URL is checked against the
+    operator's policy again and its host resolved once: every connection goes to that checked address
+    (`net_guard`). The transport is chosen as the MCP spec tells a client that also serves older servers to
+    choose it (and as the TypeScript SDK's clients do): streamable HTTP first; a server that refuses it with
+    a 4xx is tried over HTTP+SSE, and one that answers there is spoken to over HTTP+SSE at once from then on."""
+    link: _Link | None = None
     try:
         async with asyncio.timeout(server.timeout_s), AsyncExitStack() as stack:
-            if server.url in _SSE_ONLY:
-                client = await stack.enter_async_context(_sse(server))
+            link = _Link(server, await server.policy.pin(server.url))
+            if link.url in _SSE_ONLY:
+                client = await stack.enter_async_context(_sse(server, link))
             else:
                 try:
-                    client = await stack.enter_async_context(_streamable(server))
+                    client = await stack.enter_async_context(_streamable(server, link))
                 except Exception as refused:
                     if not _refuses_streamable(refused):
                         raise
-                    client = await _older_transport(stack, server, refused)
+                    client = await _older_transport(stack, server, link, refused)
             yield client
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the SDK's and httpx2's errors, in task groups: mapped in one place
-        raise _failure(exc, server) from exc
+        raise _failure(exc, server, link is not None and link.answered) from exc
 
 
 async def list_tools(server: McpServer) -> list[dict[str, Any]]:
