@@ -140,7 +140,7 @@ def test_items_create_list_paginate_retrieve_delete(client: openai.OpenAI) -> No
         ("POST", "", {"json": {"items": [{"role": "wizard", "content": "x"}]}}, "items[0].role"),
         ("POST", "", {"json": {"items": [{"role": "user", "content": "x"}] * 21}}, "items"),
         ("POST", "", {"json": {"metadata": {str(i): "v" for i in range(17)}}}, "metadata"),
-        ("POST", "", {"content": b"{not json"}, "body"),
+        ("POST", "", {"content": b"{not json", "headers": {"Content-Type": "application/json"}}, "body"),
         ("POST", "/{cid}", {"json": {}}, "metadata"),
         ("POST", "/{cid}/items", {"json": {}}, "items"),
         ("POST", "/{cid}/items", {"json": {"items": []}, "params": {"include[]": "nope"}}, "include[0]"),
