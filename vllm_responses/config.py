@@ -123,6 +123,28 @@ class Config:
         "SQLite file, Postgres URL or ':memory:' (in process) for stored responses.",
     )
     api_key: str | None = setting(None, "--api-key", "Require 'Authorization: Bearer KEY' on /v1 routes.")
+    # several keys, each of a project (api/auth.py reads the file; docs/settings.md shows its form)
+    api_keys_file: str | None = setting(
+        None,
+        "--api-keys-file",
+        "JSON file of API keys, each belonging to a project whose objects only its keys see (with "
+        "--api-key too: that key is project 'default').",
+        to_config=_empty_is_none,
+    )
+    rate_limit_rpm: int = setting(
+        0,
+        "--rate-limit-rpm",
+        "Requests per minute allowed to each API key on /v1 routes (0: unlimited; a keys file may set "
+        "one per key).",
+        parse=_at_least(0),
+    )
+    rate_limit_tpm: int = setting(
+        0,
+        "--rate-limit-tpm",
+        "Tokens per minute allowed to each API key, counted from finished responses' usage (0: "
+        "unlimited; a keys file may set one per key).",
+        parse=_at_least(0),
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from vllm_responses.api.auth import KeyRing
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
 from vllm_responses.api.middleware import APIKeyMiddleware, BodyLimitMiddleware, ShutdownGate
@@ -105,5 +106,5 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_request_bytes=config.max_request_bytes,
         max_upload_bytes=config.max_upload_bytes,
     )
-    app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    app.add_middleware(APIKeyMiddleware, keys=KeyRing.from_config(config))
     return app
