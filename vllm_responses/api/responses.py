@@ -132,7 +132,7 @@ async def create_response(request: Request) -> Response:
     failure = run.failure
     if failure is not None and 400 <= failure.status < 500 and not run.builder.output:
         raise failure  # refused before any output: an error, as before a stream starts
-    return JSONResponse(await state.service.get(run.id))
+    return JSONResponse(await state.service.get(run.id, project=principal.project))
 
 
 async def count_input_tokens(request: Request) -> Response:
