@@ -19,6 +19,7 @@ from vllm_responses.api.conversations import conversation_routes
 from vllm_responses.api.middleware import APIKeyMiddleware, BodyLimitMiddleware, ShutdownGate
 from vllm_responses.api.ops import ops_routes
 from vllm_responses.api.playground import playground_routes
+from vllm_responses.api.ratelimit import RateLimitMiddleware, RateLimits
 from vllm_responses.api.responses import response_routes
 from vllm_responses.api.state import Opener, app_state, open_state
 from vllm_responses.config import Config
@@ -106,5 +107,6 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_request_bytes=config.max_request_bytes,
         max_upload_bytes=config.max_upload_bytes,
     )
+    app.add_middleware(RateLimitMiddleware, limits=RateLimits())  # inside the key check: per key
     app.add_middleware(APIKeyMiddleware, keys=KeyRing.from_config(config))
     return app

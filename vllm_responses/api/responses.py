@@ -20,6 +20,7 @@ from starlette.types import Receive
 
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import cursor_page, include_params, json_body
+from vllm_responses.api.ratelimit import Meter, charge
 from vllm_responses.api.state import app_state
 from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.builder.core import usage_dict
@@ -115,6 +116,7 @@ async def create_response(request: Request) -> Response:
     run = await until_disconnect(request.receive, state.service.create(req, project=principal.project))
     if run is None:
         return Response(status_code=499)  # the client left while its request waited (nobody reads this)
+    charge(request, run)  # its tokens count against the key's per-minute limit when it ends
     if req.stream:
         return _sse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
@@ -154,6 +156,8 @@ async def compact_conversation(request: Request) -> Response:
     done = await until_disconnect(request.receive, work)
     if done is None:
         return Response(status_code=499)  # the client left: its model call was cancelled
+    if isinstance(meter := request.scope.get("state", {}).get("meter"), Meter):
+        meter.spend(done.usage.input_tokens + done.usage.output_tokens)
     return JSONResponse(compacted_response(done))
 
 
