@@ -283,3 +283,28 @@ async def test_the_store_keeps_each_rows_project(tmp_path: Path, backend: str) -
     assert await store.find_item("msg_1", "proj_a") == item
     assert await store.find_item("msg_1", "proj_b") is None and await store.find_item("msg_1") is None
     await store.aclose()
+
+
+def test_websocket_create_cannot_continue_another_projects_response(
+    a: openai.OpenAI, server: LiveServer
+) -> None:
+    from websockets.sync.client import connect
+
+    mine = a.responses.create(model=MODEL, input="hi")
+    url = f"ws://127.0.0.1:{server.port}/v1/responses"
+    with connect(url, open_timeout=10, additional_headers={"Authorization": f"Bearer {KEY_B}"}) as ws:
+        ws.send(
+            json.dumps(
+                {"type": "response.create", "model": MODEL, "input": "x", "previous_response_id": mine.id}
+            )
+        )
+        err = json.loads(ws.recv(timeout=10))
+    assert err["type"] == "error" and err["status"] == 404
+    assert err["error"]["code"] == "previous_response_not_found"
+    with connect(url, open_timeout=10, additional_headers={"Authorization": f"Bearer {KEY_A}"}) as ws:
+        ws.send(
+            json.dumps(
+                {"type": "response.create", "model": MODEL, "input": "x", "previous_response_id": mine.id}
+            )
+        )
+        assert json.loads(ws.recv(timeout=10))["type"] == "response.created"  # its own project's: fine
