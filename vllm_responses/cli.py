@@ -208,12 +208,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refusal is not None:
         print(f"vllm-responses: {refusal}", file=sys.stderr)
         return 2
+    from vllm_responses.api.auth import KeyRing, KeysFileError
     from vllm_responses.engine.base import EngineError
     from vllm_responses.server import run
 
     try:
         config = config_from_args(ns)
+        KeyRing.from_config(config)  # a malformed keys file stops the start here, with its message
     except EngineError as exc:
         print(f"vllm-responses: {exc.message}", file=sys.stderr)
+        return 2
+    except KeysFileError as exc:
+        print(f"vllm-responses: {exc}", file=sys.stderr)
         return 2
     return run(config)

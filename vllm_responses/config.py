@@ -129,6 +129,28 @@ class Config:
         "Require 'Authorization: Bearer KEY' on /v1 routes; better given as VLLM_RESPONSES_API_KEY "
         "(empty: an error).%(default).0s",
     )
+    # several keys, each of a project (api/auth.py reads the file; docs/settings.md shows its form)
+    api_keys_file: str | None = setting(
+        None,
+        "--api-keys-file",
+        "JSON file of API keys, each belonging to a project whose objects only its keys see (with "
+        "--api-key too: that key is project 'default').",
+        to_config=_empty_is_none,
+    )
+    rate_limit_rpm: int = setting(
+        0,
+        "--rate-limit-rpm",
+        "Requests per minute allowed to each API key on /v1 routes (0: unlimited; a keys file may set "
+        "one per key).",
+        parse=_at_least(0),
+    )
+    rate_limit_tpm: int = setting(
+        0,
+        "--rate-limit-tpm",
+        "Tokens per minute allowed to each API key, counted from finished responses' usage (0: "
+        "unlimited; a keys file may set one per key).",
+        parse=_at_least(0),
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",
@@ -377,14 +399,16 @@ class Config:
 
     @property
     def auth_configured(self) -> bool:
-        """Whether clients must present a key on `/v1` routes."""
-        return bool(self.api_key)
+        """Whether clients must present a key on `/v1` routes: `--api-key` or `--api-keys-file` is set."""
+        return bool(self.api_key or self.api_keys_file)
 
     @property
     def ops_key(self) -> str | None:
-        """The key `/metrics` and the detail of `/ready` need: the operator key, else the API key (None:
-        they are open)."""
-        return self.operator_key or self.api_key
+        """The key `/metrics` and the detail of `/ready` need: the operator key, else the single API key when
+        there is no keys file (its keys are tenants'). None: open with no key configured, else closed."""
+        if self.operator_key:
+            return self.operator_key
+        return None if self.api_keys_file else self.api_key
 
 
 # every field of `Config` that has a flag of ours, by field name, in declaration order

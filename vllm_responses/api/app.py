@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from vllm_responses.api.auth import KeyRing
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
 from vllm_responses.api.hosts import allowed_hosts, cors_origins
@@ -26,6 +27,7 @@ from vllm_responses.api.middleware import (
 )
 from vllm_responses.api.ops import ops_routes
 from vllm_responses.api.playground import playground_routes
+from vllm_responses.api.ratelimit import RateLimitMiddleware, RateLimits
 from vllm_responses.api.responses import response_routes
 from vllm_responses.api.state import Opener, app_state, open_state
 from vllm_responses.api.ws_caps import WebSocketCaps
@@ -109,7 +111,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         },
     )
     app.state.ws_caps = WebSocketCaps(  # the WebSocket route counts its open connections here
-        config.max_websockets, config.max_websockets_per_key, keyed=config.api_key is not None
+        config.max_websockets, config.max_websockets_per_key, keyed=config.auth_configured
     )
     app.add_middleware(ShutdownGate, lifecycle=life)
     app.add_middleware(  # bodies bounded while read (inside the key check: no body is read before it)
@@ -117,7 +119,8 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_request_bytes=config.max_request_bytes,
         max_upload_bytes=config.max_upload_bytes,
     )
-    app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
+    app.add_middleware(RateLimitMiddleware, limits=RateLimits())  # inside the key check: per key
+    app.add_middleware(APIKeyMiddleware, keys=KeyRing.from_config(config))
     if config.allowed_origins:  # their pages' preflights answered (outside the key check: they carry none)
         app.add_middleware(
             CORSMiddleware,

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import FileInfo
+from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import cursor_page, json_body
 from vllm_responses.api.state import app_state
 from vllm_responses.protocol.containers import container_json, file_json, parse_create_container
@@ -39,7 +40,7 @@ async def _file(request: Request) -> FileInfo:
     """The file the path names; a 404 naming `file_id` when its container has no such file."""
     _check_ids(request)
     cid, fid = request.path_params["container_id"], request.path_params["file_id"]
-    info = await app_state(request).service.containers.file(cid, fid)
+    info = await app_state(request).service.containers.file(cid, fid, principal_of(request).project)
     if info is None:
         raise NotFound(f"No file {fid!r} in container {cid!r}.", param="file_id")
     return info
@@ -52,13 +53,14 @@ async def create_container(request: Request) -> Response:
         name=req.name,
         memory_limit=req.memory_limit,
         expires_after_s=req.expires_after.minutes * 60.0 if req.expires_after is not None else None,
+        project=principal_of(request).project,
     )
     return JSONResponse(container_json(info, svc.expires_after_s(info)))
 
 
 async def list_containers(request: Request) -> Response:
     svc = app_state(request).service.containers
-    infos = await svc.list_all()
+    infos = await svc.list_all(principal_of(request).project)
     if name := request.query_params.get("name"):
         infos = [i for i in infos if i.name == name]
     return JSONResponse(
@@ -69,14 +71,14 @@ async def list_containers(request: Request) -> Response:
 async def get_container(request: Request) -> Response:
     _check_ids(request)
     svc = app_state(request).service.containers
-    info = await svc.get(request.path_params["container_id"])
+    info = await svc.get(request.path_params["container_id"], principal_of(request).project)
     return JSONResponse(container_json(info, svc.expires_after_s(info)))
 
 
 async def delete_container(request: Request) -> Response:
     _check_ids(request)
     cid = request.path_params["container_id"]
-    await app_state(request).service.containers.delete(cid)
+    await app_state(request).service.containers.delete(cid, principal_of(request).project)
     return JSONResponse({"id": cid, "object": "container.deleted", "deleted": True})
 
 
@@ -104,7 +106,8 @@ async def create_file(request: Request) -> Response:
         )
     if not ctype.startswith("multipart/form-data"):
         raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
-    await svc.get(cid)  # 404 before reading a large body
+    project = principal_of(request).project
+    await svc.get(cid, project)  # 404 before reading a large body (another project's too)
     # The body is bounded while it streams in (middleware.py); the file itself is held to the exact limit.
     limit = app_state(request).service.config.max_upload_bytes
     async with request.form(max_files=1, max_fields=16) as form:
@@ -119,12 +122,13 @@ async def create_file(request: Request) -> Response:
             param="file",
             code="file_too_large",
         )
-    return JSONResponse(file_json(await svc.upload(cid, name, data)))
+    return JSONResponse(file_json(await svc.upload(cid, name, data, project)))
 
 
 async def list_files(request: Request) -> Response:
     _check_ids(request)
-    infos = await app_state(request).service.containers.files(request.path_params["container_id"])
+    cid, project = request.path_params["container_id"], principal_of(request).project
+    infos = await app_state(request).service.containers.files(cid, project)
     return JSONResponse(cursor_page([file_json(i) for i in infos], request.query_params))
 
 

@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import include_params, json_body, page_params
 from vllm_responses.api.state import app_state
 from vllm_responses.protocol.conversations import (
@@ -32,25 +33,27 @@ def _include_outputs(request: Request) -> bool:
 
 async def create_conversation(request: Request) -> Response:
     items, metadata = parse_items_and_metadata(await json_body(request), items_required=False)
-    return _json(await app_state(request).service.conversations.create(items, metadata))
+    project = principal_of(request).project
+    return _json(await app_state(request).service.conversations.create(items, metadata, project))
 
 
 async def get_conversation(request: Request) -> Response:
-    return _json(await app_state(request).service.conversations.get(request.path_params["conversation_id"]))
+    cid, project = request.path_params["conversation_id"], principal_of(request).project
+    return _json(await app_state(request).service.conversations.get(cid, project))
 
 
 async def update_conversation(request: Request) -> Response:
     metadata = parse_metadata_update(await json_body(request))
     return _json(
         await app_state(request).service.conversations.update(
-            request.path_params["conversation_id"], metadata
+            request.path_params["conversation_id"], metadata, principal_of(request).project
         )
     )
 
 
 async def delete_conversation(request: Request) -> Response:
     cid = request.path_params["conversation_id"]
-    await app_state(request).service.conversations.delete(cid)
+    await app_state(request).service.conversations.delete(cid, principal_of(request).project)
     deleted: ConversationDeleted = {"id": cid, "object": "conversation.deleted", "deleted": True}
     return JSONResponse(deleted)
 
@@ -59,7 +62,7 @@ async def create_items(request: Request) -> Response:
     show = _include_outputs(request)
     items, _metadata = parse_items_and_metadata(await json_body(request), items_required=True)
     kept = await app_state(request).service.conversations.add_items(
-        request.path_params["conversation_id"], items
+        request.path_params["conversation_id"], items, principal_of(request).project
     )
     return JSONResponse(item_list([wire_conversation_item(it, show) for it in kept]))
 
@@ -68,7 +71,11 @@ async def list_items(request: Request) -> Response:
     show = _include_outputs(request)
     order, limit, after = page_params(request.query_params)
     page, has_more = await app_state(request).service.conversations.page(
-        request.path_params["conversation_id"], order=order, limit=limit, after=after
+        request.path_params["conversation_id"],
+        principal_of(request).project,
+        order=order,
+        limit=limit,
+        after=after,
     )
     return JSONResponse(item_list([wire_conversation_item(it, show) for it in page], has_more))
 
@@ -76,7 +83,7 @@ async def list_items(request: Request) -> Response:
 async def get_item(request: Request) -> Response:
     show = _include_outputs(request)
     item = await app_state(request).service.conversations.item(
-        request.path_params["conversation_id"], request.path_params["item_id"]
+        request.path_params["conversation_id"], request.path_params["item_id"], principal_of(request).project
     )
     return JSONResponse(wire_conversation_item(item, show))
 
@@ -84,7 +91,11 @@ async def get_item(request: Request) -> Response:
 async def delete_item(request: Request) -> Response:
     svc = app_state(request).service.conversations
     return _json(
-        await svc.delete_item(request.path_params["conversation_id"], request.path_params["item_id"])
+        await svc.delete_item(
+            request.path_params["conversation_id"],
+            request.path_params["item_id"],
+            principal_of(request).project,
+        )
     )
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import secrets
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from vllm_responses.api.auth import KeyRing, set_principal
 from vllm_responses.api.hosts import HostPattern, host_allowed, origin_allowed
 from vllm_responses.protocol.errors import APIError, Forbidden, InvalidRequest, PayloadTooLarge, Unauthorized
 from vllm_responses.service.lifecycle import Lifecycle
@@ -125,22 +125,23 @@ class OriginCheckMiddleware:
 
 
 class APIKeyMiddleware:
-    """`/v1/*` needs `Authorization: Bearer <key>` when a key is configured (HTTP, and WebSocket upgrades,
-    refused before they are accepted)."""
+    """`/v1/*` needs `Authorization: Bearer <key>` of a known key when keys are configured (HTTP, and
+    WebSocket upgrades, refused before they are accepted); the key's `Principal` (its project) goes in the
+    scope for the routes (`auth.principal_of`). With no key configured every request is project `default`."""
 
-    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
         self.app = app
-        self.api_key = api_key
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.api_key and scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
-            headers = dict(scope["headers"])
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            token = given[7:] if given.lower().startswith("bearer ") else ""
-            if not secrets.compare_digest(token.encode(), self.api_key.encode()):
+        if scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
+            given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            principal = self.keys.resolve(given)
+            if principal is None:
                 err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
                 await _refuse(scope, receive, send, err)
                 return
+            set_principal(scope, principal)
         await self.app(scope, receive, send)
 
 

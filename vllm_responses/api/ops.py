@@ -111,10 +111,11 @@ def _sandbox_check(interpreter: Interpreter | None, enabled: bool, unreachable: 
 
 def _operator(request: Request, state: AppState) -> bool:
     """Whether the request may read the operational detail: `Authorization: Bearer <Config.ops_key>`, or
-    no key is configured."""
-    key = state.service.config.ops_key
+    no key is configured at all (with only a keys file and no operator key, nobody may)."""
+    config = state.service.config
+    key = config.ops_key
     if not key:
-        return True
+        return not config.auth_configured
     given = request.headers.get("authorization", "")
     token = given[7:] if given.lower().startswith("bearer ") else ""
     return secrets.compare_digest(token.encode(), key.encode())

@@ -18,13 +18,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive
 
+from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import cursor_page, include_params, json_body
+from vllm_responses.api.ratelimit import Meter, charge
 from vllm_responses.api.state import app_state
 from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.builder.core import usage_dict
 from vllm_responses.context.compaction import Compaction
 from vllm_responses.protocol.compaction import CompactedResponse, CompactRequest
-from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
@@ -110,9 +112,11 @@ async def create_response(request: Request) -> Response:
     request waiting for admission leaves the queue when its client disconnects."""
     state = app_state(request)
     req = parse_create_request(await json_body(request))
-    run = await until_disconnect(request.receive, state.service.create(req))
+    principal = principal_of(request)
+    run = await until_disconnect(request.receive, state.service.create(req, project=principal.project))
     if run is None:
         return Response(status_code=499)  # the client left while its request waited (nobody reads this)
+    charge(request, run)  # its tokens count against the key's per-minute limit when it ends
     if req.stream:
         return _sse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
@@ -130,7 +134,7 @@ async def create_response(request: Request) -> Response:
     failure = run.failure
     if failure is not None and 400 <= failure.status < 500 and not run.builder.output:
         raise failure  # refused before any output: an error, as before a stream starts
-    return JSONResponse(await state.service.get(run.id))
+    return JSONResponse(await state.service.get(run.id, project=principal.project))
 
 
 async def count_input_tokens(request: Request) -> Response:
@@ -143,7 +147,8 @@ async def count_input_tokens(request: Request) -> Response:
     if body.get("input") is None:
         body["input"] = []
     count = await until_disconnect(
-        request.receive, state.service.count_input_tokens(parse_create_request(body))
+        request.receive,
+        state.service.count_input_tokens(parse_create_request(body), principal_of(request).project),
     )
     if count is None:
         return Response(status_code=499)  # the client left while its request waited (nobody reads this)
@@ -152,9 +157,12 @@ async def count_input_tokens(request: Request) -> Response:
 
 async def compact_conversation(request: Request) -> Response:
     req = parse_compact_request(await json_body(request))
-    done = await until_disconnect(request.receive, app_state(request).service.compact(req))
+    work = app_state(request).service.compact(req, principal_of(request).project)
+    done = await until_disconnect(request.receive, work)
     if done is None:
         return Response(status_code=499)  # the client left: its model call was cancelled
+    if isinstance(meter := request.scope.get("state", {}).get("meter"), Meter):
+        meter.spend(done.usage.input_tokens + done.usage.output_tokens)
     return JSONResponse(compacted_response(done))
 
 
@@ -174,31 +182,35 @@ def _starting_after(request: Request) -> int | None:
 
 async def get_response(request: Request) -> Response:
     state = app_state(request)
-    rid = request.path_params["response_id"]
+    rid, project = request.path_params["response_id"], principal_of(request).project
     if request.query_params.get("stream") not in ("true", "1"):
-        return JSONResponse(await state.service.get(rid, _include_outputs(request)))
+        return JSONResponse(await state.service.get(rid, _include_outputs(request), project))
     starting_after = _starting_after(request)
-    run = state.service.runs.get(rid)
+    run = state.service.run_of(rid, project)
     if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
         run = run if await state.service.store.get(rid) is not None else None
     if run is None:  # run elsewhere (another replica) or no longer in memory: from the store
-        await state.restreams.check(rid)  # 404 when unknown, 400 when not re-streamable
+        if await state.service.stored_of(rid, project) is None:  # unknown, or another project's
+            raise NotFound(f"Response with id {rid!r} not found.", param="response_id")
+        await state.restreams.check(rid)  # 400 when not re-streamable
         return _sse(_stored_stream(state.restreams, rid, starting_after, state.keepalive_s))
     return _sse(_stream(run, starting_after, cancel_on_disconnect=False, keepalive_s=state.keepalive_s))
 
 
 async def delete_response(request: Request) -> Response:
     rid = request.path_params["response_id"]
-    await app_state(request).service.delete(rid)
+    await app_state(request).service.delete(rid, principal_of(request).project)
     return JSONResponse({"id": rid, "object": "response.deleted", "deleted": True})
 
 
 async def cancel_response(request: Request) -> Response:
-    return JSONResponse(await app_state(request).service.cancel(request.path_params["response_id"]))
+    rid, project = request.path_params["response_id"], principal_of(request).project
+    return JSONResponse(await app_state(request).service.cancel(rid, project))
 
 
 async def list_input_items(request: Request) -> Response:
-    items = await app_state(request).service.input_items(request.path_params["response_id"])
+    rid, project = request.path_params["response_id"], principal_of(request).project
+    items = await app_state(request).service.input_items(rid, project)
     return JSONResponse(cursor_page(items, request.query_params))
 
 

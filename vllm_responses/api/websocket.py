@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from vllm_responses.api.auth import principal_of
 from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.api.params import parse_json
 from vllm_responses.api.state import app_state
@@ -38,6 +39,7 @@ from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.responses import ResponsesService
+from vllm_responses.store.base import DEFAULT_PROJECT
 from vllm_responses.store.memory import MemoryStore
 
 __all__ = ["LIMITS", "WebSocketLimits", "error_event", "responses_websocket"]
@@ -85,7 +87,8 @@ async def responses_websocket(websocket: WebSocket) -> None:
         return
     try:
         await websocket.accept()
-        await Connection(websocket, state.service, state.lifecycle, LIMITS).serve()
+        project = principal_of(websocket).project  # its responses are its API key's project's
+        await Connection(websocket, state.service, state.lifecycle, LIMITS, project).serve()
     finally:
         caps.give_back(caller)
 
@@ -101,13 +104,19 @@ class Connection:
     """One socket: its lanes, its active-response slots, its cache, and one writer at a time."""
 
     def __init__(
-        self, websocket: WebSocket, service: ResponsesService, lifecycle: Lifecycle, limits: WebSocketLimits
+        self,
+        websocket: WebSocket,
+        service: ResponsesService,
+        lifecycle: Lifecycle,
+        limits: WebSocketLimits,
+        project: str = DEFAULT_PROJECT,
     ) -> None:
         self.ws = websocket
         self.service = service
         self.lifecycle = lifecycle
         self.limits = limits
         self.cache = MemoryStore(max_rows=limits.cache_size)
+        self.project = project  # the project of the connection's API key
         self.origin: dict[str, str | None] = {}  # cached response id -> the lane that made it
         self.lanes: dict[str | None, _Lane] = {}
         self.named: set[str] = set()  # every named lane ever used here (never released)
@@ -320,7 +329,7 @@ class Connection:
             )
             body["input"] = [*(item for steer in committed for item in steer.items), *given]
         req = parse_create_request(body)
-        run = await self.service.create(req, local=self.cache, generate=generate)
+        run = await self.service.create(req, local=self.cache, generate=generate, project=self.project)
         self.steering.active[run.id] = stream_id
         if req.conversation or req.context_management:
             self.unsteerable[run.id] = (

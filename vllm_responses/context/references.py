@@ -6,28 +6,28 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
-from vllm_responses.store.base import ResponseStore
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore
 
 __all__ = ["check_call_outputs", "resolve_stored_items"]
 
 
 async def resolve_stored_items(
-    store: ResponseStore, items: list[dict[str, Any]], param: str
+    store: ResponseStore, items: list[dict[str, Any]], param: str, project: str = DEFAULT_PROJECT
 ) -> list[dict[str, Any]]:
     """`items` with each `item_reference` replaced by the stored item it names (the Vercel AI SDK sends these;
     an unknown id is a 404 naming `{param}[i].id`), and each `code_interpreter_call` sent without `outputs`
     given those of the stored call with its id: a client that resends a response's items without having
     asked for `include=["code_interpreter_call.outputs"]` (openai-agents does) still lets the model see
-    what its code printed."""
+    what its code printed. Only the items of `project`'s responses are found."""
     resolved = []
     for i, item in enumerate(items):
         if item.get("type") == "item_reference":
-            found = await store.find_item(item["id"])
+            found = await store.find_item(item["id"], project)
             if found is None:
                 raise NotFound(f"Item with id {item['id']!r} not found.", param=f"{param}[{i}].id")
             item = found
         elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
-            found = await store.find_item(item["id"])
+            found = await store.find_item(item["id"], project)
             if found is not None and found.get("type") == "code_interpreter_call":
                 item = {**item, "outputs": found.get("outputs")}
         resolved.append(item)

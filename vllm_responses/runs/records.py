@@ -49,6 +49,7 @@ def response_record(
         history=[*context, *generated(run)],
         include_outputs=include_outputs,
         created_at=time.time(),
+        project=run.project,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
+from vllm_responses.store.base import DEFAULT_PROJECT
 
 __all__ = ["Run"]
 
@@ -21,9 +22,10 @@ class Run:
     """Events of one response, kept in order so a stream can join late (`starting_after`) and a
     background response can be followed, retrieved or cancelled while it runs."""
 
-    def __init__(self, builder: ResponseBuilder, *, background: bool) -> None:
+    def __init__(self, builder: ResponseBuilder, *, background: bool, project: str = DEFAULT_PROJECT) -> None:
         self.builder = builder
         self.background = background
+        self.project = project  # whose API key made it: another project's key does not find it
         self.events: list[Event] = []
         self.done = asyncio.Event()
         self.task: asyncio.Task[None] | None = None

@@ -5,7 +5,8 @@ It knows no HTTP: unknown ids raise `NotFound` naming the parameter (`conversati
 conversation's items before its own input (`history`) and, once it has ended, `append`s its input and
 output items; `RunDriver` decides which endings append (`APPENDING_STATUSES` in driver.py).
 Every item a conversation keeps has an id unique within it: an item sent with an id the conversation
-already holds (or twice in one batch) is kept under a fresh one.
+already holds (or twice in one batch) is kept under a fresh one. A conversation belongs to the project that
+created it (`project`: the caller's, from its API key); to any other project it does not exist (`NotFound`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import InputItem
-from vllm_responses.store.base import ResponseStore, StoredConversation
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation
 
 __all__ = ["ConversationService"]
 
@@ -31,49 +32,65 @@ class ConversationService:
     def __init__(self, store: ResponseStore) -> None:
         self.store = store
 
-    async def create(self, items: list[InputItem], metadata: dict[str, str] | None) -> StoredConversation:
-        conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}))
+    async def create(
+        self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
+    ) -> StoredConversation:
+        conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}), project)
         kept = await self._kept(
             conversation.id,
-            await resolve_stored_items(self.store, input_to_items(items), "items"),
+            await resolve_stored_items(self.store, input_to_items(items), "items", project),
             check_store=False,
         )
         await self.store.create_conversation(conversation, kept)
         return conversation
 
-    async def get(self, conversation_id: str, *, param: str = "conversation_id") -> StoredConversation:
+    async def get(
+        self, conversation_id: str, project: str = DEFAULT_PROJECT, *, param: str = "conversation_id"
+    ) -> StoredConversation:
         found = await self.store.get_conversation(conversation_id)
-        if found is None:
+        if found is None or found.project != project:
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param=param)
         return found
 
-    async def update(self, conversation_id: str, metadata: dict[str, str]) -> StoredConversation:
+    async def update(
+        self, conversation_id: str, metadata: dict[str, str], project: str = DEFAULT_PROJECT
+    ) -> StoredConversation:
+        await self.get(conversation_id, project)
         updated = await self.store.update_conversation(conversation_id, metadata)
         if updated is None:
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return updated
 
-    async def delete(self, conversation_id: str) -> None:
+    async def delete(self, conversation_id: str, project: str = DEFAULT_PROJECT) -> None:
+        await self.get(conversation_id, project)
         if not await self.store.delete_conversation(conversation_id):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
 
     # --- items ----------------------------------------------------------------------------------------
 
-    async def add_items(self, conversation_id: str, items: list[InputItem]) -> list[dict[str, Any]]:
+    async def add_items(
+        self, conversation_id: str, items: list[InputItem], project: str = DEFAULT_PROJECT
+    ) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
-        await self.get(conversation_id)
+        await self.get(conversation_id, project)
         kept = await self._kept(
-            conversation_id, await resolve_stored_items(self.store, input_to_items(items), "items")
+            conversation_id, await resolve_stored_items(self.store, input_to_items(items), "items", project)
         )
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
 
     async def page(
-        self, conversation_id: str, *, order: str, limit: int, after: str | None
+        self,
+        conversation_id: str,
+        project: str = DEFAULT_PROJECT,
+        *,
+        order: str,
+        limit: int,
+        after: str | None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """One page of items in `order` after item `after`, and whether more follow."""
-        await self.get(conversation_id)
+        await self.get(conversation_id, project)
         if after is not None and await self.store.get_conversation_item(conversation_id, after) is None:
             raise InvalidRequest(f"No item with id {after!r} in this conversation.", param="after")
         items = await self.store.list_conversation_items(
@@ -81,25 +98,30 @@ class ConversationService:
         )
         return items[:limit], len(items) > limit
 
-    async def item(self, conversation_id: str, item_id: str) -> dict[str, Any]:
-        await self.get(conversation_id)
+    async def item(
+        self, conversation_id: str, item_id: str, project: str = DEFAULT_PROJECT
+    ) -> dict[str, Any]:
+        await self.get(conversation_id, project)
         found = await self.store.get_conversation_item(conversation_id, item_id)
         if found is None:
             raise NotFound(f"No item {item_id!r} in conversation {conversation_id!r}.", param="item_id")
         return found
 
-    async def delete_item(self, conversation_id: str, item_id: str) -> StoredConversation:
+    async def delete_item(
+        self, conversation_id: str, item_id: str, project: str = DEFAULT_PROJECT
+    ) -> StoredConversation:
         """Delete one item; the conversation (what the API answers with)."""
-        conversation = await self.get(conversation_id)
+        conversation = await self.get(conversation_id, project)
         if not await self.store.delete_conversation_item(conversation_id, item_id):
             raise NotFound(f"No item {item_id!r} in conversation {conversation_id!r}.", param="item_id")
         return conversation
 
     # --- the steps of a response created with `conversation` ------------------------------------------
 
-    async def history(self, conversation_id: str) -> list[dict[str, Any]]:
-        """The conversation's items, oldest first, to go before a response's input; 404 naming `conversation`."""
-        await self.get(conversation_id, param="conversation")
+    async def history(self, conversation_id: str, project: str = DEFAULT_PROJECT) -> list[dict[str, Any]]:
+        """The conversation's items, oldest first, to go before a response's input; 404 naming `conversation`
+        (another project's too)."""
+        await self.get(conversation_id, project, param="conversation")
         return await self.store.list_conversation_items(conversation_id)
 
     async def append(self, conversation_id: str, items: list[dict[str, Any]]) -> None:

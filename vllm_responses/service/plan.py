@@ -51,7 +51,7 @@ from vllm_responses.protocol.tool_choice import (
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
-from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.functions import custom_tools, offered_tools
@@ -121,11 +121,14 @@ class Planner:
         """The names a request may give as `model` (the first is echoed back)."""
         return self.config.served_model_names or (self.engine.model_name,)
 
-    async def resolve(self, req: CreateResponseRequest, local: ResponseStore | None = None) -> Resolved:
-        """The request read and checked, with no model call (`local`: see `ResponsesService.create`)."""
+    async def resolve(
+        self, req: CreateResponseRequest, local: ResponseStore | None = None, project: str = DEFAULT_PROJECT
+    ) -> Resolved:
+        """The request read and checked, with no model call (`local`: see `ResponsesService.create`); what it
+        continues or references must be `project`'s (another project's is not found)."""
         self._check_model(req)
-        history = await self._history(req, local)
-        input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input")
+        history = await self._history(req, local, project)
+        input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input", project)
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
@@ -142,14 +145,18 @@ class Planner:
             turns = await self._fitted(req, turns, tools)
         return Resolved(history, input_items, turns, tools, search, finder)
 
-    async def plan(self, req: CreateResponseRequest, resolved: Resolved) -> ResponsePlan:
+    async def plan(
+        self, req: CreateResponseRequest, resolved: Resolved, project: str = DEFAULT_PROJECT
+    ) -> ResponsePlan:
         """The response's plan: its context compacted when `context_management` asks (a model call), its
-        code interpreter's container checked and resolved on first use, its sampling and echo."""
+        code interpreter's container (`project`'s) checked and resolved on first use, its sampling and echo."""
         context, turns = resolved.items, resolved.turns
         compacted = await self._compacted(req, resolved)
         if compacted is not None:
             context, turns = compacted.items, _turns(req, compacted.items)
-        container = await container_resolver(req, self.containers, resolved.items) if req.code_tool else None
+        container = (
+            await container_resolver(req, self.containers, resolved.items, project) if req.code_tool else None
+        )
         echo = response_echo(req, self.model_names[0], self.engine.default_sampling)
         agent = AgentPlan(
             turns=tuple(turns),
@@ -196,25 +203,27 @@ class Planner:
                 code="model_not_found",
             )
 
-    async def _history(self, req: CreateResponseRequest, local: ResponseStore | None) -> list[dict[str, Any]]:
+    async def _history(
+        self, req: CreateResponseRequest, local: ResponseStore | None, project: str
+    ) -> list[dict[str, Any]]:
         """The stored items the request continues: its previous response's history, or its conversation's."""
         if req.previous_response_id:
-            return (await self._previous(req.previous_response_id, local)).history
+            return (await self._previous(req.previous_response_id, local, project)).history
         if req.conversation:
-            return await self.conversations.history(req.conversation)
+            return await self.conversations.history(req.conversation, project)
         return []
 
-    async def _previous(self, response_id: str, local: ResponseStore | None) -> StoredResponse:
-        """The previous response, finished: looked up in `local` first, then in the store."""
+    async def _previous(self, response_id: str, local: ResponseStore | None, project: str) -> StoredResponse:
+        """The previous response of `project`, finished: looked up in `local` first, then in the store."""
         live = self.runs.get(response_id)
-        if live is not None and not live.done.is_set():
+        if live is not None and live.project == project and not live.done.is_set():
             raise InvalidRequest(
                 f"Previous response {response_id!r} is still in progress.", param="previous_response_id"
             )
         prev = await local.get(response_id) if local is not None else None
         if prev is None:
             prev = await self.store.get(response_id)
-        if prev is None:
+        if prev is None or prev.project != project:
             raise NotFound(
                 f"Previous response with id {response_id!r} not found.",
                 param="previous_response_id",

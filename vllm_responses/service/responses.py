@@ -1,4 +1,7 @@
-"""The responses service: turns a validated request into a running response, and keeps, finds and cancels them."""
+"""The responses service: turns a validated request into a running response, and keeps, finds and cancels them.
+
+Every response belongs to the project of the API key that created it (`project`, `DEFAULT_PROJECT` without
+a keys file): to any other project it does not exist (the same `NotFound` as an unknown id)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from vllm_responses.service.admission import Admission, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
-from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
 
 __all__ = ["ResponsesService"]
@@ -43,7 +46,7 @@ class ResponsesService:
         self.engine = engine
         self.interpreter = interpreter
         self.store = store
-        self.containers = ContainerService(interpreter)
+        self.containers = ContainerService(interpreter, strangers_default=not config.api_keys_file)
         self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
         self.planner = Planner(config, engine, store, self.conversations, self.containers, self.runs)
@@ -66,7 +69,12 @@ class ResponsesService:
     # --- create ---------------------------------------------------------------------------------------
 
     async def create(
-        self, req: CreateResponseRequest, *, local: ResponseStore | None = None, generate: bool = True
+        self,
+        req: CreateResponseRequest,
+        *,
+        local: ResponseStore | None = None,
+        generate: bool = True,
+        project: str = DEFAULT_PROJECT,
     ) -> Run:
         """Start a response. `local` is a connection-local cache (WebSocket mode): `previous_response_id` is
         looked up there before the store, and the finished response is kept there whatever `store` says.
@@ -76,16 +84,17 @@ class ResponsesService:
         A response is admitted (`admission`: it may wait for a slot, or get a 429) once its first model call
         passed the engine's up-front checks (else a 4xx); it holds its slot until its run ends (a compaction
         takes it first: its summary is a model call). One with `generate=False` is admitted too (it is
-        prepared and kept as one that calls the model is). Its first events are then ready."""
+        prepared and kept as one that calls the model is). Its first events are then ready.
+        The response is `project`'s, and what it continues, references or runs code in must be too."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
-        resolved = await self.planner.resolve(req, local)
+        resolved = await self.planner.resolve(req, local, project)
         slot = await self.admission.acquire() if generate and req.context_management else None
         try:
-            plan = await self.planner.plan(req, resolved)
+            plan = await self.planner.plan(req, resolved, project)
             builder = ResponseBuilder(
                 plan.echo, include_outputs=req.wants_outputs, include_reasoning=req.wants_reasoning
             )
-            run = Run(builder, background=req.background)
+            run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
             for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
                 await self.engine.precheck(call)
@@ -134,24 +143,24 @@ class ResponsesService:
             logger.exception("could not lease response %s", record.id)
         await keep_record(self.store, record)
 
-    async def count_input_tokens(self, req: CreateResponseRequest) -> int:
+    async def count_input_tokens(self, req: CreateResponseRequest, project: str = DEFAULT_PROJECT) -> int:
         """Prompt tokens of the response's first model call, rendered as `create` would render it. Counting is
         admitted as a response is (the same slots and queue, a 429 past them): it renders and tokenizes a
         request-sized input, and checks its grammars."""
         self.admission.refuse_if_full()
         slot = await self.admission.acquire()
         try:
-            resolved = await self.planner.resolve(req)
+            resolved = await self.planner.resolve(req, project=project)
             return await self.engine.count_tokens(
                 self.planner.first_call(req, resolved.turns, resolved.tools)
             )
         finally:
             slot.release()
 
-    async def compact(self, req: CreateResponseRequest) -> Compaction:
+    async def compact(self, req: CreateResponseRequest, project: str = DEFAULT_PROJECT) -> Compaction:
         """`POST /v1/responses/compact`: the request's context (history and input) compacted (context/compaction.py)."""
         self.admission.refuse_if_full()
-        resolved = await self.planner.resolve(req)
+        resolved = await self.planner.resolve(req, project=project)
         forced = req.structured_outputs  # vendor extension: forces the summary
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
         slot = await self.admission.acquire()  # a model call: it takes a slot as a response does
@@ -162,20 +171,32 @@ class ResponsesService:
 
     # --- read, delete, cancel -------------------------------------------------------------------------
 
-    async def get(self, response_id: str, include_outputs: bool | None = None) -> ResponseObject:
+    def run_of(self, response_id: str, project: str) -> Run | None:
+        """The response's run in this process, when it has one and it is `project`'s."""
         run = self.runs.get(response_id)
+        return run if run is not None and run.project == project else None
+
+    async def stored_of(self, response_id: str, project: str) -> StoredResponse | None:
+        """The stored response, when it is kept and it is `project`'s."""
+        stored = await self.store.get(response_id)
+        return stored if stored is not None and stored.project == project else None
+
+    async def get(
+        self, response_id: str, include_outputs: bool | None = None, project: str = DEFAULT_PROJECT
+    ) -> ResponseObject:
+        run = self.run_of(response_id, project)
         if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
             return run.builder.snapshot(include_outputs=include_outputs)
         stored = await self.store.get(response_id)
-        if stored is None:
+        if stored is None or stored.project != project:
             if run is not None and not run.builder.base.get("store"):  # finished with `store: false`
                 return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         show = stored.include_outputs if include_outputs is None else include_outputs
         return {**stored.response, "output": wire_items(stored.response["output"], show)}
 
-    async def input_items(self, response_id: str) -> list[dict[str, Any]]:
-        stored = await self.store.get(response_id)
+    async def input_items(self, response_id: str, project: str = DEFAULT_PROJECT) -> list[dict[str, Any]]:
+        stored = await self.stored_of(response_id, project)
         if stored is None:
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
         # Listed as the SDK's `ResponseItem`s, whose custom tool call items carry a status.
@@ -184,8 +205,11 @@ class ResponsesService:
             for it in stored.input_items
         ]
 
-    async def delete(self, response_id: str) -> None:
-        run = self.runs.pop(response_id, None)
+    async def delete(self, response_id: str, project: str = DEFAULT_PROJECT) -> None:
+        stored = await self.store.get(response_id)
+        if stored is not None and stored.project != project:
+            raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
+        run = self.runs.pop(response_id, None) if self.run_of(response_id, project) else None
         if run is not None:
             run.cancel()
         deleted = await self.store.delete(response_id)
@@ -194,11 +218,13 @@ class ResponsesService:
         if run is None:  # another replica may run it: its heartbeat cancels it, finds it deleted, keeps none
             await self.store.request_cancel(response_id)
 
-    async def cancel(self, response_id: str) -> ResponseObject:
-        run = self.runs.get(response_id)
+    async def cancel(self, response_id: str, project: str = DEFAULT_PROJECT) -> ResponseObject:
+        run = self.run_of(response_id, project)
         if run is None:  # run by another replica (answered as stored once it ended), or by none: 409
+            if await self.stored_of(response_id, project) is None:
+                raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
             await self.replica.cancel_elsewhere(response_id)
-            return await self.get(response_id)
+            return await self.get(response_id, project=project)
         if not run.background:
             raise Conflict(
                 "Only responses created with background=true can be cancelled.", param="response_id"

@@ -11,6 +11,7 @@ from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = [
+    "DEFAULT_PROJECT",
     "UNFINISHED_SQL",
     "ConversationStore",
     "EventStore",
@@ -21,6 +22,10 @@ __all__ = [
     "StoredResponse",
     "own_items",
 ]
+
+# The project of everything made without a key of a keys file (no key, or `--api-key`), and of the rows kept
+# before projects existed (migration 5).
+DEFAULT_PROJECT = "default"
 
 # `protocol.status.UNFINISHED` as an SQL list, written into queries as a literal (so the partial index `responses_unfinished`
 # serves them).
@@ -34,8 +39,9 @@ StoredEvent = tuple[int, str]
 @dataclass(frozen=True)
 class StoredResponse:
     """One response as kept: the response object (with full code outputs), its input items, the whole
-    conversation up to and including its output (what `previous_response_id` continues from), and
-    whether the client asked for code outputs."""
+    conversation up to and including its output (what `previous_response_id` continues from),
+    whether the client asked for code outputs, and the project whose API key made it (`DEFAULT_PROJECT`
+    when the server has no keys file; another project's key finds it not at all)."""
 
     id: str
     response: ResponseObject
@@ -43,15 +49,17 @@ class StoredResponse:
     history: list[dict[str, Any]]
     include_outputs: bool
     created_at: float
+    project: str = DEFAULT_PROJECT
 
 
 @dataclass(frozen=True)
 class StoredConversation:
-    """A conversation's id, creation time and metadata (its items are kept apart, in order)."""
+    """A conversation's id, creation time, metadata and project (its items are kept apart, in order)."""
 
     id: str
     created_at: float
     metadata: dict[str, str] = field(default_factory=dict)
+    project: str = DEFAULT_PROJECT
 
 
 def own_items(record: StoredResponse) -> list[dict[str, Any]]:
@@ -170,8 +178,9 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
         ones, and on a shared store foreground ones too)."""
         ...
 
-    async def find_item(self, item_id: str) -> dict[str, Any] | None:
-        """An input or output item of a stored response, by its id (what an `item_reference` names)."""
+    async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
+        """An input or output item of a stored response of `project`, by its id (what an `item_reference`
+        names)."""
         ...
 
     async def prune(self) -> None:

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vllm_responses.protocol.status import UNFINISHED
-from vllm_responses.store.base import StoredConversation, StoredEvent, StoredResponse, own_items
+from vllm_responses.store.base import (
+    DEFAULT_PROJECT,
+    StoredConversation,
+    StoredEvent,
+    StoredResponse,
+    own_items,
+)
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = ["MemoryStore"]
@@ -187,9 +193,9 @@ class MemoryStore(_Conversations, _Leases, _Events):
     async def unfinished(self) -> list[StoredResponse]:
         return self._unfinished()
 
-    async def find_item(self, item_id: str) -> dict[str, Any] | None:
+    async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
         for record in reversed(self._rows.values()):
-            for item in own_items(record):
+            for item in own_items(record) if record.project == project else ():
                 if item.get("id") == item_id:
                     return item
         return None

@@ -89,6 +89,11 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (response_id, seq)
     )
     """,
+    # 5: the project whose API key made each response and conversation (rows kept before: "default")
+    """
+    ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -147,6 +152,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         event TEXT NOT NULL,
         PRIMARY KEY (response_id, seq)
     )
+    """,
+    # 5: as SQLite's 5
+    """
+    ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
+    ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
     """,
 )
 

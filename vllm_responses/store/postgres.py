@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from vllm_responses.store.base import (
+    DEFAULT_PROJECT,
     UNFINISHED_SQL,
     StoredConversation,
     StoredEvent,
@@ -25,7 +26,7 @@ from vllm_responses.store.retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
 
-_COLUMNS = "id, created_at, include_outputs, response, input_items, history"
+_COLUMNS = "id, created_at, include_outputs, response, input_items, history, project"
 
 
 def _record(row: Any) -> StoredResponse:
@@ -36,6 +37,7 @@ def _record(row: Any) -> StoredResponse:
         response=json.loads(row["response"]),
         input_items=json.loads(row["input_items"]),
         history=json.loads(row["history"]),
+        project=row["project"],
     )
 
 
@@ -79,11 +81,13 @@ class _Conversations(_Database):
     ) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
-                "INSERT INTO conversations VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",  # a retry
+                "INSERT INTO conversations (id, created_at, updated_at, metadata, project) "
+                "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",  # a retry
                 conversation.id,
                 conversation.created_at,
                 time.time(),
                 json.dumps(conversation.metadata),
+                conversation.project,
             )
             await self._insert_items(conn, conversation.id, items)
             self._conversations_created += 1
@@ -92,21 +96,21 @@ class _Conversations(_Database):
 
     async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
         row = await self.pool.fetchrow(
-            "SELECT id, created_at, metadata FROM conversations WHERE id = $1", conversation_id
+            "SELECT id, created_at, metadata, project FROM conversations WHERE id = $1", conversation_id
         )
-        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]))
+        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]), row[3])
 
     async def update_conversation(
         self, conversation_id: str, metadata: dict[str, str]
     ) -> StoredConversation | None:
         row = await self.pool.fetchrow(
             "UPDATE conversations SET metadata = $1, updated_at = $2 WHERE id = $3 "
-            "RETURNING id, created_at, metadata",
+            "RETURNING id, created_at, metadata, project",
             json.dumps(metadata),
             time.time(),
             conversation_id,
         )
-        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]))
+        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]), row[3])
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -288,7 +292,8 @@ class PostgresStore(_Conversations, _Leases, _Events):
     async def save(self, record: StoredResponse) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
-                "INSERT INTO responses VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET "
+                "INSERT INTO responses (id, created_at, status, include_outputs, response, input_items, "
+                "history, project) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET "
                 "created_at = EXCLUDED.created_at, status = EXCLUDED.status, "
                 "include_outputs = EXCLUDED.include_outputs, response = EXCLUDED.response, "
                 "input_items = EXCLUDED.input_items, history = EXCLUDED.history",
@@ -299,6 +304,7 @@ class PostgresStore(_Conversations, _Leases, _Events):
                 json.dumps(record.response),
                 json.dumps(record.input_items),
                 json.dumps(record.history),
+                record.project,
             )
             await conn.executemany(
                 "INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET "
@@ -326,8 +332,13 @@ class PostgresStore(_Conversations, _Leases, _Events):
             await conn.execute("DELETE FROM response_events WHERE response_id = $1", response_id)
         return _affected(status) > 0
 
-    async def find_item(self, item_id: str) -> dict[str, Any] | None:
-        text = await self.pool.fetchval("SELECT item FROM items WHERE id = $1", item_id)
+    async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
+        text = await self.pool.fetchval(
+            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id "
+            "WHERE i.id = $1 AND r.project = $2",
+            item_id,
+            project,
+        )
         if text is None:
             return None
         item: dict[str, Any] = json.loads(text)

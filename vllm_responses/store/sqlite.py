@@ -13,6 +13,7 @@ from typing import Any
 import aiosqlite
 
 from vllm_responses.store.base import (
+    DEFAULT_PROJECT,
     UNFINISHED_SQL,
     StoredConversation,
     StoredEvent,
@@ -56,8 +57,15 @@ class _Conversations(_Database):
         self, conversation: StoredConversation, items: list[dict[str, Any]]
     ) -> None:
         await self.db.execute(
-            "INSERT OR IGNORE INTO conversations VALUES (?, ?, ?, ?)",
-            (conversation.id, conversation.created_at, time.time(), json.dumps(conversation.metadata)),
+            "INSERT OR IGNORE INTO conversations (id, created_at, updated_at, metadata, project) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                conversation.id,
+                conversation.created_at,
+                time.time(),
+                json.dumps(conversation.metadata),
+                conversation.project,
+            ),
         )
         await self._insert_items(conversation.id, items)
         self._conversations_created += 1
@@ -67,10 +75,10 @@ class _Conversations(_Database):
 
     async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
         async with self.db.execute(
-            "SELECT id, created_at, metadata FROM conversations WHERE id = ?", (conversation_id,)
+            "SELECT id, created_at, metadata, project FROM conversations WHERE id = ?", (conversation_id,)
         ) as cur:
             row = await cur.fetchone()
-        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]))
+        return None if row is None else StoredConversation(row[0], row[1], json.loads(row[2]), row[3])
 
     async def update_conversation(
         self, conversation_id: str, metadata: dict[str, str]
@@ -247,7 +255,9 @@ class SQLiteStore(_Conversations, _Leases, _Events):
 
     async def save(self, record: StoredResponse) -> None:
         await self.db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO responses "
+            "(id, created_at, status, include_outputs, response, input_items, history, project) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.id,
                 record.created_at,
@@ -256,6 +266,7 @@ class SQLiteStore(_Conversations, _Leases, _Events):
                 json.dumps(record.response),
                 json.dumps(record.input_items),
                 json.dumps(record.history),
+                record.project,
             ),
         )
         await self.db.executemany(
@@ -269,7 +280,8 @@ class SQLiteStore(_Conversations, _Leases, _Events):
 
     async def get(self, response_id: str) -> StoredResponse | None:
         async with self.db.execute(
-            "SELECT id, created_at, include_outputs, response, input_items, history FROM responses WHERE id = ?",
+            "SELECT id, created_at, include_outputs, response, input_items, history, project FROM responses "
+            "WHERE id = ?",
             (response_id,),
         ) as cur:
             row = await cur.fetchone()
@@ -282,6 +294,7 @@ class SQLiteStore(_Conversations, _Leases, _Events):
             response=json.loads(row[3]),
             input_items=json.loads(row[4]),
             history=json.loads(row[5]),
+            project=row[6],
         )
 
     async def unfinished(self) -> list[StoredResponse]:
@@ -297,8 +310,11 @@ class SQLiteStore(_Conversations, _Leases, _Events):
         await self.db.commit()
         return cur.rowcount > 0
 
-    async def find_item(self, item_id: str) -> dict[str, Any] | None:
-        async with self.db.execute("SELECT item FROM items WHERE id = ?", (item_id,)) as cur:
+    async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
+        async with self.db.execute(
+            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id WHERE i.id = ? AND r.project = ?",
+            (item_id, project),
+        ) as cur:
             row = await cur.fetchone()
         if row is None:
             return None

@@ -25,6 +25,7 @@ from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.store.base import DEFAULT_PROJECT
 from vllm_responses.tools.containers import ContainerService
 
 __all__ = ["CodeRun", "check_code_tool", "code_outputs", "container_resolver"]
@@ -43,9 +44,13 @@ def check_code_tool(req: CreateResponseRequest, interpreter: Interpreter | None)
 
 
 async def container_resolver(
-    req: CreateResponseRequest, containers: ContainerService, context: Sequence[Mapping[str, Any]]
+    req: CreateResponseRequest,
+    containers: ContainerService,
+    context: Sequence[Mapping[str, Any]],
+    project: str = DEFAULT_PROJECT,
 ) -> Callable[[], Awaitable[str]]:
-    """A coroutine function giving the response's container id, created or reused on first use.
+    """A coroutine function giving the response's container id, created or reused on first use; every
+    container it names or reuses must be `project`'s (another's is not found: a 404, or a new one made).
 
     With container "auto", the last code_interpreter_call in `context` (the model's items) names the container
     to reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do).
@@ -55,7 +60,7 @@ async def container_resolver(
     named = tool.container if isinstance(tool.container, str) and tool.container != "auto" else None
     if named is not None:
         try:
-            await containers.get(named)
+            await containers.get(named, project)
         except ContainerNotFound as exc:
             raise NotFound(str(exc), param=f"tools[{req.tools.index(tool)}].container") from None
     earlier = next(
@@ -71,12 +76,12 @@ async def container_resolver(
             return chosen[0]
         if earlier:
             try:
-                await containers.get(earlier)
+                await containers.get(earlier, project)
                 chosen.append(earlier)
                 return str(earlier)
             except ContainerNotFound:
                 pass
-        info = await containers.create(memory_limit=memory)
+        info = await containers.create(memory_limit=memory, project=project)
         chosen.append(info.id)
         return info.id
 

@@ -5,6 +5,13 @@ both go through it), so that a container's own `expires_after` is enforced in on
 it raises the interpreter's domain errors (`ContainerNotFound`, `PoolExhausted`, `InterpreterError`), which
 `errors.api_error` maps to API errors. A container file's id is the one the interpreter gives it (stable:
 a hash of container and path), so a file written by code and cited in a response can be fetched later.
+
+Each container belongs to the project whose API key made it (a response's `auto` container: the response's
+project). The owners are kept here, in this process (`owners`): a container of another project is
+`ContainerNotFound` before the interpreter is asked anything about it, so it is neither run, listed,
+touched (its idle clock) nor deleted. A container this process did not make (one made through another
+gateway of a shared sandbox service, or before a restart) belongs to `DEFAULT_PROJECT` when the server has
+no keys file, and to nobody (not found) when it has one.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from interpreter_service import (
 )
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.ids import is_id
+from vllm_responses.store.base import DEFAULT_PROJECT
 
 __all__ = ["ContainerService"]
 
@@ -48,8 +56,19 @@ class ContainerService:
     `InterpreterError` (`PoolExhausted` included) through.
     """
 
-    def __init__(self, interpreter: Interpreter | None) -> None:
+    def __init__(self, interpreter: Interpreter | None, *, strangers_default: bool = True) -> None:
         self.interpreter = interpreter
+        self.owners: dict[str, str] = {}  # container id -> its project (those made through this process)
+        # whose a container unknown to `owners` is: DEFAULT_PROJECT's (True), or nobody's (keys file)
+        self.strangers_default = strangers_default
+
+    def _owner(self, container_id: str) -> str | None:
+        owner = self.owners.get(container_id)
+        return DEFAULT_PROJECT if owner is None and self.strangers_default else owner
+
+    def owns(self, container_id: str, project: str) -> bool:
+        """Whether the container (live or not) belongs to `project`."""
+        return self._owner(container_id) == project
 
     def _interp(self) -> Interpreter:
         if self.interpreter is None:
@@ -70,12 +89,15 @@ class ContainerService:
         logger.info("container %s expired (idle past its expires_after)", info.id)
         with contextlib.suppress(ContainerNotFound):
             await self._interp().delete_container(info.id)
+        self.owners.pop(info.id, None)
         return True
 
-    async def get(self, container_id: str) -> ContainerInfo:
-        """A live container; `ContainerNotFound` when it is unknown, deleted or expired."""
+    async def get(self, container_id: str, project: str = DEFAULT_PROJECT) -> ContainerInfo:
+        """A live container of `project`; `ContainerNotFound` when it is unknown, another project's,
+        deleted or expired (an id not of ours, or another project's, is refused before the interpreter is
+        asked about it: it never reaches the interpreter's URLs)."""
         interp = self._interp()
-        if not is_id(container_id, "cntr"):  # not one of ours: it never reaches the interpreter's URLs
+        if not is_id(container_id, "cntr") or not self.owns(container_id, project):
             raise _not_found(container_id)
         try:
             info = await interp.get_container(container_id)
@@ -101,37 +123,47 @@ class ContainerService:
         name: str | None = None,
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
+        project: str = DEFAULT_PROJECT,
     ) -> ContainerInfo:
-        """A new container (unnamed: a response's `auto` container). `PoolExhausted` when every sandbox
-        is busy running code; `InterpreterError` when none could be started."""
-        return await self._interp().create_container(
+        """A new container of `project` (unnamed: a response's `auto` container). `PoolExhausted` when every
+        sandbox is busy running code; `InterpreterError` when none could be started."""
+        info = await self._interp().create_container(
             name=name, memory_limit=memory_limit, expires_after_s=expires_after_s
         )
+        self.owners[info.id] = project
+        return info
 
-    async def list_all(self) -> list[ContainerInfo]:
-        """The live containers, oldest first (expired ones are deleted on the way)."""
-        live = [info for info in await self._interp().list_containers() if not await self._expire(info)]
+    async def list_all(self, project: str = DEFAULT_PROJECT) -> list[ContainerInfo]:
+        """The live containers of `project`, oldest first (expired ones are deleted on the way)."""
+        every = await self._interp().list_containers()
+        for gone in self.owners.keys() - {info.id for info in every}:  # deleted or reaped meanwhile
+            self.owners.pop(gone, None)
+        mine = [info for info in every if self.owns(info.id, project)]
+        live = [info for info in mine if not await self._expire(info)]
         return sorted(live, key=lambda i: i.created_at)
 
-    async def delete(self, container_id: str) -> None:
-        await self.get(container_id)
+    async def delete(self, container_id: str, project: str = DEFAULT_PROJECT) -> None:
+        await self.get(container_id, project)
         await self._in(container_id, self._interp().delete_container(container_id))
+        self.owners.pop(container_id, None)
 
     # --- files --------------------------------------------------------------------------------------
 
-    async def files(self, container_id: str) -> list[FileInfo]:
+    async def files(self, container_id: str, project: str = DEFAULT_PROJECT) -> list[FileInfo]:
         """The files under `DATA_DIR` (uploaded, and written by code), oldest first."""
-        await self.get(container_id)
+        await self.get(container_id, project)
         infos = await self._in(container_id, self._interp().list_files(container_id))
         return sorted(infos, key=lambda f: (f.created_at, f.path))
 
-    async def file(self, container_id: str, file_id: str) -> FileInfo | None:
+    async def file(self, container_id: str, file_id: str, project: str = DEFAULT_PROJECT) -> FileInfo | None:
         """The container's file with that id; None when it has none."""
-        return next((info for info in await self.files(container_id) if info.id == file_id), None)
+        return next((info for info in await self.files(container_id, project) if info.id == file_id), None)
 
-    async def upload(self, container_id: str, filename: str, data: bytes) -> FileInfo:
+    async def upload(
+        self, container_id: str, filename: str, data: bytes, project: str = DEFAULT_PROJECT
+    ) -> FileInfo:
         """Store `data` as `DATA_DIR/filename`, replacing a file of that name (`filename`: a base name)."""
-        await self.get(container_id)
+        await self.get(container_id, project)
         path = f"{DATA_DIR}/{filename}"
         return await self._in(container_id, self._interp().write_file(container_id, path, data))
 

@@ -1,0 +1,143 @@
+"""API keys and the projects they belong to: the keys file read (`KeyRing.from_config`), a bearer token resolved to
+its `Principal`, which the key check puts in the ASGI scope for routes to read (`principal_of`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.types import Scope
+
+from vllm_responses.config import Config
+from vllm_responses.store.base import DEFAULT_PROJECT
+
+__all__ = ["KeyRing", "KeysFileError", "Principal", "principal_of", "set_principal"]
+
+_ENTRY_FIELDS = frozenset({"key", "sha256", "project", "name", "rpm", "tpm"})
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request comes from: the project whose objects it sees, the key's name (for logs), its limits
+    per minute (0: unlimited) and `key_id`, what its rate limits are counted under (the key's hash)."""
+
+    project: str
+    name: str
+    rpm: int
+    tpm: int
+    key_id: str
+
+
+class KeysFileError(ValueError):
+    """The keys file cannot be read or is malformed (the server does not start)."""
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class KeyRing:
+    """The keys a server accepts, by the SHA-256 of each: a token is hashed and looked up, so no comparison
+    runs over the key itself (nothing to time). With no key at all, every request is `anonymous`."""
+
+    def __init__(self, keys: dict[bytes, Principal], anonymous: Principal | None) -> None:
+        self.keys = keys
+        self.anonymous = anonymous
+
+    @classmethod
+    def from_config(cls, config: Config) -> KeyRing:
+        """The keys of `--api-key` (project `default`) and `--api-keys-file`; `KeysFileError` on a bad file."""
+        rpm, tpm = config.rate_limit_rpm, config.rate_limit_tpm
+        keys: dict[bytes, Principal] = {}
+        if config.api_keys_file:
+            keys = _read_keys(Path(config.api_keys_file).expanduser(), rpm, tpm)
+        if config.api_key:
+            digest = _digest(config.api_key)
+            if digest in keys:
+                raise KeysFileError(f"--api-keys-file {config.api_keys_file}: it holds the --api-key key too")
+            keys[digest] = Principal(DEFAULT_PROJECT, "api-key", rpm, tpm, digest.hex())
+        if keys:
+            return cls(keys, None)
+        return cls({}, Principal(DEFAULT_PROJECT, "anonymous", rpm, tpm, "anonymous"))
+
+    def resolve(self, authorization: str) -> Principal | None:
+        """The principal of an `Authorization` header's value; None when a key is needed and it gives none
+        this server knows."""
+        if self.anonymous is not None:
+            return self.anonymous
+        token = authorization[7:] if authorization.lower().startswith("bearer ") else ""
+        return self.keys.get(_digest(token)) if token else None
+
+
+def _read_keys(path: Path, rpm: int, tpm: int) -> dict[bytes, Principal]:
+    """The keys file's entries by digest (docs/settings.md, "API keys and projects")."""
+    where = f"--api-keys-file {path}"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise KeysFileError(f"{where}: cannot be read as JSON: {exc}") from None
+    entries = doc.get("keys") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise KeysFileError(f'{where}: expected an object {{"keys": [...]}} with at least one key')
+    keys: dict[bytes, Principal] = {}
+    for i, entry in enumerate(entries):
+        digest, principal = _entry(entry, f"{where}: keys[{i}]", rpm, tpm)
+        if digest in keys:
+            raise KeysFileError(f"{where}: keys[{i}] repeats the key of an earlier entry")
+        keys[digest] = principal
+    return keys
+
+
+def _entry(entry: Any, where: str, rpm: int, tpm: int) -> tuple[bytes, Principal]:
+    """One entry of the keys file: its key's digest and its principal."""
+    if not isinstance(entry, dict):
+        raise KeysFileError(f"{where}: expected an object")
+    if unknown := set(entry) - _ENTRY_FIELDS:
+        raise KeysFileError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_ENTRY_FIELDS)}")
+    key, hashed, project = entry.get("key"), entry.get("sha256"), entry.get("project")
+    if (key is None) == (hashed is None):
+        raise KeysFileError(f"{where}: give exactly one of 'key' and 'sha256'")
+    if key is not None and (not isinstance(key, str) or len(key) < 8):
+        raise KeysFileError(f"{where}: 'key' must be a string of at least 8 characters")
+    if hashed is not None and not _is_sha256(hashed):
+        raise KeysFileError(f"{where}: 'sha256' must be 64 hexadecimal digits")
+    if not isinstance(project, str) or not project:
+        raise KeysFileError(f"{where}: 'project' must be a non-empty string")
+    name = entry.get("name", project)
+    if not isinstance(name, str):
+        raise KeysFileError(f"{where}: 'name' must be a string")
+    limits = []
+    for field, default in (("rpm", rpm), ("tpm", tpm)):
+        value = entry.get(field, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise KeysFileError(f"{where}: '{field}' must be an integer of at least 0")
+        limits.append(value)
+    digest = _digest(key) if key is not None else bytes.fromhex(str(hashed))
+    return digest, Principal(project, name, limits[0], limits[1], digest.hex())
+
+
+def _is_sha256(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) != 64:
+        return False
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True
+
+
+def set_principal(scope: Scope, principal: Principal) -> None:
+    """Put the request's principal in its scope (`principal_of` reads it)."""
+    scope.setdefault("state", {})["principal"] = principal
+
+
+def principal_of(connection: HTTPConnection) -> Principal:
+    """The principal of a request or WebSocket (the key check set it); project `default` outside `/v1`."""
+    found = connection.scope.get("state", {}).get("principal")
+    if isinstance(found, Principal):
+        return found
+    return Principal(DEFAULT_PROJECT, "anonymous", 0, 0, "anonymous")
