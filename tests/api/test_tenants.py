@@ -308,3 +308,23 @@ def test_websocket_create_cannot_continue_another_projects_response(
             )
         )
         assert json.loads(ws.recv(timeout=10))["type"] == "response.created"  # its own project's: fine
+
+
+def test_project_keys_do_not_open_the_ops(tmp_path: Path) -> None:
+    """With a keys file, a project's key is a tenant's: `/metrics` and `/ready`'s detail stay closed to every
+    project key (and with no operator key, to everyone), and open to the operator key only."""
+    keys = _keys_file(tmp_path / "keys.json")
+    for operator in (None, "sk-operator-0123456789"):
+        live = LiveServer(Config(api_keys_file=keys, operator_key=operator), FakeEngine(), FakeInterpreter())
+        live.start()
+        try:
+            for key in ("", KEY_A, KEY_B):
+                headers = {"Authorization": f"Bearer {key}"} if key else {}
+                assert httpx.get(live.base_url + "/metrics", headers=headers).status_code == 401
+                assert "checks" not in httpx.get(live.base_url + "/ready", headers=headers).json()
+            if operator:
+                headers = {"Authorization": f"Bearer {operator}"}
+                assert httpx.get(live.base_url + "/metrics", headers=headers).status_code == 200
+                assert "checks" in httpx.get(live.base_url + "/ready", headers=headers).json()
+        finally:
+            live.stop()
