@@ -110,9 +110,8 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
             Exception: _server_error,
         },
     )
-    app.state.ws_caps = WebSocketCaps(  # the WebSocket route counts its open connections here
-        config.max_websockets, config.max_websockets_per_key, keyed=config.auth_configured
-    )
+    # the WebSocket route counts its open connections here
+    app.state.ws_caps = WebSocketCaps(config.max_websockets, config.max_websockets_per_key)
     app.add_middleware(ShutdownGate, lifecycle=life)
     app.add_middleware(  # bodies bounded while read (inside the key check: no body is read before it)
         BodyLimitMiddleware,

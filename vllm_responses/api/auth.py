@@ -15,7 +15,15 @@ from starlette.types import Scope
 from vllm_responses.config import Config
 from vllm_responses.store.base import DEFAULT_PROJECT
 
-__all__ = ["KeyRing", "KeysFileError", "Principal", "principal_of", "set_principal"]
+__all__ = [
+    "ANONYMOUS",
+    "KeyRing",
+    "KeysFileError",
+    "Principal",
+    "bearer_token",
+    "principal_of",
+    "set_principal",
+]
 
 _ENTRY_FIELDS = frozenset({"key", "sha256", "project", "name", "rpm", "tpm"})
 
@@ -34,6 +42,14 @@ class Principal:
 
 class KeysFileError(ValueError):
     """The keys file cannot be read or is malformed (the server does not start)."""
+
+
+ANONYMOUS = "anonymous"  # the `key_id` of every caller when no key is configured
+
+
+def bearer_token(authorization: str) -> str:
+    """The token of an `Authorization: Bearer <token>` header's value ('' for any other value)."""
+    return authorization[7:] if authorization.lower().startswith("bearer ") else ""
 
 
 def _digest(token: str) -> bytes:
@@ -62,14 +78,14 @@ class KeyRing:
             keys[digest] = Principal(DEFAULT_PROJECT, "api-key", rpm, tpm, digest.hex())
         if keys:
             return cls(keys, None)
-        return cls({}, Principal(DEFAULT_PROJECT, "anonymous", rpm, tpm, "anonymous"))
+        return cls({}, Principal(DEFAULT_PROJECT, ANONYMOUS, rpm, tpm, ANONYMOUS))
 
     def resolve(self, authorization: str) -> Principal | None:
         """The principal of an `Authorization` header's value; None when a key is needed and it gives none
         this server knows."""
         if self.anonymous is not None:
             return self.anonymous
-        token = authorization[7:] if authorization.lower().startswith("bearer ") else ""
+        token = bearer_token(authorization)
         return self.keys.get(_digest(token)) if token else None
 
 
@@ -140,4 +156,4 @@ def principal_of(connection: HTTPConnection) -> Principal:
     found = connection.scope.get("state", {}).get("principal")
     if isinstance(found, Principal):
         return found
-    return Principal(DEFAULT_PROJECT, "anonymous", 0, 0, "anonymous")
+    return Principal(DEFAULT_PROJECT, ANONYMOUS, 0, 0, ANONYMOUS)

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from interpreter_service import Interpreter, InterpreterError
+from vllm_responses.api.auth import bearer_token
 from vllm_responses.api.state import AppState, app_state
 from vllm_responses.observe.metrics import CONTENT_TYPE, LiveCollector, LiveSources, render
 from vllm_responses.protocol.errors import Unauthorized
@@ -116,8 +117,7 @@ def _operator(request: Request, state: AppState) -> bool:
     key = config.ops_key
     if not key:
         return not config.auth_configured
-    given = request.headers.get("authorization", "")
-    token = given[7:] if given.lower().startswith("bearer ") else ""
+    token = bearer_token(request.headers.get("authorization", ""))
     return secrets.compare_digest(token.encode(), key.encode())
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 
 from starlette.types import Scope
 
+from vllm_responses.api.auth import ANONYMOUS, Principal
 from vllm_responses.protocol.errors import Busy
 
 __all__ = ["WebSocketCaps"]
@@ -19,25 +19,22 @@ class WebSocketCaps:
     Parameters
     ----------
     total: connections open at once, all clients together (`--max-websockets`).
-    per_key: connections open at once per caller (`--max-websockets-per-key`): per `Authorization` bearer
-        value when the server checks keys (`keyed`), else per client address (an unchecked bearer value
-        would let a caller pick a fresh key per connection).
+    per_key: connections open at once per caller (`--max-websockets-per-key`): per API key the key check
+        accepted, else (no key configured) per client address: an unchecked bearer value would let a caller
+        pick a fresh one per connection.
     """
 
-    def __init__(self, total: int, per_key: int, *, keyed: bool) -> None:
+    def __init__(self, total: int, per_key: int) -> None:
         self.total = total
         self.per_key = per_key
-        self.keyed = keyed
         self.open: Counter[str] = Counter()
 
     def caller(self, scope: Scope) -> str:
-        """Whom a connection counts against: `key:<digest of the bearer value>` (the key itself is not kept) or
-        `addr:<client host>`."""
-        if self.keyed:
-            headers: dict[bytes, bytes] = dict(scope.get("headers") or [])
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            if given.lower().startswith("bearer "):
-                return "key:" + hashlib.sha256(given[7:].encode("latin-1")).hexdigest()
+        """Whom a connection counts against: `key:<the key's SHA-256>` (from the principal the key check put
+        in the scope; the key itself is not kept) or `addr:<client host>`."""
+        principal = scope.get("state", {}).get("principal")
+        if isinstance(principal, Principal) and principal.key_id != ANONYMOUS:
+            return "key:" + principal.key_id
         client = scope.get("client")
         return "addr:" + (str(client[0]) if client else "")
 
