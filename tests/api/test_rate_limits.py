@@ -97,3 +97,27 @@ def test_flag_limits_apply_to_keys_without_their_own(server: LiveServer) -> None
 
 def test_duration_format() -> None:
     assert [ratelimit.duration(s) for s in (0.25, 1, 20.2, 360)] == ["250ms", "1s", "21s", "6m0s"]
+
+
+def test_websocket_creates_count_as_requests(server: LiveServer) -> None:
+    """Each `response.create` on a WebSocket counts as a request of its key, as over HTTP (the upgrade counts
+    too): past the limit the create gets the 429 as an error event, and the socket stays open."""
+    from websockets.sync.client import connect
+
+    time.sleep(2.1)  # a window of its own
+    url = f"ws://127.0.0.1:{server.port}/v1/responses"
+    create = json.dumps({"type": "response.create", "model": MODEL, "input": "x"})
+    with connect(url, open_timeout=10, additional_headers={"Authorization": f"Bearer {KEY_RPM}"}) as ws:
+        for _ in range(2):  # the upgrade was the first of 3
+            ws.send(create)
+            while (event := json.loads(ws.recv(timeout=10)))["type"] not in ("response.completed", "error"):
+                pass
+            assert event["type"] == "response.completed", event
+        ws.send(create)
+        err = json.loads(ws.recv(timeout=10))
+        assert err["type"] == "error" and err["status"] == 429, err
+        assert err["error"]["code"] == "rate_limit_exceeded"
+        assert "requests per min (RPM): Limit 3" in err["error"]["message"]
+        time.sleep(2.1)  # the window passes: the same socket creates again
+        ws.send(create)
+        assert json.loads(ws.recv(timeout=10))["type"] == "response.created"

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from starlette.websockets import WebSocket
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.api.params import parse_json
+from vllm_responses.api.ratelimit import Meter, charge
 from vllm_responses.api.state import app_state
 from vllm_responses.api.steering import (
     Steer,
@@ -301,6 +303,13 @@ class Connection:
         if steered is not None:  # after its slot is free: a successor takes one of its own
             await self._after_steered(stream_id, *steered)
 
+    def _admit_rate(self) -> None:
+        """A create counts as a request of the connection's key, as over HTTP: past its per-minute limits the
+        429 `rate_limit_exceeded` it would get there (as an error event)."""
+        meter = self.ws.scope.get("state", {}).get("meter")
+        if isinstance(meter, Meter) and (refused := meter.admit(time.monotonic())) is not None:
+            raise refused
+
     async def _evict(self, parent: object, stream_id: str | None) -> None:
         if isinstance(parent, str) and parent in self.origin and self.origin[parent] == stream_id:
             del self.origin[parent]
@@ -329,7 +338,9 @@ class Connection:
             )
             body["input"] = [*(item for steer in committed for item in steer.items), *given]
         req = parse_create_request(body)
+        self._admit_rate()
         run = await self.service.create(req, local=self.cache, generate=generate, project=self.project)
+        charge(self.ws, run)  # its tokens count against the key's per-minute limit when it ends
         self.steering.active[run.id] = stream_id
         if req.conversation or req.context_management:
             self.unsteerable[run.id] = (
