@@ -71,6 +71,8 @@ class ContainerInfo:
     status: Literal["running", "expired"] = "running"
     name: str | None = None
     memory_limit: str | None = None
+    # whose it is, as the caller that made it labels it (a gateway serving several tenants: the project)
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,11 +160,13 @@ class Interpreter(ABC):
         name: str | None = None,
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
+        owner: str | None = None,
     ) -> ContainerInfo:
         """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
         when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted.
         `expires_after_s`: the container's own idle expiry (capped at the pool's), kept with the container so
-        that every client of a shared pool sees it."""
+        that every client of a shared pool sees it. `owner`: an opaque label kept with it and given back in
+        its `ContainerInfo` (a gateway keeps tenants apart by it), likewise seen by every client."""
 
     def check_memory_limit(self, memory_limit: str | None) -> None:
         """Raise `MemoryLimitRefused` when a container with this `memory_limit` could never be granted (a

@@ -218,11 +218,18 @@ class HTTPInterpreter(Interpreter):
         name: str | None = None,
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
+        owner: str | None = None,
     ) -> ContainerInfo:
+        body = {
+            "name": name,
+            "memory_limit": memory_limit,
+            "expires_after_s": expires_after_s,
+            "owner": owner,
+        }
         r = await self._call(
             "POST",
             "/v1/containers",
-            json={"name": name, "memory_limit": memory_limit, "expires_after_s": expires_after_s},
+            json=body,
             timeout=self._queue_timeout_s()
             + self.request_timeout_s
             + 90.0,  # waiting for room, then a worker

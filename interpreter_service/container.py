@@ -40,6 +40,7 @@ class Container:
     lost_reason: str = ""  # why (the old worker's end), said with that result
     pins: int = 0  # callers using it between calls (never evicted while pinned)
     expires_after_s: float | None = None  # its own idle expiry, when shorter than the pool's
+    owner: str | None = None  # the label its creator gave (`ContainerInfo.owner`)
 
 
 class ContainerFiles:

@@ -42,6 +42,13 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
+def _owner(value: Any) -> str | None:
+    """A container's `owner` label as a create body gives it: absent, or a string of at most 200 characters."""
+    if value is None or (isinstance(value, str) and len(value) <= 200):
+        return value
+    raise ValueError("owner must be a string of at most 200 characters")
+
+
 def _guard(fn: Handler) -> Handler:
     async def wrapped(request: Request) -> Response:
         try:
@@ -101,6 +108,7 @@ class _Handlers:
             name=body.get("name"),
             memory_limit=body.get("memory_limit"),
             expires_after_s=body.get("expires_after_s"),
+            owner=_owner(body.get("owner")),
         )
         return JSONResponse(to_json(info), status_code=201)
 

@@ -221,6 +221,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             expires_after_s=self._expiry_of(c),
             name=c.name,
             memory_limit=c.memory_limit or self.memory_limit,
+            owner=c.owner,
         )
 
     def _get(self, container_id: str) -> Container:
@@ -240,6 +241,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         name: str | None = None,
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
+        owner: str | None = None,
     ) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
@@ -259,6 +261,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             tier=tier,
             worker=None,
             expires_after_s=expires_after_s,
+            owner=owner,
         )
         self._containers[c.id] = c  # the lock keeps the reaper and evictions off while it gets a worker
         async with c.lock:

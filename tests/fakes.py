@@ -250,6 +250,7 @@ class FakeInterpreter(Interpreter):
         name: str | None = None,
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
+        owner: str | None = None,
     ) -> ContainerInfo:
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")
@@ -259,7 +260,9 @@ class FakeInterpreter(Interpreter):
         self.files[cid] = {}
         self.uploaded[cid] = set()
         expiry = min(expires_after_s or 1200.0, 1200.0)
-        self.infos[cid] = ContainerInfo(cid, now, now, expiry, name=name, memory_limit=memory_limit)
+        self.infos[cid] = ContainerInfo(
+            cid, now, now, expiry, name=name, memory_limit=memory_limit, owner=owner
+        )
         return self.infos[cid]
 
     def pin(self, container_id: str) -> None:

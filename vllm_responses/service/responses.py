@@ -46,7 +46,7 @@ class ResponsesService:
         self.engine = engine
         self.interpreter = interpreter
         self.store = store
-        self.containers = ContainerService(interpreter, strangers_default=not config.api_keys_file)
+        self.containers = ContainerService(interpreter)
         self.conversations = ConversationService(store)
         self.runs: dict[str, Run] = {}
         self.planner = Planner(config, engine, store, self.conversations, self.containers, self.runs)

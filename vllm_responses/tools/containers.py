@@ -7,11 +7,11 @@ it raises the interpreter's domain errors (`ContainerNotFound`, `PoolExhausted`,
 a hash of container and path), so a file written by code and cited in a response can be fetched later.
 
 Each container belongs to the project whose API key made it (a response's `auto` container: the response's
-project). The owners are kept here, in this process (`owners`): a container of another project is
-`ContainerNotFound` before the interpreter is asked anything about it, so it is neither run, listed,
-touched (its idle clock) nor deleted. A container this process did not make (one made through another
-gateway of a shared sandbox service, or before a restart) belongs to `DEFAULT_PROJECT` when the server has
-no keys file, and to nobody (not found) when it has one.
+project), kept by the interpreter with the container (`ContainerInfo.owner`), so that every gateway of a
+shared sandbox service, and this one after a restart, sees it. A container of another project is
+`ContainerNotFound` once its (side-effect free) lookup says whose it is, so it is neither run, listed,
+touched (its idle clock), expired nor deleted through this project. One made with no owner (through the
+sandbox service directly) is `DEFAULT_PROJECT`'s.
 """
 
 from __future__ import annotations
@@ -56,19 +56,13 @@ class ContainerService:
     `InterpreterError` (`PoolExhausted` included) through.
     """
 
-    def __init__(self, interpreter: Interpreter | None, *, strangers_default: bool = True) -> None:
+    def __init__(self, interpreter: Interpreter | None) -> None:
         self.interpreter = interpreter
-        self.owners: dict[str, str] = {}  # container id -> its project (those made through this process)
-        # whose a container unknown to `owners` is: DEFAULT_PROJECT's (True), or nobody's (keys file)
-        self.strangers_default = strangers_default
 
-    def _owner(self, container_id: str) -> str | None:
-        owner = self.owners.get(container_id)
-        return DEFAULT_PROJECT if owner is None and self.strangers_default else owner
-
-    def owns(self, container_id: str, project: str) -> bool:
-        """Whether the container (live or not) belongs to `project`."""
-        return self._owner(container_id) == project
+    @staticmethod
+    def owns(info: ContainerInfo, project: str) -> bool:
+        """Whether the container belongs to `project` (one made with no owner: `DEFAULT_PROJECT`'s)."""
+        return (info.owner or DEFAULT_PROJECT) == project
 
     def _interp(self) -> Interpreter:
         if self.interpreter is None:
@@ -89,21 +83,20 @@ class ContainerService:
         logger.info("container %s expired (idle past its expires_after)", info.id)
         with contextlib.suppress(ContainerNotFound):
             await self._interp().delete_container(info.id)
-        self.owners.pop(info.id, None)
         return True
 
     async def get(self, container_id: str, project: str = DEFAULT_PROJECT) -> ContainerInfo:
         """A live container of `project`; `ContainerNotFound` when it is unknown, another project's,
-        deleted or expired (an id not of ours, or another project's, is refused before the interpreter is
-        asked about it: it never reaches the interpreter's URLs)."""
+        deleted or expired (an id not of ours is refused before the interpreter is asked about it: it never
+        reaches the interpreter's URLs; another project's is refused before it can be expired)."""
         interp = self._interp()
-        if not is_id(container_id, "cntr") or not self.owns(container_id, project):
+        if not is_id(container_id, "cntr"):
             raise _not_found(container_id)
         try:
             info = await interp.get_container(container_id)
         except ContainerNotFound:
             info = None
-        if info is None or await self._expire(info):
+        if info is None or not self.owns(info, project) or await self._expire(info):
             raise _not_found(container_id)
         return info
 
@@ -127,25 +120,19 @@ class ContainerService:
     ) -> ContainerInfo:
         """A new container of `project` (unnamed: a response's `auto` container). `PoolExhausted` when every
         sandbox is busy running code; `InterpreterError` when none could be started."""
-        info = await self._interp().create_container(
-            name=name, memory_limit=memory_limit, expires_after_s=expires_after_s
+        return await self._interp().create_container(
+            name=name, memory_limit=memory_limit, expires_after_s=expires_after_s, owner=project
         )
-        self.owners[info.id] = project
-        return info
 
     async def list_all(self, project: str = DEFAULT_PROJECT) -> list[ContainerInfo]:
         """The live containers of `project`, oldest first (expired ones are deleted on the way)."""
-        every = await self._interp().list_containers()
-        for gone in self.owners.keys() - {info.id for info in every}:  # deleted or reaped meanwhile
-            self.owners.pop(gone, None)
-        mine = [info for info in every if self.owns(info.id, project)]
+        mine = [info for info in await self._interp().list_containers() if self.owns(info, project)]
         live = [info for info in mine if not await self._expire(info)]
         return sorted(live, key=lambda i: i.created_at)
 
     async def delete(self, container_id: str, project: str = DEFAULT_PROJECT) -> None:
         await self.get(container_id, project)
         await self._in(container_id, self._interp().delete_container(container_id))
-        self.owners.pop(container_id, None)
 
     # --- files --------------------------------------------------------------------------------------
 
