@@ -21,7 +21,7 @@ from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.protocol.errors import Busy
 from vllm_responses.runs.run import Run
 
-__all__ = ["Meter", "RateLimitMiddleware", "RateLimits", "charge", "duration"]
+__all__ = ["Meter", "RateLimitMiddleware", "RateLimits", "charge", "duration", "meter_of"]
 
 WINDOW_S = 60.0
 
@@ -161,10 +161,16 @@ class RateLimitMiddleware:
         await self.app(scope, receive, with_headers)
 
 
+def meter_of(connection: HTTPConnection) -> Meter | None:
+    """The meter of the request's key (`RateLimitMiddleware` put it in the scope); None when it has no limits."""
+    meter = connection.scope.get("state", {}).get("meter")
+    return meter if isinstance(meter, Meter) else None
+
+
 def charge(connection: HTTPConnection, run: Run) -> None:
     """Count a response's tokens (input + output) against its key's meter when its run ends."""
-    meter = connection.scope.get("state", {}).get("meter")
-    if not isinstance(meter, Meter) or not meter.tpm or run.task is None:
+    meter = meter_of(connection)
+    if meter is None or not meter.tpm or run.task is None:
         return
 
     def spend(_task: object) -> None:

@@ -20,7 +20,7 @@ from starlette.types import Receive
 
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import cursor_page, include_params, json_body
-from vllm_responses.api.ratelimit import Meter, charge
+from vllm_responses.api.ratelimit import charge, meter_of
 from vllm_responses.api.state import app_state
 from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.builder.core import usage_dict
@@ -161,7 +161,7 @@ async def compact_conversation(request: Request) -> Response:
     done = await until_disconnect(request.receive, work)
     if done is None:
         return Response(status_code=499)  # the client left: its model call was cancelled
-    if isinstance(meter := request.scope.get("state", {}).get("meter"), Meter):
+    if (meter := meter_of(request)) is not None:
         meter.spend(done.usage.input_tokens + done.usage.output_tokens)
     return JSONResponse(compacted_response(done))
 

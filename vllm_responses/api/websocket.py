@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.api.params import parse_json
-from vllm_responses.api.ratelimit import Meter, charge
+from vllm_responses.api.ratelimit import charge, meter_of
 from vllm_responses.api.state import app_state
 from vllm_responses.api.steering import (
     Steer,
@@ -306,8 +306,8 @@ class Connection:
     def _admit_rate(self) -> None:
         """A create counts as a request of the connection's key, as over HTTP: past its per-minute limits the
         429 `rate_limit_exceeded` it would get there (as an error event)."""
-        meter = self.ws.scope.get("state", {}).get("meter")
-        if isinstance(meter, Meter) and (refused := meter.admit(time.monotonic())) is not None:
+        meter = meter_of(self.ws)
+        if meter is not None and (refused := meter.admit(time.monotonic())) is not None:
             raise refused
 
     async def _evict(self, parent: object, stream_id: str | None) -> None:
