@@ -147,8 +147,7 @@ class ResponsesService:
         """Prompt tokens of the response's first model call, rendered as `create` would render it. Counting is
         admitted as a response is (the same slots and queue, a 429 past them): it renders and tokenizes a
         request-sized input, and checks its grammars."""
-        self.admission.refuse_if_full()
-        slot = await self.admission.acquire()
+        slot = await self.admission.acquire()  # a 429 at once when full: no work precedes it
         try:
             resolved = await self.planner.resolve(req, project=project)
             return await self.engine.count_tokens(
@@ -187,8 +186,8 @@ class ResponsesService:
         run = self.run_of(response_id, project)
         if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
             return run.builder.snapshot(include_outputs=include_outputs)
-        stored = await self.store.get(response_id)
-        if stored is None or stored.project != project:
+        stored = await self.stored_of(response_id, project)
+        if stored is None:
             if run is not None and not run.builder.base.get("store"):  # finished with `store: false`
                 return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
