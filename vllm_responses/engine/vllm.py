@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from vllm import SamplingParams
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -75,6 +75,17 @@ def _text_size(request: GenerateRequest) -> int:
         for t in request.turns
     )
     return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
+
+
+_T = TypeVar("_T")
+
+
+async def _sized(work: Callable[[GenerateRequest], _T], request: GenerateRequest) -> _T:
+    """`work(request)` (rendering and tokenizing its prompt) on the event loop for a short prompt, in a worker
+    thread for one of `PRECHECK_INLINE_CHARS` or more, so that the loop keeps streaming meanwhile."""
+    if _text_size(request) < PRECHECK_INLINE_CHARS:
+        return work(request)
+    return await asyncio.to_thread(work, request)
 
 
 class VLLMEngine:
@@ -248,9 +259,7 @@ class VLLMEngine:
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         """The prompt's tokens; a long one (as `precheck`) counted in a worker thread, off the event loop."""
-        if _text_size(request) < PRECHECK_INLINE_CHARS:
-            return self._count(request)
-        return await asyncio.to_thread(self._count, request)
+        return await _sized(self._count, request)
 
     def _count(self, request: GenerateRequest) -> int:
         return len(self._encode(self._prepare(request).prompt))
@@ -295,9 +304,7 @@ class VLLMEngine:
         structured-output grammar its backend compiles): all that `generate` would refuse before any output.
         A short prompt is checked at once (well under 2 ms, measured); a long one, whose tokenizing takes
         longer, in a worker thread so that the event loop keeps streaming meanwhile."""
-        if _text_size(request) < PRECHECK_INLINE_CHARS:
-            return self._precheck(request)
-        return await asyncio.to_thread(self._precheck, request)
+        return await _sized(self._precheck, request)
 
     def _precheck(self, request: GenerateRequest) -> int:
         prompt_ids, _prefill, _parser, params = self._call(request)
@@ -316,10 +323,7 @@ class VLLMEngine:
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
-        if _text_size(request) < PRECHECK_INLINE_CHARS:
-            prompt_ids, prefill, parser, params = self._call(request)
-        else:  # a long prompt rendered and tokenized off the event loop, as `precheck` does
-            prompt_ids, prefill, parser, params = await asyncio.to_thread(self._call, request)
+        prompt_ids, prefill, parser, params = await _sized(self._call, request)  # as `precheck`
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = CallTally(one_call=not request.parallel_tool_calls)
         output_tokens = 0
