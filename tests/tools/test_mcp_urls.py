@@ -5,9 +5,18 @@ from __future__ import annotations
 import pytest
 
 from vllm_responses.protocol.mcp_items import McpTool
-from vllm_responses.tools.mcp import url_allowed
+from vllm_responses.tools.net_guard import Refused, UrlPolicy
 
 ALLOWED = ("http://10.0.0.5:9000/mcp", "https://tools.example")
+
+
+def url_allowed(url: str, allowed: tuple[str, ...], private_networks: bool = False) -> bool:
+    """Whether the operator's policy (`UrlPolicy.match`, what requests are checked with) lets `url` through."""
+    try:
+        UrlPolicy(allowed, private_networks).match(url)
+    except Refused:
+        return False
+    return True
 
 
 @pytest.mark.parametrize(

@@ -28,24 +28,12 @@ from vllm_responses.protocol.tool_choice import ToolChoiceAllowed, ToolChoiceMcp
 from vllm_responses.tools.mcp_client import McpFailure, McpServer, call_tool, list_tools
 from vllm_responses.tools.net_guard import Refused, UrlPolicy, refused_headers
 
-__all__ = ["McpPlan", "McpRoute", "McpRun", "UrlPolicy", "check_mcp_request", "mcp_plan", "url_allowed"]
+__all__ = ["McpPlan", "McpRoute", "McpRun", "UrlPolicy", "check_mcp_request", "mcp_plan"]
 
 logger = logging.getLogger(__name__)
 
 _INVALID_PARAMS = -32602  # JSON-RPC: the arguments the model wrote are not a JSON object
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name (RFC 9110 token)
-
-
-def url_allowed(url: str, allowed: Collection[str], private_networks: bool = False) -> bool:
-    """Whether `url`, normalised, is under one of the operator's `allowed` URL prefixes (`*`: any http(s) URL
-    but, without `private_networks`, not a loopback, private or link-local IP literal). A prefix matches on
-    scheme, host and port exactly, and on the path as a prefix on segment boundaries (`http://h:1/mcp` allows
-    `http://h:1/mcp` and `http://h:1/mcp/x`, not `http://h:1/mcpx` nor `http://h:1/mcp/../x`)."""
-    try:
-        UrlPolicy(tuple(allowed), private_networks).match(url)
-    except Refused:
-        return False
-    return True
 
 
 def check_mcp_request(
