@@ -1,8 +1,9 @@
 """A request's body and query parameters.
 
 The body as JSON: sent as `application/json` (else a 415), valid UTF-8, nested at most `MAX_JSON_DEPTH` deep,
-every string valid Unicode; a 400 naming `body` (or the string's place) otherwise, never a 500. The query: `include` (`include_params`), and cursor
-pages (`{"object": "list", "data", "first_id", "last_id", "has_more"}`) from `order`, `limit` and `after`.
+every string valid Unicode; a 400 naming `body` (or the string's place) otherwise, never a 500. The query:
+`include` (`include_params`), and cursor pages (`{"object": "list", "data", "first_id", "last_id",
+"has_more"}`) from `order`, `limit` and `after`.
 """
 
 from __future__ import annotations
