@@ -19,11 +19,14 @@ __all__ = [
     "FinishReason",
     "ForcedTool",
     "GenerateRequest",
+    "Image",
     "Message",
+    "Reasoning",
     "ReasoningDelta",
     "Role",
     "Sampling",
     "TextDelta",
+    "TokenLogprob",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallEnd",
@@ -48,10 +51,26 @@ Role = Literal["system", "developer", "user", "assistant"]
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image for a vision model: its encoded bytes (PNG, JPEG, WebP or GIF) and their media type."""
+
+    data: bytes
+    media_type: str
+
+
+@dataclass(frozen=True)
 class Message:
-    """A plain text turn."""
+    """A turn of text, and the images it shows (placed before the text)."""
 
     role: Role
+    text: str
+    images: tuple[Image, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """Reasoning the assistant wrote before its next message or call, given back to templates that take it."""
+
     text: str
 
 
@@ -74,9 +93,10 @@ class ToolResult:
     call_id: str
     name: str
     output: str
+    images: tuple[Image, ...] = ()  # images the tool returned (screenshots, the interpreter's plots)
 
 
-Turn = Union[Message, ToolCall, ToolResult]
+Turn = Union[Message, Reasoning, ToolCall, ToolResult]
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ class Sampling:
     logit_bias: dict[int, float] | None = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
+    logprobs: int | None = None  # None: none; N (0-20): each output token's logprob and its N most likely
 
 
 @dataclass(frozen=True)
@@ -174,16 +195,27 @@ class GenerateRequest:
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
     sampling: Sampling = field(default_factory=Sampling)
+    reasoning_effort: str | None = None  # `reasoning.effort`, for templates that take it
 
 
 # --- output deltas (parser / engine -> agent loop) ----------------------------------------------------
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log probability, and the most likely tokens at its place (`top`)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class TextDelta:
-    """Visible assistant text."""
+    """Visible assistant text, and the logprobs of the tokens that wrote it when they were asked for."""
 
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,9 +52,10 @@ from vllm_responses.engine.types import (
     Finish,
     FinishReason,
     GenerateRequest,
-    Message,
     ToolCall,
+    ToolResult,
     ToolSpec,
+    Turn,
     Usage,
 )
 
@@ -70,11 +71,14 @@ PRECHECK_INLINE_CHARS = 16_384
 def _text_size(request: GenerateRequest) -> int:
     """How many characters the turns and the tools hold (what rendering, tokenizing and converting custom
     tools' grammars take time over)."""
-    turns = sum(
-        len(t.text if isinstance(t, Message) else t.arguments if isinstance(t, ToolCall) else t.output)
-        for t in request.turns
-    )
+    turns = sum(len(_turn_text(t)) for t in request.turns)
     return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
+
+
+def _turn_text(turn: Turn) -> str:
+    if isinstance(turn, ToolCall):
+        return turn.arguments
+    return turn.output if isinstance(turn, ToolResult) else turn.text
 
 
 _T = TypeVar("_T")
