@@ -325,6 +325,45 @@ class Config:
         "Seconds one web search may take; past it the search fails and the model is told so.",
         parse=float,
     )
+    # input_file parts, read as text (tools/file_inputs.py)
+    input_file_max_bytes: int = setting(
+        10 * 1024 * 1024,
+        "--input-file-max-bytes",
+        "Largest file an input_file part may carry or name, in bytes; past it a 400.",
+        parse=_at_least(1),
+    )
+    input_file_max_pages: int = setting(
+        100,
+        "--input-file-max-pages",
+        "Pages of a PDF read as text; the model is told the rest were not read.",
+        parse=_at_least(1),
+    )
+    input_file_max_chars: int = setting(
+        100_000,
+        "--input-file-max-chars",
+        "Characters of a file's text the model is given; the rest is cut, with a line telling it so.",
+        parse=_at_least(1),
+    )
+    input_file_allowed_urls: tuple[str, ...] = setting(
+        (),
+        "--input-file-allowed-urls",
+        "Comma-separated URL prefixes an input_file's file_url may name ('*': any http(s) URL; default: "
+        "none, file_url is refused).",
+        to_config=_comma_list,
+    )
+    input_file_allow_private_networks: bool = setting(
+        False,
+        "--input-file-allow-private-networks",
+        "Let file_urls that '*' allows reach loopback, private and link-local addresses too (an explicit "
+        "--input-file-allowed-urls prefix reaches its host whatever its address).",
+        switch=True,
+    )
+    input_file_url_timeout: float = setting(
+        10.0,
+        "--input-file-url-timeout",
+        "Seconds fetching one file_url may take; past it a 400.",
+        parse=float,
+    )
     # a shared sandbox service instead of the pool in this process
     code_interpreter_url: str | None = setting(
         None,

@@ -56,7 +56,9 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     items = []
     for item in input_:
         d = item.model_dump(mode="json", exclude_none=True, by_alias=True)
-        if isinstance(item, MessageInput):  # an assistant's text as the SDK's `ResponseOutputText` holds it
+        if isinstance(item, MessageInput) and _has_files(item):  # its parts kept: files are read in place
+            d.setdefault("status", "completed")
+        elif isinstance(item, MessageInput):  # an assistant's text as the SDK's `ResponseOutputText` holds it
             part = (
                 {"type": "output_text", "text": item.text(), "annotations": []}
                 if item.role == "assistant"
@@ -81,6 +83,11 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
         )
         items.append(d)
     return items
+
+
+def _has_files(message: MessageInput) -> bool:
+    """Whether a message holds `input_file` parts (tools/file_inputs.py reads them)."""
+    return not isinstance(message.content, str) and any(p.type == "input_file" for p in message.content)
 
 
 def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:

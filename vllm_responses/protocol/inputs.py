@@ -18,6 +18,7 @@ from vllm_responses.protocol.coding_items import (
     ShellTool,
 )
 from vllm_responses.protocol.compaction import CompactionInput
+from vllm_responses.protocol.file_parts import InputFile
 from vllm_responses.protocol.items import CodeStatus, ItemStatus
 from vllm_responses.protocol.lenient import LenientModel
 from vllm_responses.protocol.mcp_items import (
@@ -62,9 +63,9 @@ __all__ = [
 ]
 
 
-# The content part types a message of each role may hold (input_image / input_file / input_audio are
-# refused up front as unsupported: the served model reads text only).
-USER_PART_TYPES = ("input_text",)
+# The content part types a message of each role may hold (input_image / input_audio are refused up front
+# as unsupported: the served model reads text only; an input_file is read as text: tools/file_inputs.py).
+USER_PART_TYPES = ("input_text", "input_file")
 ASSISTANT_PART_TYPES = ("output_text", "refusal")
 
 
@@ -84,7 +85,7 @@ class Refusal(LenientModel):
 
 
 # A message's content part; which types a role may use is checked by `parse_create_request`.
-ContentPart = Annotated[Union[InputText, OutputTextInput, Refusal], Field(discriminator="type")]
+ContentPart = Annotated[Union[InputText, OutputTextInput, Refusal, InputFile], Field(discriminator="type")]
 
 
 class MessageInput(LenientModel):
@@ -111,7 +112,11 @@ class FunctionCallInput(LenientModel):
     namespace: str | None = None  # the call of a function of a `namespace` tool
 
 
-def _output_text(output: str | list[InputText]) -> str:
+# A function or custom tool output's part: text, or a file read as text.
+OutputPart = Annotated[Union[InputText, InputFile], Field(discriminator="type")]
+
+
+def _output_text(output: str | list[OutputPart]) -> str:
     """A call output's text: the string, or its text parts joined."""
     return output if isinstance(output, str) else "".join(p.text for p in output)
 
@@ -119,7 +124,7 @@ def _output_text(output: str | list[InputText]) -> str:
 class FunctionCallOutputInput(LenientModel):
     type: Literal["function_call_output"]
     call_id: str
-    output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
+    output: Union[str, list[OutputPart]]  # input_image: refused up front as unsupported
     id: str | None = None
     status: ItemStatus | None = None
 
@@ -139,7 +144,7 @@ class CustomToolCallInput(LenientModel):
 class CustomToolCallOutputInput(LenientModel):
     type: Literal["custom_tool_call_output"]
     call_id: str
-    output: Union[str, list[InputText]]  # input_image / input_file: refused up front as unsupported
+    output: Union[str, list[OutputPart]]  # input_image: refused up front as unsupported
     id: str | None = None
 
     def text(self) -> str:

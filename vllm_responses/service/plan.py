@@ -4,8 +4,8 @@
 
 - `Planner.resolve` reads and checks, calling no model, before the response takes an admission slot: the
   model named, the items the response continues (a previous response's or a conversation's), the input
-  with its references to stored items resolved, the tools offered, and the turns the model sees (with
-  `truncation: "auto"`, the oldest dropped until they fit the context window).
+  with its files read and its references to stored items resolved, the tools offered, and the turns the
+  model sees (with `truncation: "auto"`, the oldest dropped until they fit the context window).
 - `Planner.plan` makes the `ResponsePlan`: the context compacted (`context_management`: a model call, so
   the caller holds an admission slot first), the code interpreter's container, the sampling, the MCP
   servers, and the response's echo.
@@ -54,6 +54,7 @@ from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.file_inputs import FileInputs
 from vllm_responses.tools.functions import custom_tools, offered_tools
 from vllm_responses.tools.grammars import GrammarChecker
 from vllm_responses.tools.mcp import UrlPolicy, check_mcp_request, mcp_plan
@@ -110,6 +111,7 @@ class Planner:
         self.containers = containers
         self.runs = runs
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
+        self.files = FileInputs(config, containers)
 
     @property
     def _mcp_policy(self) -> UrlPolicy:
@@ -128,7 +130,8 @@ class Planner:
         continues or references must be `project`'s (another project's is not found)."""
         self._check_model(req)
         history = await self._history(req, local, project)
-        input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input", project)
+        read = await self.files.read(input_to_items(req.input), "input", project)
+        input_items = await resolve_stored_items(self.store, read, "input", project)
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)

@@ -1,0 +1,159 @@
+"""Files read as text for the model: a PDF's text layer page by page (pypdf), a text file decoded as UTF-8.
+
+Pure and synchronous (a PDF can take a while: callers run `read_file_text` off the event loop). What cannot
+be read as text (images, office documents, archives, other binaries, encrypted or broken PDFs) is
+`Unreadable`, whose message says why for the client. Past `FileLimits`, a file's bytes are refused, and a
+PDF's pages and a file's text are cut, with a line saying so where the cut is.
+"""
+
+from __future__ import annotations
+
+import io
+import mimetypes
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
+
+__all__ = ["FileLimits", "Unreadable", "file_kind", "read_file_text"]
+
+# Media types outside text/* that are text, and file name suffixes of text (source code, data, markup).
+_TEXT_MEDIA_TYPES = frozenset(
+    {
+        "application/json",
+        "application/ld+json",
+        "application/x-ndjson",
+        "application/xml",
+        "application/yaml",
+        "application/x-yaml",
+        "application/toml",
+        "application/javascript",
+        "application/x-javascript",
+        "application/typescript",
+        "application/x-sh",
+        "application/x-python",
+        "application/sql",
+        "application/x-tex",
+        "application/csv",
+    }
+)
+_TEXT_SUFFIXES = frozenset(
+    ".txt .text .md .markdown .rst .csv .tsv .json .jsonl .ndjson .xml .html .htm .css .yaml .yml .toml .ini "
+    ".cfg .conf .env .log .tex .py .pyi .ipynb .js .mjs .cjs .ts .tsx .jsx .java .kt .scala .go .rs .c .h .cc "
+    ".cpp .hpp .cs .rb .php .pl .swift .m .r .jl .lua .sh .bash .zsh .ps1 .bat .sql .graphql .proto .diff "
+    ".patch .svg .vue .dart .hs .ex .exs .erl .clj .el .vim .tf .gradle .cmake .mk .dockerfile .srt .vtt".split()
+)
+_NO_TEXT_PAGE = "(no text on this page: it may be a scanned image, which this server does not read)"
+_NO_TEXT_PDF = (
+    "(this PDF has no text layer: its pages may be scanned images, which this server does not read; "
+    "say so rather than guess its content)"
+)
+
+
+@dataclass(frozen=True)
+class FileLimits:
+    """How much of a file is read: its bytes (past them, refused), a PDF's pages and the text kept (past
+    them, cut with a line saying so)."""
+
+    max_bytes: int
+    max_pages: int
+    max_chars: int
+
+
+class Unreadable(Exception):
+    """A file that cannot be read as text; the message says why (it is shown to the client)."""
+
+
+def file_kind(data: bytes, filename: str, media_type: str | None) -> str | None:
+    """ "pdf", "text", or None (neither): by the bytes' PDF header, the media type given, then the name's."""
+    suffix = PurePosixPath(filename.lower()).suffix
+    guessed = media_type or mimetypes.guess_type(filename)[0] or ""
+    guessed = guessed.split(";", 1)[0].strip().lower()
+    if data.startswith(b"%PDF-") or guessed == "application/pdf" or suffix == ".pdf":
+        return "pdf"
+    if guessed.startswith("text/") or guessed in _TEXT_MEDIA_TYPES or guessed.endswith(("+json", "+xml")):
+        return "text"
+    if suffix in _TEXT_SUFFIXES or PurePosixPath(filename.lower()).name in ("makefile", "dockerfile"):
+        return "text"
+    return None
+
+
+def read_file_text(data: bytes, filename: str, media_type: str | None, limits: FileLimits) -> str:
+    """The text of the file `filename` (of `media_type`, when its source said) within `limits`, or
+    `Unreadable`."""
+    if len(data) > limits.max_bytes:
+        raise Unreadable(
+            f"The file {filename!r} is {len(data)} bytes, past this server's limit of {limits.max_bytes} "
+            "bytes per file."
+        )
+    kind = file_kind(data, filename, media_type)
+    if kind == "pdf":
+        return _pdf_text(data, filename, limits)
+    if kind == "text":
+        return _capped(_utf8_text(data, filename), limits.max_chars)
+    shown = media_type or mimetypes.guess_type(filename)[0] or "an unknown type"
+    raise Unreadable(
+        f"The file {filename!r} ({shown}) cannot be read: this server reads PDFs and text files (UTF-8: "
+        "plain text, markdown, CSV, JSON, source code) only."
+    )
+
+
+def _utf8_text(data: bytes, filename: str) -> str:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Unreadable(f"The file {filename!r} is not UTF-8 text.") from None
+    if "\x00" in text:
+        raise Unreadable(f"The file {filename!r} is binary, not text.")
+    return text
+
+
+def _capped(text: str, max_chars: int) -> str:
+    """`text` cut at `max_chars`, with a line saying so."""
+    if len(text) <= max_chars:
+        return text
+    return (
+        text[:max_chars]
+        + f"\n[... the text is cut here: past this server's limit of {max_chars} characters per file]"
+    )
+
+
+def _pdf_text(data: bytes, filename: str, limits: FileLimits) -> str:
+    """A PDF's text page by page under `--- page N of M ---` lines, pages past the limit left out and said to be."""
+    from pypdf import PdfReader  # imported on first use: most requests carry no PDF
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not _opened(reader):
+            raise Unreadable(f"The PDF {filename!r} is encrypted (password protected), so it cannot be read.")
+        total = len(reader.pages)
+        pages: list[str] = []
+        chars = 0
+        for n in range(min(total, limits.max_pages)):
+            if chars > limits.max_chars:  # the text is cut there anyway: no need to read further pages
+                break
+            text = (reader.pages[n].extract_text() or "").strip()
+            chars += len(text)
+            pages.append(f"--- page {n + 1} of {total} ---\n{text or _NO_TEXT_PAGE}")
+    except Unreadable:
+        raise
+    except Exception as exc:  # a parser of untrusted bytes: any failure is a broken file, not ours
+        raise Unreadable(f"The file {filename!r} is not a readable PDF ({type(exc).__name__}).") from None
+    if chars == 0:
+        pages.insert(0, _NO_TEXT_PDF)
+    if total > limits.max_pages:
+        pages.append(
+            f"[pages {limits.max_pages + 1}-{total} of {total} not read: past this server's limit of "
+            f"{limits.max_pages} pages per PDF]"
+        )
+    return _capped("\n".join(pages), limits.max_chars)
+
+
+def _opened(reader: PdfReader) -> bool:
+    """Whether an encrypted PDF opens with the empty password (one with only an owner password does)."""
+    try:
+        return bool(reader.decrypt(""))
+    except Exception:  # AES without the `cryptography` package, or a broken encryption dictionary
+        return False

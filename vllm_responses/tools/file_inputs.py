@@ -1,0 +1,204 @@
+"""`FileInputs`: the `input_file` parts of a request's items read as text, from the data they carry, a container
+file of the caller's (`file_id`), or a URL the operator allows (`file_url`).
+
+Each part is read once, when its request arrives: the part is kept (stored, and in a conversation) with its
+`filename` and its text (`extracted_text`) in place of its `file_data`, so a later response that continues
+it shows the model the same file without the file's bytes. A part that cannot be read is a 400 naming it
+(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import mimetypes
+from pathlib import PurePosixPath
+from typing import Any
+
+from interpreter_service import ContainerNotFound, FileInfo
+from vllm_responses.config import Config
+from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
+from vllm_responses.protocol.errors import InvalidRequest, NotFound
+from vllm_responses.protocol.file_parts import FILE_SOURCES
+from vllm_responses.protocol.ids import is_id
+from vllm_responses.store.base import DEFAULT_PROJECT
+from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.net_guard import Refused, UrlPolicy, pinned_transport
+
+__all__ = ["FileInputs"]
+
+# The items whose list of parts may hold files, and the field that holds it.
+_PARTS_FIELD = {"message": "content", "function_call_output": "output", "custom_tool_call_output": "output"}
+
+
+class FileInputs:
+    """Reads `input_file` parts within the server's limits (`--input-file-*`)."""
+
+    def __init__(self, config: Config, containers: ContainerService) -> None:
+        self.containers = containers
+        self.limits = FileLimits(
+            config.input_file_max_bytes, config.input_file_max_pages, config.input_file_max_chars
+        )
+        self.urls = UrlPolicy(config.input_file_allowed_urls, config.input_file_allow_private_networks)
+        self.url_timeout = config.input_file_url_timeout
+
+    async def read(
+        self, items: list[dict[str, Any]], param: str, project: str = DEFAULT_PROJECT
+    ) -> list[dict[str, Any]]:
+        """`items` (in wire form) with each `input_file` part read: its `extracted_text` and `filename` set,
+        its `file_data` dropped. `param` names the list (`input`, `items`) in errors; a `file_id` must be
+        of one of `project`'s containers."""
+        out = []
+        for i, item in enumerate(items):
+            field = _PARTS_FIELD.get(str(item.get("type", "message")))
+            parts = item.get(field) if field else None
+            if not isinstance(parts, list) or not any(_is_file(p) for p in parts):
+                out.append(item)
+                continue
+            read = [
+                await self._part(p, f"{param}[{i}].{field}[{j}]", project) if _is_file(p) else p
+                for j, p in enumerate(parts)
+            ]
+            out.append({**item, str(field): read})
+        return out
+
+    async def _part(self, part: dict[str, Any], where: str, project: str) -> dict[str, Any]:
+        """The part as kept once read (one sent back as kept, with its text and no source, as it is)."""
+        given = [key for key in FILE_SOURCES if part.get(key)]
+        if not given and part.get("extracted_text") is not None:
+            return part
+        if len(given) != 1:
+            raise InvalidRequest(
+                "An input_file takes exactly one of file_data, file_id and file_url"
+                + (f", not {' and '.join(given)}." if given else "."),
+                param=where,
+            )
+        if given[0] == "file_data":
+            data, name, media = _decoded(part, where, self.limits.max_bytes)
+        elif given[0] == "file_id":
+            data, name, media = await self._container_file(str(part["file_id"]), where, project)
+        else:
+            data, name, media = await self._fetched(str(part["file_url"]), where)
+        name = str(part.get("filename") or name)
+        try:
+            text = await asyncio.to_thread(read_file_text, data, name, media, self.limits)
+        except Unreadable as exc:
+            raise InvalidRequest(f"{exc} ({where})", param=where) from None
+        kept = {key: value for key, value in part.items() if key != "file_data"}
+        return {**kept, "filename": name, "extracted_text": text}
+
+    async def _container_file(self, file_id: str, where: str, project: str) -> tuple[bytes, str, str | None]:
+        """The bytes, base name and media type (by name) of the container file `file_id` of `project`'s."""
+        info = await self._find(file_id, project) if is_id(file_id, "cfile") else None
+        if info is None:
+            raise NotFound(
+                f"No file {file_id!r} in any of your containers (file_id names a container file).",
+                param=f"{where}.file_id",
+            )
+        if info.bytes > self.limits.max_bytes:
+            raise InvalidRequest(
+                f"The file {file_id!r} is {info.bytes} bytes, past this server's limit of "
+                f"{self.limits.max_bytes} bytes per file.",
+                param=where,
+            )
+        try:
+            data = await self.containers.content(info)
+        except ContainerNotFound:
+            raise NotFound(
+                f"No file {file_id!r} in any of your containers.", param=f"{where}.file_id"
+            ) from None
+        name = PurePosixPath(info.path).name
+        return data, name, mimetypes.guess_type(name)[0]
+
+    async def _find(self, file_id: str, project: str) -> FileInfo | None:
+        """The file with that id among `project`'s live containers (another project's are never looked in)."""
+        if self.containers.interpreter is None:
+            return None
+        for container in await self.containers.list_all(project):
+            with contextlib.suppress(ContainerNotFound):  # deleted or expired meanwhile
+                found = await self.containers.file(container.id, file_id, project)
+                if found is not None:
+                    return found
+        return None
+
+    async def _fetched(self, url: str, where: str) -> tuple[bytes, str, str | None]:
+        """The bytes at `url`, the name its path ends in and its Content-Type; a 400 naming `file_url` when
+        the operator does not allow it, or it cannot be fetched within the limits (no redirects followed)."""
+        import httpx2
+
+        param = f"{where}.file_url"
+        if not self.urls.allowed:
+            raise InvalidRequest(
+                "file_url is not enabled on this server (--input-file-allowed-urls): send the file as "
+                "file_data or file_id.",
+                param=param,
+                code="unsupported_value",
+            )
+        try:
+            pinned = await self.urls.pin(url)
+        except Refused:
+            raise InvalidRequest("This file_url is not allowed on this server.", param=param) from None
+        try:
+            async with httpx2.AsyncClient(
+                transport=pinned_transport(pinned), trust_env=False, follow_redirects=False
+            ) as client:
+                async with asyncio.timeout(self.url_timeout):
+                    data, media = await _download(client, pinned.target.url, self.limits.max_bytes, param)
+        except (TimeoutError, Refused, httpx2.HTTPError, OSError) as exc:
+            raise InvalidRequest(
+                f"The file_url could not be fetched ({type(exc).__name__}).", param=param
+            ) from None
+        return data, PurePosixPath(pinned.target.path).name or "file", media
+
+
+async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[bytes, str | None]:
+    """The body of a GET of `url` (a 200 only) and its media type, refused past `max_bytes`."""
+    async with client.stream("GET", url) as response:
+        if response.status_code != 200:
+            raise InvalidRequest(
+                f"The file_url answered HTTP {response.status_code} (redirects are not followed).",
+                param=param,
+            )
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > max_bytes:
+                raise InvalidRequest(
+                    f"The file at file_url is past this server's limit of {max_bytes} bytes per file.",
+                    param=param,
+                )
+        media = response.headers.get("content-type")
+        return bytes(body), media.split(";", 1)[0].strip() if media else None
+
+
+def _is_file(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "input_file"
+
+
+def _decoded(part: dict[str, Any], where: str, max_bytes: int) -> tuple[bytes, str, str | None]:
+    """`file_data`'s bytes, a name for them and their media type: a data URL (`data:<type>;base64,...`) or
+    plain base64 with `filename`."""
+    raw, param = str(part["file_data"]), f"{where}.file_data"
+    media: str | None = None
+    if raw.startswith("data:"):
+        head, comma, raw = raw[5:].partition(",")
+        if not comma or not head.endswith(";base64"):
+            raise InvalidRequest("file_data must be a base64 data URL (data:<type>;base64,...).", param=param)
+        media = head.removesuffix(";base64").split(";", 1)[0].strip().lower() or None
+    elif not part.get("filename"):
+        raise InvalidRequest(
+            "file_data given as plain base64 needs a filename (or send a data URL with its media type).",
+            param=f"{where}.filename",
+        )
+    if len(raw) * 3 // 4 > max_bytes + 3:
+        raise InvalidRequest(
+            f"The file is past this server's limit of {max_bytes} bytes per file.", param=where
+        )
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("file_data is not valid base64.", param=param) from None
+    suffix = mimetypes.guess_extension(media) if media else None
+    return data, "file" + (suffix or ""), media
