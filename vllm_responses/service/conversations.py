@@ -22,6 +22,7 @@ from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation
+from vllm_responses.tools.file_inputs import FileInputs
 
 __all__ = ["ConversationService"]
 
@@ -29,8 +30,11 @@ logger = logging.getLogger(__name__)
 
 
 class ConversationService:
-    def __init__(self, store: ResponseStore) -> None:
+    """`files` reads the `input_file` parts of the items added (None: they are kept unread)."""
+
+    def __init__(self, store: ResponseStore, files: FileInputs | None = None) -> None:
         self.store = store
+        self.files = files
 
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
@@ -38,7 +42,7 @@ class ConversationService:
         conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}), project)
         kept = await self._kept(
             conversation.id,
-            await resolve_stored_items(self.store, input_to_items(items), "items", project),
+            await self._resolved(items, project),
             check_store=False,
         )
         await self.store.create_conversation(conversation, kept)
@@ -73,12 +77,17 @@ class ConversationService:
     ) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
         await self.get(conversation_id, project)
-        kept = await self._kept(
-            conversation_id, await resolve_stored_items(self.store, input_to_items(items), "items", project)
-        )
+        kept = await self._kept(conversation_id, await self._resolved(items, project))
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
+
+    async def _resolved(self, items: list[InputItem], project: str) -> list[dict[str, Any]]:
+        """Items to add as stored items: their files read, their references to stored items resolved."""
+        raw = input_to_items(items)
+        if self.files is not None:
+            raw = await self.files.read(raw, "items", project)
+        return await resolve_stored_items(self.store, raw, "items", project)
 
     async def page(
         self,

@@ -28,6 +28,7 @@ from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.file_inputs import FileInputs
 
 __all__ = ["ResponsesService"]
 
@@ -47,7 +48,7 @@ class ResponsesService:
         self.interpreter = interpreter
         self.store = store
         self.containers = ContainerService(interpreter)
-        self.conversations = ConversationService(store)
+        self.conversations = ConversationService(store, FileInputs(config, self.containers))
         self.runs: dict[str, Run] = {}
         self.planner = Planner(config, engine, store, self.conversations, self.containers, self.runs)
         self.driver = RunDriver(store, self.conversations, self.runs)
