@@ -28,7 +28,7 @@ class InputFile(LenientModel):
     file_id: str | None = None  # a container file of the caller's (`cfile_...`)
     file_url: str | None = None  # fetched only where the operator allows it (--input-file-allowed-urls)
     filename: str | None = None
-    detail: Literal["auto", "low", "high"] | None = None
+    detail: str | None = None  # accepted and kept; a file is read as text whatever it says
     extracted_text: str | None = None
 
     @property
