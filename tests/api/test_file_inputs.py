@@ -390,3 +390,14 @@ def test_file_url_is_fetched_where_private_networks_are_allowed(files_site: str,
         assert "answered HTTP 404" in missing["message"]
     finally:
         live.stop()
+
+
+def test_a_streamed_request_with_an_unreadable_file_is_a_400_before_any_event(client: openai.OpenAI) -> None:
+    bad = {"type": "input_file", "file_data": data_url(b"GIF89a", "image/gif")}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(
+            model=MODEL,
+            input=[{"role": "user", "content": [bad]}],  # type: ignore[list-item]
+            stream=True,
+        )
+    assert caught.value.body["param"] == "input[0].content[0]"  # type: ignore[index]
