@@ -34,7 +34,8 @@ CASES = [
         404,
         "tools[0].container",
     ),
-    ({"model": MODEL, "input": "hi", "include": ["message.output_text.logprobs"]}, 400, "include[0]"),
+    ({"model": MODEL, "input": "hi", "top_logprobs": 21}, 400, "top_logprobs"),
+    ({"model": MODEL, "input": "hi", "top_logprobs": -1}, 400, "top_logprobs"),
     ({"model": MODEL, "input": "hi", "include": ["nonsense"]}, 400, "include[0]"),
     ({"model": MODEL, "input": [{"type": "image_generation_call"}]}, 400, "input[0].type"),
     (
@@ -169,6 +170,8 @@ def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: Fak
 # the SDK knows is refused.
 HONOURED = {"code_interpreter_call.outputs": "outputs", "reasoning.encrypted_content": "encrypted_content"}
 SEARCH_ONLY = {"web_search_call.action.sources"}
+# honoured where the engine gives them (tests/api/test_logprobs.py)
+LOGPROBS = {"message.output_text.logprobs"}
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
 
 
@@ -188,7 +191,8 @@ def test_every_sdk_include_value_is_honoured_or_refused(
     fake_server: LiveServer, engine: FakeEngine, value: str
 ) -> None:
     base = fake_server.base_url + "/v1/responses"
-    if value in SEARCH_ONLY:  # honoured where a backend serves web_search (tests/tools/test_web_search.py)
+    # honoured where a search backend serves web_search (test_web_search.py), or where the engine scores tokens
+    if value in SEARCH_ONLY | LOGPROBS:
         r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": [value]}, timeout=10)
         assert r.status_code == 200, r.text
         got = httpx.get(f"{base}/{r.json()['id']}", params={"include[]": value}, timeout=10)

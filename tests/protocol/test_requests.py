@@ -17,9 +17,9 @@ def test_check_includes_names_the_first_refused_value() -> None:
     check_includes(SUPPORTED_INCLUDES)
     check_includes([])
     with pytest.raises(InvalidRequest) as known:
-        check_includes(["code_interpreter_call.outputs", "message.output_text.logprobs"])
+        check_includes(["code_interpreter_call.outputs", "file_search_call.results"])
     assert known.value.param == "include[1]" and known.value.code == "unsupported_value"
-    assert "'message.output_text.logprobs' is an include value this server does not" in known.value.message
+    assert "'file_search_call.results' is an include value this server does not" in known.value.message
     with pytest.raises(InvalidRequest) as unknown:
         check_includes(["nonsense"])
     assert unknown.value.param == "include[0]" and "'nonsense' is unknown" in unknown.value.message

@@ -302,7 +302,7 @@ class AgentLoop:
         async with aclosing(self.engine.generate(request)) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    events = builder.text_delta(event.text) if event.text else []
+                    events = builder.text_delta(event.text, event.logprobs) if event.text else []
                 elif isinstance(event, ReasoningDelta):
                     events = builder.reasoning_delta(event.text) if event.text else []
                 elif isinstance(event, ToolCallStart):

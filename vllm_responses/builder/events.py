@@ -23,6 +23,7 @@ from vllm_responses.protocol.events import (
     FunctionArgumentsDone,
     ItemRef,
     LifecycleType,
+    Logprob,
     McpArgumentsDelta,
     McpArgumentsDone,
     McpItemEvent,
@@ -92,18 +93,24 @@ def content_part_done(seq: int, ref: PartRef, part: Part) -> ContentPartDone:
     return {"type": "response.content_part.done", "sequence_number": seq, "part": part, **ref}
 
 
-def text_delta(seq: int, ref: PartRef, delta: str) -> TextDelta:
+def text_delta(seq: int, ref: PartRef, delta: str, logprobs: list[Logprob] | None = None) -> TextDelta:
     return {
         "type": "response.output_text.delta",
         "sequence_number": seq,
         "delta": delta,
-        "logprobs": [],
+        "logprobs": logprobs or [],
         **ref,
     }
 
 
-def text_done(seq: int, ref: PartRef, text: str) -> TextDone:
-    return {"type": "response.output_text.done", "sequence_number": seq, "text": text, "logprobs": [], **ref}
+def text_done(seq: int, ref: PartRef, text: str, logprobs: list[Logprob] | None = None) -> TextDone:
+    return {
+        "type": "response.output_text.done",
+        "sequence_number": seq,
+        "text": text,
+        "logprobs": logprobs or [],
+        **ref,
+    }
 
 
 def annotation_added(seq: int, ref: PartRef, index: int, annotation: Annotation) -> AnnotationAdded:

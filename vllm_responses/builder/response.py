@@ -14,6 +14,7 @@ business (`errors.py`). The steps live in parts: `text.py` (message and reasonin
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from vllm_responses.builder.calls import CallSteps
@@ -21,7 +22,7 @@ from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.builder.mcp import McpSteps
 from vllm_responses.builder.text import OpenText
-from vllm_responses.engine.types import Usage
+from vllm_responses.engine.types import TokenLogprob, Usage
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
@@ -180,8 +181,8 @@ class ResponseBuilder:
 
     # --- message and reasoning text (text.py) ---------------------------------------------------------
 
-    def text_delta(self, text: str) -> list[Event]:
-        return self._text.text_delta(text)
+    def text_delta(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> list[Event]:
+        return self._text.text_delta(text, logprobs)
 
     def reasoning_delta(self, text: str) -> list[Event]:
         return self._text.reasoning_delta(text)

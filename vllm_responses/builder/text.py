@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import base64
 import copy
+from collections.abc import Sequence
 
 from vllm_responses.builder import events as ev
 from vllm_responses.builder.citations import file_citations, url_citations
 from vllm_responses.builder.core import ResponseState
-from vllm_responses.protocol.events import Event
+from vllm_responses.engine.types import TokenLogprob
+from vllm_responses.protocol.events import Event, Logprob, TopLogprob
 from vllm_responses.protocol.ids import new_id
-from vllm_responses.protocol.items import ItemStatus, MessageItem, OutputItem, OutputText, ReasoningItem
+from vllm_responses.protocol.items import (
+    ItemStatus,
+    MessageItem,
+    OutputItem,
+    OutputLogprob,
+    OutputText,
+    ReasoningItem,
+)
 
-__all__ = ["REASONING_SEAL", "OpenText", "seal_reasoning"]
+__all__ = ["REASONING_SEAL", "OpenText", "event_logprob", "part_logprob", "seal_reasoning"]
 
 REASONING_SEAL = "vr1:"
+
+
+def part_logprob(token: TokenLogprob) -> OutputLogprob:
+    """One token's logprob as the `output_text` part carries it (with the UTF-8 `bytes` of each token)."""
+    return {
+        "token": token.token,
+        "bytes": list(token.token.encode()),
+        "logprob": token.logprob,
+        "top_logprobs": [{"token": t, "bytes": list(t.encode()), "logprob": lp} for t, lp in token.top],
+    }
+
+
+def event_logprob(logprob: OutputLogprob) -> Logprob:
+    """A part's logprob as the `output_text` delta and done events carry it (no `bytes`)."""
+    top: list[TopLogprob] = [{"token": t["token"], "logprob": t["logprob"]} for t in logprob["top_logprobs"]]
+    return {"token": logprob["token"], "logprob": logprob["logprob"], "top_logprobs": top}
 
 
 def seal_reasoning(text: str) -> str:
@@ -52,15 +77,20 @@ class OpenText:
 
     # --- message text ---------------------------------------------------------------------------------
 
-    def text_delta(self, text: str) -> list[Event]:
+    def text_delta(self, text: str, logprobs: Sequence[TokenLogprob] = ()) -> list[Event]:
+        """More message text, with the logprobs of the tokens that wrote it (when they were asked for)."""
         state = self.state
         events = self._close_reasoning("completed") if self.reasoning is not None else []
         if self.message is None:
             self.message, opened = self._open_message()
             events += opened
         index = self.message
-        state.message(index)["content"][0]["text"] += text
-        return [*events, ev.text_delta(state.seq(), state.part_ref(index), text)]
+        part = state.message(index)["content"][0]
+        part["text"] += text
+        added = [part_logprob(t) for t in logprobs]
+        part["logprobs"] += added
+        shown = [event_logprob(lp) for lp in added]
+        return [*events, ev.text_delta(state.seq(), state.part_ref(index), text, shown)]
 
     def _open_message(self) -> tuple[int, list[Event]]:
         state = self.state
@@ -91,7 +121,8 @@ class OpenText:
         events: list[Event] = [
             ev.annotation_added(state.seq(), ref, i, a.copy()) for i, a in enumerate(part["annotations"])
         ]
-        events.append(ev.text_done(state.seq(), ref, part["text"]))
+        logprobs = [event_logprob(lp) for lp in part["logprobs"]]
+        events.append(ev.text_done(state.seq(), ref, part["text"], logprobs))
         events.append(ev.content_part_done(state.seq(), ref, copy.deepcopy(part)))
         return [*events, state.item_done(index)]
 

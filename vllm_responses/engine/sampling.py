@@ -197,6 +197,8 @@ def to_sampling_params(
     kwargs["min_tokens"] = sampling.min_tokens
     kwargs["include_stop_str_in_output"] = sampling.include_stop_str_in_output
     kwargs["skip_special_tokens"] = sampling.skip_special_tokens
+    if sampling.logprobs is not None:  # the sampled token's logprob and the N most likely at its place
+        kwargs["logprobs"] = sampling.logprobs
     try:
         if structured:
             kwargs["structured_outputs"] = StructuredOutputsParams(**structured)

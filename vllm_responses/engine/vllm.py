@@ -18,6 +18,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tally import CallTally, Prepared
+from vllm_responses.engine.logprobs import TokenAligner
 from vllm_responses.engine.parser_names import (
     THINK_REASONING_PARSERS,
     load_parser,
@@ -330,18 +331,26 @@ class VLLMEngine:
         prompt_ids, prefill, parser, params = await _sized(self._call, request)  # as `precheck`
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = CallTally(one_call=not request.parallel_tool_calls)
+        wanted = request.sampling.logprobs
+        aligner = TokenAligner(wanted) if wanted is not None else None
         output_tokens = 0
         cached = 0
         reason: str | None = None
         stream = self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, vllm_id)
         try:
             if prefill:
+                if aligner is not None:
+                    aligner.prefill(prefill)
                 for delta in tally.see(parser.feed(prefill)):
                     yield delta
             async for out in stream:
                 completion = out.outputs[0]
                 output_tokens += len(completion.token_ids)
-                for delta in tally.see(parser.feed_tokens(completion.text, completion.token_ids)):
+                deltas = parser.feed_tokens(completion.text, completion.token_ids)
+                if aligner is not None:
+                    aligner.chunk(completion.text, completion.token_ids, completion.logprobs)
+                    deltas = aligner.attach(deltas)
+                for delta in tally.see(deltas):
                     yield delta
                 if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"
@@ -351,7 +360,8 @@ class VLLMEngine:
                     break
             if reason == "abort" or reason is None:
                 raise EngineUnavailable("the engine aborted the request", code="engine_aborted")
-            for delta in tally.see(parser.finish()):
+            last = parser.finish()
+            for delta in tally.see(aligner.attach(last) if aligner is not None else last):
                 yield delta
             finish: FinishReason = "length" if reason == "length" else "tool_calls" if tally.calls else "stop"
             thought = len(self._encode("".join(tally.reasoning))) if tally.reasoning else 0

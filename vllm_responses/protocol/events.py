@@ -34,6 +34,7 @@ __all__ = [
     "FunctionArgumentsDone",
     "ItemRef",
     "LifecycleType",
+    "Logprob",
     "McpArgumentsDelta",
     "McpArgumentsDone",
     "McpItemEvent",
@@ -47,6 +48,7 @@ __all__ = [
     "ResponseLifecycle",
     "TextDelta",
     "TextDone",
+    "TopLogprob",
     "WebSearchEvent",
     "WebSearchEventType",
 ]
@@ -110,6 +112,21 @@ class ContentPartDone(TypedDict):
     part: Part
 
 
+class TopLogprob(TypedDict):
+    """`ResponseTextDeltaEvent`'s `LogprobTopLogprob` (and the done event's)."""
+
+    token: str
+    logprob: float
+
+
+class Logprob(TypedDict):
+    """`ResponseTextDeltaEvent`'s `Logprob` (and the done event's): no `bytes`, unlike the output part's."""
+
+    token: str
+    logprob: float
+    top_logprobs: list[TopLogprob]
+
+
 class TextDelta(TypedDict):
     type: Literal["response.output_text.delta"]
     sequence_number: int
@@ -117,7 +134,7 @@ class TextDelta(TypedDict):
     output_index: int
     content_index: int
     delta: str
-    logprobs: list[object]
+    logprobs: list[Logprob]  # the tokens of this delta
 
 
 class TextDone(TypedDict):
@@ -127,7 +144,7 @@ class TextDone(TypedDict):
     output_index: int
     content_index: int
     text: str
-    logprobs: list[object]
+    logprobs: list[Logprob]  # all the tokens of the text
 
 
 class AnnotationAdded(TypedDict):

@@ -35,7 +35,9 @@ __all__ = [
     "McpListToolsTool",
     "MessageItem",
     "OutputItem",
+    "OutputLogprob",
     "OutputText",
+    "OutputTopLogprob",
     "OutputTokensDetails",
     "ReasoningItem",
     "ReasoningContent",
@@ -80,13 +82,30 @@ class UrlCitation(TypedDict):
 Annotation = Union[ContainerFileCitation, UrlCitation]
 
 
+class OutputTopLogprob(TypedDict):
+    """`ResponseOutputText`'s `LogprobTopLogprob`: a likely token at one place (`bytes`: its UTF-8)."""
+
+    token: str
+    bytes: list[int]
+    logprob: float
+
+
+class OutputLogprob(TypedDict):
+    """`ResponseOutputText`'s `Logprob`: one output token's, and the most likely ones at its place."""
+
+    token: str
+    bytes: list[int]
+    logprob: float
+    top_logprobs: list[OutputTopLogprob]
+
+
 class OutputText(TypedDict):
     """`ResponseOutputText`"""
 
     type: Literal["output_text"]
     text: str
     annotations: list[Annotation]
-    logprobs: list[Any]
+    logprobs: list[OutputLogprob]
 
 
 class MessageItem(TypedDict):

@@ -58,6 +58,7 @@ SUPPORTED_INCLUDES = (
     "code_interpreter_call.outputs",
     "reasoning.encrypted_content",
     "web_search_call.action.sources",  # honoured where a search backend serves web_search
+    "message.output_text.logprobs",  # each output token's logprob, and `top_logprobs` alternatives
 )
 _KNOWN_INCLUDES = (
     "file_search_call.results",
@@ -108,7 +109,7 @@ class CreateResponseRequest(LenientModel):
     reasoning: Reasoning | None = None
     user: str | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)  # alternatives per token, with the include
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
     # Sent by Codex CLI (ids of its installation, session and turn): accepted, kept nowhere, no effect here.
@@ -266,11 +267,7 @@ def _refuse_unsupported_tools(tools: Any) -> None:
 
 
 def _check_combinations(req: CreateResponseRequest) -> None:
-    """Parameters refused on their own (`top_logprobs`) or with another one."""
-    if req.top_logprobs:
-        raise InvalidRequest(
-            "top_logprobs is not supported.", param="top_logprobs", code="unsupported_parameter"
-        )
+    """Parameters refused together."""
     if req.conversation is not None and req.previous_response_id:
         raise InvalidRequest(
             "Mutually exclusive parameters: give either 'previous_response_id' or 'conversation', not both.",

@@ -297,6 +297,8 @@ def request_sampling(req: CreateResponseRequest) -> Sampling:
         logit_bias=req.logit_bias,
         include_stop_str_in_output=req.include_stop_str_in_output,
         skip_special_tokens=req.skip_special_tokens,
+        # As OpenAI: the include turns logprobs on; `top_logprobs` alone only sets how many alternatives.
+        logprobs=(req.top_logprobs or 0) if "message.output_text.logprobs" in req.include else None,
     )
 
 

@@ -43,7 +43,7 @@ def merge_deltas(deltas: list[Delta]) -> list[Delta]:
             continue
         prev = out[-1] if out else None
         if isinstance(d, TextDelta) and isinstance(prev, TextDelta):
-            out[-1] = TextDelta(prev.text + d.text)
+            out[-1] = TextDelta(prev.text + d.text, prev.logprobs + d.logprobs)
         elif isinstance(d, ReasoningDelta) and isinstance(prev, ReasoningDelta):
             out[-1] = ReasoningDelta(prev.text + d.text)
         elif isinstance(d, ToolCallDelta) and isinstance(prev, ToolCallDelta) and prev.index == d.index:
