@@ -279,7 +279,8 @@ async def test_upfront_requests_are_the_first_call_and_every_later_constraint() 
     checks = loop_of(
         engine, with_code(FakeInterpreter(), sampling=Sampling(text_format=schema))
     ).upfront_requests()
-    assert [(bool(c.tools), c.sampling.text_format) for c in checks] == [(True, None), (False, schema)]
+    # Beside tools the first call carries the format too (calls or the JSON); alone it is checked as well.
+    assert [(bool(c.tools), c.sampling.text_format) for c in checks] == [(True, schema), (False, schema)]
     a, b = {"regex": "a"}, {"regex": "b"}
     checks = loop_of(engine, plan(structured=(a, b, a))).upfront_requests()
     assert [c.sampling.structured for c in checks] == [a, b]

@@ -243,7 +243,8 @@ class AgentLoop:
     def upfront_requests(self) -> list[GenerateRequest]:
         """What `Engine.precheck` checks before the response starts: the first model call as it will be made,
         and that call with each output constraint only a later call carries (a later `structured` entry;
-        `text.format`, applied once no tools are offered), so that a bad one is refused now, not mid-stream."""
+        `text.format` alone, as a call offered no tools carries it), so that a bad one is refused now, not
+        mid-stream."""
         first = self._request(0)
         if first is None:
             return []
@@ -253,7 +254,7 @@ class AgentLoop:
             if structured != sampling.structured:
                 checks.append(replace(first, sampling=replace(sampling, structured=structured)))
         text_format = self.plan.sampling.text_format
-        if text_format and sampling.text_format is None and not self.plan.structured:
+        if text_format and first.tools and not self.plan.structured:
             checks.append(
                 replace(
                     first, tools=(), tool_choice="none", sampling=replace(sampling, text_format=text_format)
@@ -279,12 +280,8 @@ class AgentLoop:
             tools, choice = self.mcp.first_choice(tools, choice)
         use_tools = bool(tools) and tools_left and turn_no < plan.max_turns - 1 and choice != "none"
         structured = plan.structured[min(turn_no, len(plan.structured) - 1)] if plan.structured else None
-        sampling = replace(
-            plan.sampling,
-            max_tokens=budget,
-            text_format=None if use_tools else plan.sampling.text_format,
-            structured=structured,
-        )
+        # `text.format` rides on every call: beside tools the engine holds the answer to it (calls or the JSON).
+        sampling = replace(plan.sampling, max_tokens=budget, structured=structured)
         return GenerateRequest(
             request_id=f"{self.request_id}-{turn_no}",
             turns=tuple(self.turns),

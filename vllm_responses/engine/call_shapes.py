@@ -23,6 +23,8 @@ class CallShape:
     - `triggers`: where a free call opens in free text; empty: calls only at the start of the output, and
       free text there may not start with one of `text_first_not` nor contain one of `text_excludes`.
     - `code_opening`: raw code calls to the code interpreter (its arguments are not JSON).
+    - `answer_opening`: what opens a final answer that must be JSON (`call_tags.calls_or_json_tag`): harmony
+      writes it in the final channel; other formats write the JSON bare.
     """
 
     spellings: tuple[tuple[str, tuple[str, ...]], ...]
@@ -34,6 +36,7 @@ class CallShape:
     text_first_not: str = ""
     text_excludes: tuple[str, ...] = ()
     code_opening: str | None = None
+    answer_opening: str = ""
 
     def openings(self, tool: ToolSpec, *, forced: bool) -> list[tuple[str, tuple[str, ...]]]:
         """(opening, closings) of calls to `tool` in this format."""
@@ -85,6 +88,7 @@ HARMONY = CallShape(
     several=False,
     triggers=("<|channel|>commentary to=", "<|channel|>analysis to="),
     code_opening="<|channel|>analysis to=python code<|message|>",
+    answer_opening="<|channel|>final<|message|>",
 )
 
 # Parser name (aliases included) -> its shape. The markdown formats have none: their one call, the code

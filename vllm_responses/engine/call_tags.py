@@ -1,6 +1,7 @@
 """xgrammar structural tags for tool calls in any format with a `CallShape`: one tag per tool (its arguments'
 JSON schema, or a custom tool's grammar), forced (`tags_with_separator`) or, for strict and grammar tools, after
-a free-text trigger (or, for formats whose calls open the output, as the alternative to free text)."""
+a free-text trigger (or, for formats whose calls open the output, as the alternative to free text); and, where the
+final answer must be JSON (`text.format`), calls or that JSON and nothing else."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec
 
 __all__ = [
     "ANY_OBJECT",
+    "calls_or_json_tag",
     "constrains_free_calls",
     "forced_calls_tag",
     "free_calls_tag",
@@ -173,4 +175,18 @@ def free_calls_tag(
             {"type": "sequence", "elements": [first, text]},
         ],
     }
+    return _structural_tag(fmt)
+
+
+def calls_or_json_tag(
+    tools: Sequence[ToolSpec], schema: dict[str, Any], *, parallel: bool = True, shape: CallShape = HERMES
+) -> dict[str, Any]:
+    """A structural tag for a model call that may call `tools` or answer, where the answer must be JSON
+    matching `schema` (`text.format`): the output is either calls in `shape`'s format, held as free calls are
+    (`free_calls_tag`; with `parallel` off, one), or the JSON (after `shape.answer_opening`), nothing else: no
+    text beside the calls, no text around the JSON."""
+    answer: dict[str, Any] = {"type": "json_schema", "json_schema": schema}
+    if shape.answer_opening:
+        answer = {"type": "sequence", "elements": [_const(shape.answer_opening), answer]}
+    fmt = {"type": "or", "elements": [_calls(tools, shape, parallel=parallel, forced=False), answer]}
     return _structural_tag(fmt)

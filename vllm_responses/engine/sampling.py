@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import call_shape
-from vllm_responses.engine.call_tags import constrains_free_calls, forced_calls_tag, free_calls_tag
+from vllm_responses.engine.call_tags import (
+    ANY_OBJECT,
+    calls_or_json_tag,
+    constrains_free_calls,
+    forced_calls_tag,
+    free_calls_tag,
+)
 from vllm_responses.engine.types import ForcedTool, GenerateRequest, Sampling, ToolSpec
 
 if TYPE_CHECKING:
@@ -19,6 +25,8 @@ __all__ = [
     "GENERATION_DEFAULTS",
     "STRUCTURED_KEYS",
     "SPECIAL_TOKEN_FORMATS",
+    "answer_beside_tools",
+    "answer_constraint",
     "forced_call_constraint",
     "forced_tools",
     "structured_constraint",
@@ -113,14 +121,44 @@ def _text_format(fmt: dict[str, Any]) -> dict[str, Any] | None:
     raise _bad_request(f"unsupported text.format type {kind!r}")
 
 
-def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[str, Any] | None:
+def answer_beside_tools(request: GenerateRequest) -> bool:
+    """Whether the call may call tools (`tool_choice` auto) and its answer must be JSON (`text.format`
+    json_schema / json_object, no `structured` extension): the calls-or-JSON case of `answer_constraint`."""
+    fmt = request.sampling.text_format or {}
+    return (
+        bool(request.tools)
+        and request.tool_choice == "auto"
+        and request.sampling.structured is None
+        and fmt.get("type") not in (None, "text")
+    )
+
+
+def answer_constraint(
+    text: dict[str, Any], tools: Sequence[ToolSpec], parser_name: str, *, parallel: bool
+) -> dict[str, Any]:
+    """`text` (the `text.format` constraint) for a call offered `tools`: calls or the JSON and nothing else
+    (`call_tags.calls_or_json_tag`), the calls in the format's shape (the Hermes shape where the format forces
+    Hermes calls: auto, fallback); `text` alone where no tool is offered or the format has no call shape
+    (markdown, llama3_python_tag, none: that call answers, it calls no tool)."""
+    shape = call_shape(parser_name, forced=True)
+    if not tools or shape is None:
+        return text
+    schema = text["json"] if isinstance(text.get("json"), dict) else ANY_OBJECT
+    return calls_or_json_tag(tools, schema, parallel=parallel, shape=shape)
+
+
+def structured_constraint(
+    request: GenerateRequest, parser_name: str, *, prefilled: bool = False
+) -> dict[str, Any] | None:
     """Keyword arguments for vLLM's `StructuredOutputsParams`, or None for free decoding.
 
     Precedence: the `structured` extension; then a forced tool call (`forced_call_constraint`: a structural
     tag for well-formed calls in the parser's format only, one or several with `parallel_tool_calls`;
     markdown formats: None, the engine prefills "```python\\n"); then `text_format` (json_schema /
-    json_object); then, for formats with a call shape offering a strict function or a custom tool with a
-    grammar, a structural tag holding free calls to them (`call_tags.free_calls_tag`).
+    json_object), beside the tools offered (`answer_constraint`: calls or the JSON), except in a call whose
+    code call the engine opens by a prefill (`prefilled`: the format holds a later call); then, for formats
+    with a call shape offering a strict function or a custom tool with a grammar, a structural tag holding
+    free calls to them (`call_tags.free_calls_tag`).
     """
     sampling = request.sampling
     if sampling.structured is not None:
@@ -128,9 +166,10 @@ def structured_constraint(request: GenerateRequest, parser_name: str) -> dict[st
     forced = forced_tools(request)
     if forced:
         return forced_call_constraint(forced, parser_name, parallel=request.parallel_tool_calls)
-    if sampling.text_format and (text := _text_format(sampling.text_format)) is not None:
-        return text  # the output format the client asked for wins over holding free calls to their tools
     offered = request.tools if request.tool_choice != "none" else ()
+    text = _text_format(sampling.text_format) if sampling.text_format and not prefilled else None
+    if text is not None:
+        return answer_constraint(text, offered, parser_name, parallel=request.parallel_tool_calls)
     shape = call_shape(parser_name)
     if shape is not None and constrains_free_calls(offered):
         return free_calls_tag(offered, parallel=request.parallel_tool_calls, shape=shape)

@@ -43,6 +43,7 @@ from vllm_responses.engine.prompt import (
 from vllm_responses.engine.sampling import (
     GENERATION_DEFAULTS,
     MARKDOWN_FORMATS,
+    answer_beside_tools,
     forced_tools,
     structured_constraint,
     to_sampling_params,
@@ -230,9 +231,10 @@ class VLLMEngine:
         that the model's own format cannot write, which is written under a grammar as a Hermes call (as vLLM's
         own server forces calls in a JSON shape of its own rather than the model's format): under a vLLM-only
         parser name (no grammar of ours), and under a markdown format (the embedded default model's: it
-        writes code cells only) when a forced tool is not the code interpreter."""
+        writes code cells only) when a forced tool is not the code interpreter. Under a vLLM-only parser name,
+        a call that may call tools or answer in JSON (`answer_beside_tools`) is written as Hermes calls too."""
         forced = forced_tools(request)
-        if self._forced_as_hermes and forced:
+        if self._forced_as_hermes and (forced or answer_beside_tools(request)):
             return "hermes"
         if self.parser_name in MARKDOWN_FORMATS and any(not t.code_interpreter for t in forced):
             return "hermes"
@@ -254,9 +256,11 @@ class VLLMEngine:
         elif markdown and self.prefill_code and code_ran_since_user(request):
             # With the prefill policy a markdown-format model gets one code call per user message (and a
             # retry when it did not parse): once its code has run, it answers in plain text (weak models
-            # otherwise re-run the same cell, or echo it, until the token budget is gone).
+            # otherwise re-run the same cell, or echo it, until the token budget is gone). An answer held to
+            # `text.format` ends with its JSON, not at a blank line (JSON may hold one).
             parser = PlainTextParser(())
-            stop, bad_words = [ANSWER_STOP], list(ANSWER_BAD_WORDS)
+            stop = [] if answer_beside_tools(request) else [ANSWER_STOP]
+            bad_words = list(ANSWER_BAD_WORDS)
         prompt = self.render(request, prefill, forced=forced_tools(request) if not own else ())
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
@@ -286,7 +290,7 @@ class VLLMEngine:
         params = to_sampling_params(
             with_format_tokens(request.sampling, self.parser_name),
             max_tokens=min(wanted, room) if wanted else room,
-            structured=structured_constraint(request, prepared.call_format),
+            structured=structured_constraint(request, prepared.call_format, prefilled=bool(prepared.prefill)),
             stop=prepared.stop,
             bad_words=prepared.bad_words,
             defaults=self._default_sampling,
