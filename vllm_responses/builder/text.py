@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 
 from vllm_responses.builder import events as ev
@@ -12,15 +11,7 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import ItemStatus, MessageItem, OutputItem, OutputText, ReasoningItem
 
-__all__ = ["REASONING_SEAL", "OpenText", "seal_reasoning"]
-
-REASONING_SEAL = "vr1:"
-
-
-def seal_reasoning(text: str) -> str:
-    """The `encrypted_content` of a reasoning item: not secret (the text is in the item already), only
-    opaque to clients. Resent as input it is accepted; earlier reasoning is not rendered into prompts."""
-    return REASONING_SEAL + base64.urlsafe_b64encode(text.encode()).decode()
+__all__ = ["OpenText"]
 
 
 class OpenText:
@@ -129,8 +120,8 @@ class OpenText:
         item = state.reasoning(index)
         item["status"] = status
         text = item["content"][0]["text"]
-        if state.include_reasoning:
-            item["encrypted_content"] = seal_reasoning(text)
+        if state.include_reasoning and state.seal is not None:  # sealed, for a client that stores nothing
+            item["encrypted_content"] = state.seal(text)
         ref = state.part_ref(index)
         return [
             ev.reasoning_text_done(state.seq(), ref, text),
