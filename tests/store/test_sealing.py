@@ -60,3 +60,14 @@ def test_a_generated_key_is_kept_privately_and_read_back(tmp_path: Path) -> None
     memory = reasoning_seal(None, ":memory:")
     with pytest.raises(ValueError):
         memory.open(blob)
+
+
+def test_an_empty_key_file_is_filled_and_a_damaged_one_is_named(tmp_path: Path) -> None:
+    db = str(tmp_path / "responses.db")
+    (tmp_path / KEY_FILE).write_text("")  # left by an interrupted start
+    assert reasoning_seal(None, db).open(reasoning_seal(None, db).seal("plan")) == "plan"
+    assert len((tmp_path / KEY_FILE).read_text().strip()) == 64
+    (tmp_path / KEY_FILE).write_text("not hex")
+    with pytest.raises(ValueError, match=KEY_FILE):
+        reasoning_seal(None, db).seal("plan")
+    assert [p.name for p in tmp_path.iterdir()] == [KEY_FILE]  # no temporary file left behind

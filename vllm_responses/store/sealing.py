@@ -12,8 +12,6 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from vllm_responses.store.files import private_file
-
 __all__ = ["SEAL_VERSION", "ReasoningSeal", "key_file", "reasoning_seal"]
 
 SEAL_VERSION = b"\x01"  # the first byte of every blob, authenticated with it (a later format gets another)
@@ -81,13 +79,29 @@ def reasoning_seal(key: str | None, db: str) -> ReasoningSeal:
 
 
 def _kept_key(path: Path) -> bytes:
-    """The key kept in `path` (0600, in a 0700 folder when it makes them), generated on first use."""
-    private_file(path)
-    stored = path.read_text().strip()
-    if not stored:
-        stored = secrets.token_hex(32)
-        path.write_text(stored + "\n")
-    return bytes.fromhex(stored)
+    """The key kept in `path` (0600; its folder made 0700 when missing), generated on first use. A new key is
+    written beside it and linked into place, so that servers starting together on one folder agree on one."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+        path.parent.chmod(0o700)
+    if not path.is_file() or not path.read_text().strip():
+        fresh = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        try:
+            if path.is_file():  # left empty (by an interrupted start): replaced
+                os.replace(fresh, path)
+            else:
+                os.link(fresh, path)  # fails when another server linked its key first: that one is kept
+        except FileExistsError:
+            pass
+        finally:
+            fresh.unlink(missing_ok=True)
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except ValueError:
+        raise ValueError(f"{path} does not hold a reasoning key (64 hex digits)") from None
 
 
 def _derived(key: str) -> bytes:
