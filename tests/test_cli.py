@@ -88,6 +88,7 @@ ENV_VALUES = {
     "--db": (":memory:", ":memory:"),
     "--api-key": ("k", "k"),
     "--api-keys-file": ("/etc/keys.json", "/etc/keys.json"),
+    "--reasoning-key": ("shared secret", "shared secret"),
     "--rate-limit-rpm": ("60", 60),
     "--rate-limit-tpm": ("1000", 1000),
     "--code-interpreter-workers": ("5", 5),
@@ -292,6 +293,7 @@ def test_secrets_from_the_environment_are_never_printed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("VLLM_RESPONSES_API_KEY", "sk-key-s3cret")
+    monkeypatch.setenv("VLLM_RESPONSES_REASONING_KEY", "reasoning-s3cret")
     monkeypatch.setenv("VLLM_RESPONSES_DB", "postgresql://app:pw-s3cret@db.internal:5432/responses")
     monkeypatch.setenv("VLLM_RESPONSES_CODE_INTERPRETER_URL", "http://svc:tok-s3cret@sandbox:8765")
     for argv in (["serve", "--help"], ["db", "upgrade", "--help"]):
@@ -302,6 +304,7 @@ def test_secrets_from_the_environment_are_never_printed(
         assert "postgresql://app:***@db.internal:5432/responses" in out  # still shown, masked
     assert _serve_args().db == "postgresql://app:pw-s3cret@db.internal:5432/responses"  # the value is intact
     assert _serve_args().api_key == "sk-key-s3cret"
+    assert _serve_args().reasoning_key == "reasoning-s3cret"
     assert (
         cli.masked("x postgres://u:p@h/d and https://a:b@c/") == "x postgres://u:***@h/d and https://a:***@c/"
     )

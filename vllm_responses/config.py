@@ -129,6 +129,13 @@ class Config:
         "Require 'Authorization: Bearer KEY' on /v1 routes; better given as VLLM_RESPONSES_API_KEY "
         "(empty: an error).%(default).0s",
     )
+    reasoning_key: str | None = setting(
+        None,
+        "--reasoning-key",
+        "Key sealing reasoning items' encrypted_content (replicas share it); better given as "
+        "VLLM_RESPONSES_REASONING_KEY (unset: a random key kept in the data folder).%(default).0s",
+        to_config=_empty_is_none,
+    )
     # several keys, each of a project (api/auth.py reads the file; docs/settings.md shows its form)
     api_keys_file: str | None = setting(
         None,

@@ -25,7 +25,7 @@ def api_error(exc: BaseException) -> APIError:
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, EngineRejected):
-        return InvalidRequest(exc.message, param="input", code=exc.code)
+        return InvalidRequest(exc.message, param=exc.param, code=exc.code)
     if isinstance(exc, EngineUnavailable):
         return Unavailable(exc.message, code=exc.code)
     if isinstance(exc, EngineError):

@@ -17,6 +17,7 @@ from tests.wire import (
 from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import Usage
+from vllm_responses.store.sealing import ReasoningSeal
 
 CONTAINER = "cntr_test"
 LOGS = [{"type": "logs", "logs": "42\n"}]
@@ -189,7 +190,7 @@ def test_a_failed_code_call_has_no_completed_event() -> None:
 
 def test_reasoning_then_text_and_encrypted_content_only_when_included() -> None:
     for include in (False, True):
-        b = builder(include_reasoning=include)
+        b = builder(include_reasoning=include, seal=ReasoningSeal(bytes(32)).seal)
         events = b.created() + b.reasoning_delta("Add ") + b.reasoning_delta("them.") + b.text_delta("5")
         events += b.completed(USAGE)
         check_stream(events)

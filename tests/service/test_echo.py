@@ -90,6 +90,16 @@ def test_the_sdk_reads_the_echo(client: openai.OpenAI, engine: FakeEngine) -> No
     assert r.model_extra == {"store": False, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
+def test_effort_reaches_every_model_call_and_the_echo_says_no_summary_is_made(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    r = client.responses.create(model=MODEL, input="hi", reasoning={"effort": "low", "summary": "auto"})
+    assert r.reasoning is not None and (r.reasoning.effort, r.reasoning.summary) == ("low", None)
+    assert [q.reasoning_effort for q in engine.requests] == ["low"]
+    client.responses.create(model=MODEL, input="hi")
+    assert engine.requests[-1].reasoning_effort is None
+
+
 # --- vLLM's sampling extensions -------------------------------------------------------------------------
 
 

@@ -178,3 +178,22 @@ def test_deferred_tools_shrink_the_prompt(client: openai.OpenAI) -> None:
     deferred = count([{"type": "tool_search"}, *({**t, "defer_loading": True} for t in catalogue)])
     print(f"40 functions: {full} prompt tokens offered, {deferred} deferred behind tool_search")
     assert deferred * 10 < full
+
+
+def test_effort_is_refused_where_the_template_has_no_reasoning_control(client: openai.OpenAI) -> None:
+    """The tiny model's template takes no reasoning variable: an effort is a 400 at `reasoning.effort`, as
+    OpenAI's for a model that does not reason; "none" (no reasoning) and a summary alone (Codex CLI's
+    `reasoning`) are served."""
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model=TINY, input="Hi.", reasoning={"effort": "high"})
+    body = err.value.body
+    assert isinstance(body, dict) and body["param"] == "reasoning.effort"
+    assert body["code"] == "unsupported_parameter"
+    for reasoning in ({"effort": "none"}, {"summary": "auto"}):
+        r = client.responses.create(
+            model=TINY,
+            input="Hi.",
+            reasoning=reasoning,  # type: ignore[arg-type]
+            extra_body={"structured_outputs": exactly("Hello.")},
+        )
+        assert r.output_text == "Hello."

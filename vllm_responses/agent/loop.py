@@ -18,6 +18,7 @@ from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
     Finish,
     GenerateRequest,
+    Reasoning,
     ReasoningDelta,
     Sampling,
     TextDelta,
@@ -75,6 +76,8 @@ class AgentPlan:
     truncate: bool = False
     # `context_management`: a later model call past its threshold has the loop's older steps summarised.
     context_management: ContextManagement | None = None
+    # `reasoning.effort`, for every model call (the engine hands it to a template that takes it).
+    reasoning_effort: str | None = None
 
 
 @dataclass
@@ -289,18 +292,22 @@ class AgentLoop:
             tool_choice=choice if use_tools else "none",
             parallel_tool_calls=parallel,
             sampling=sampling,
+            reasoning_effort=plan.reasoning_effort,
         )
 
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:
-        """Stream one model call into events; how it finished and the calls it made are left on `tracker`."""
+        """Stream one model call into events; how it finished and the calls it made are left on `tracker`. Its
+        reasoning is kept as a turn, before the calls it made, for the loop's next model call."""
         builder = self.builder
         finish: Finish | None = None
+        thought: list[str] = []
         self.model_calls += 1
         async with aclosing(self.engine.generate(request)) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
                     events = builder.text_delta(event.text, event.logprobs) if event.text else []
                 elif isinstance(event, ReasoningDelta):
+                    thought.append(event.text)
                     events = builder.reasoning_delta(event.text) if event.text else []
                 elif isinstance(event, ToolCallStart):
                     if not request.tools:
@@ -318,6 +325,8 @@ class AgentLoop:
                     yield ev
         if finish is None:
             raise EngineError("the engine stream ended without a finish event")
+        if "".join(thought).strip():
+            self.turns.append(Reasoning("".join(thought)))
         self.usage = self.usage + finish.usage
         for ev in tracker.close_dangling():
             yield ev

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vllm_responses.builder import events as ev
@@ -59,12 +60,14 @@ class ResponseState:
     include_reasoning: whether finished reasoning items carry `encrypted_content` (include
         "reasoning.encrypted_content"): an opaque copy of the reasoning a stateless client sends back.
     id: the response's id.
+    seal: seals a finished reasoning item's text into its `encrypted_content` (store/sealing.py).
     """
 
     base: ResponseEcho
     include_outputs: bool
     include_reasoning: bool
     id: str
+    seal: Callable[[str], str] | None = None
     created_at: int = field(default_factory=lambda: int(time.time()))
     status: ResponseStatus = ResponseStatus.IN_PROGRESS
     output: list[OutputItem] = field(default_factory=list)

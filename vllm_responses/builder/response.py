@@ -14,7 +14,7 @@ business (`errors.py`). The steps live in parts: `text.py` (message and reasonin
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from vllm_responses.builder.calls import CallSteps
@@ -48,7 +48,8 @@ class ResponseBuilder:
 
     Parameters
     ----------
-    base, include_outputs, include_reasoning: as `ResponseState` takes them.
+    base, include_outputs, include_reasoning, seal: as `ResponseState` takes them (`include_reasoning` needs a
+    `seal`).
     response_id: the response's id; a new one when None.
     """
 
@@ -59,11 +60,15 @@ class ResponseBuilder:
         include_outputs: bool,
         include_reasoning: bool = False,
         response_id: str | None = None,
+        seal: Callable[[str], str] | None = None,
     ) -> None:
+        if include_reasoning and seal is None:
+            raise ValueError("include_reasoning needs a seal")
         self.state = ResponseState(
             base,
             include_outputs=include_outputs,
             include_reasoning=include_reasoning,
+            seal=seal,
             id=response_id or new_id("resp"),
         )
         self._text = OpenText(self.state)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 from collections.abc import Sequence
 
@@ -21,9 +20,7 @@ from vllm_responses.protocol.items import (
     ReasoningItem,
 )
 
-__all__ = ["REASONING_SEAL", "OpenText", "event_logprob", "part_logprob", "seal_reasoning"]
-
-REASONING_SEAL = "vr1:"
+__all__ = ["OpenText", "event_logprob", "part_logprob"]
 
 
 def part_logprob(token: TokenLogprob) -> OutputLogprob:
@@ -40,12 +37,6 @@ def event_logprob(logprob: OutputLogprob) -> Logprob:
     """A part's logprob as the `output_text` delta and done events carry it (no `bytes`)."""
     top: list[TopLogprob] = [{"token": t["token"], "logprob": t["logprob"]} for t in logprob["top_logprobs"]]
     return {"token": logprob["token"], "logprob": logprob["logprob"], "top_logprobs": top}
-
-
-def seal_reasoning(text: str) -> str:
-    """The `encrypted_content` of a reasoning item: not secret (the text is in the item already), only
-    opaque to clients. Resent as input it is accepted; earlier reasoning is not rendered into prompts."""
-    return REASONING_SEAL + base64.urlsafe_b64encode(text.encode()).decode()
 
 
 class OpenText:
@@ -160,8 +151,8 @@ class OpenText:
         item = state.reasoning(index)
         item["status"] = status
         text = item["content"][0]["text"]
-        if state.include_reasoning:
-            item["encrypted_content"] = seal_reasoning(text)
+        if state.include_reasoning and state.seal is not None:  # sealed, for a client that stores nothing
+            item["encrypted_content"] = state.seal(text)
         ref = state.part_ref(index)
         return [
             ev.reasoning_text_done(state.seq(), ref, text),

@@ -6,7 +6,16 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from vllm_responses.engine.types import CODE_TOOL_NAME, CUSTOM_INPUT_KEY, Message, ToolCall, ToolResult, Turn
+from vllm_responses.context.reasoning import Opener, reasoning_text
+from vllm_responses.engine.types import (
+    CODE_TOOL_NAME,
+    CUSTOM_INPUT_KEY,
+    Message,
+    Reasoning,
+    ToolCall,
+    ToolResult,
+    Turn,
+)
 from vllm_responses.protocol.coding_items import (
     ApplyPatchCallInput,
     ApplyPatchCallOutputInput,
@@ -128,9 +137,15 @@ def mcp_result_text(output: str | None, error: Mapping[str, Any] | None) -> str:
     return f"Error: {error.get('message', 'the call failed')}"
 
 
-def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = CODE_TOOL_NAME) -> list[Turn]:
-    """Stored / input items in wire form to the turns an engine renders. Reasoning items are dropped, and so
-    are MCP listings; an MCP approval request becomes a call once denied (an approved one's `mcp_call` follows).
+def items_to_turns(
+    items: Iterable[dict[str, Any]],
+    *,
+    code_tool_name: str = CODE_TOOL_NAME,
+    open_sealed: Opener | None = None,
+) -> list[Turn]:
+    """Stored / input items in wire form to the turns an engine renders. A reasoning item becomes a
+    `Reasoning` turn (its sealed copy opened with `open_sealed`: context/reasoning.py); MCP listings are
+    dropped; an MCP approval request becomes a call once denied (an approved one's `mcp_call` follows).
 
     A `compaction` item becomes a user turn holding its summary: every chat template accepts a user turn
     anywhere, while many refuse a system turn after the first (which `instructions` may hold), and the
@@ -173,6 +188,9 @@ def items_to_turns(items: Iterable[dict[str, Any]], *, code_tool_name: str = COD
             if asked is not None and not raw.get("approve"):
                 turns.append(ToolCall(asked["id"], asked["name"], asked.get("arguments") or "{}"))
                 turns.append(ToolResult(asked["id"], asked["name"], MCP_DENIED))
+        elif kind == "reasoning":
+            if text := reasoning_text(raw, open_sealed):
+                turns.append(Reasoning(text))
         elif kind == "compaction":  # an empty one (a compact of a short window) says nothing to the model
             if summary := open_summary(raw["encrypted_content"]):
                 turns.append(Message("user", f"{SUMMARY_HEADER}\n{summary}"))

@@ -22,7 +22,11 @@ class EngineError(Exception):
 
 class EngineRejected(EngineError):
     """The call itself cannot be served (prompt longer than the context, a template that refuses the
-    turns, bad sampling values): the client's request is at fault."""
+    turns, bad sampling values): the client's request is at fault, at `param` (default: its input)."""
+
+    def __init__(self, message: str, *, code: str = "engine_error", param: str = "input") -> None:
+        super().__init__(message, code=code)
+        self.param = param
 
 
 class EngineUnavailable(EngineError):

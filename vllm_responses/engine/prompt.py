@@ -14,6 +14,7 @@ from vllm_responses.engine.types import (
     ForcedTool,
     GenerateRequest,
     Message,
+    Reasoning,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -31,6 +32,7 @@ __all__ = [
     "choose_parser",
     "TemplateCaps",
     "code_hint",
+    "effort_kwargs",
     "worked_example",
     "probe_template",
     "render_prompt",
@@ -67,6 +69,25 @@ class TemplateCaps:
 
     tools_section: bool  # renders the `tools=` list into the prompt
     tool_calls: bool  # renders assistant `tool_calls` (then a `tool` role is assumed too)
+    # The template variable that sets how much the model reasons ("reasoning_effort", "enable_thinking" or
+    # "thinking"); None: it has none.
+    effort: str | None = None
+    # The assistant message field whose earlier reasoning it renders ("reasoning_content" or "thinking");
+    # None: it renders none (earlier reasoning is then dropped from prompts).
+    reasoning_field: str | None = None
+
+
+# The template variables that control reasoning, each with two values that render differently where the
+# template reads it: gpt-oss's `reasoning_effort`; Qwen3's, GLM's and Hunyuan's `enable_thinking`; DeepSeek
+# V3.1's and Granite's `thinking` (the `chat_template_kwargs` vLLM's docs give for each family).
+_EFFORT_VARIABLES = (
+    ("reasoning_effort", "low", "high"),
+    ("enable_thinking", False, True),
+    ("thinking", False, True),
+)
+# The assistant message fields templates render earlier reasoning from: `reasoning_content` (Qwen3,
+# DeepSeek-R1, GLM, Kimi), `thinking` (gpt-oss).
+_REASONING_FIELDS = ("reasoning_content", "thinking")
 
 
 def _render(tok: ChatTokenizer, messages: list[dict[str, Any]], template: str | None, **kwargs: Any) -> str:
@@ -89,7 +110,56 @@ def probe_template(tok: ChatTokenizer, template: str | None = None) -> TemplateC
         tool_calls = _SENTINEL in _render(tok, convo, template)
     except Exception:
         tool_calls = False
-    return TemplateCaps(tools_section=tools_section, tool_calls=tool_calls)
+    return TemplateCaps(
+        tools_section=tools_section,
+        tool_calls=tool_calls,
+        effort=_probe_effort(tok, template),
+        reasoning_field=_probe_reasoning_field(tok, template),
+    )
+
+
+def _probe_effort(tok: ChatTokenizer, template: str | None) -> str | None:
+    """The first reasoning variable whose two values render the generation prompt differently."""
+    user = [{"role": "user", "content": "hi"}]
+    for name, off, on in _EFFORT_VARIABLES:
+        try:
+            low = _render(tok, user, template, add_generation_prompt=True, **{name: off})
+            high = _render(tok, user, template, add_generation_prompt=True, **{name: on})
+        except Exception:
+            continue
+        if low != high:
+            return name
+    return None
+
+
+def _probe_reasoning_field(tok: ChatTokenizer, template: str | None) -> str | None:
+    """The first assistant message field the template renders: after the last user turn, on a plain answer
+    or on a tool call (gpt-oss renders it on calls only)."""
+    user: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    call = {"type": "function", "id": "c0", "function": {"name": "f", "arguments": {}}}
+    for name in _REASONING_FIELDS:
+        answer = {"role": "assistant", "content": "ok", name: _SENTINEL}
+        calling = {"role": "assistant", "content": "", "tool_calls": [call], name: _SENTINEL}
+        result = {"role": "tool", "tool_call_id": "c0", "name": "f", "content": "1"}
+        for convo in (user + [answer], user + [calling, result]):
+            try:
+                if _SENTINEL in _render(tok, convo, template):
+                    return name
+            except Exception:
+                continue
+    return None
+
+
+def effort_kwargs(caps: TemplateCaps, effort: str | None) -> dict[str, Any]:
+    """The template variable `reasoning.effort` sets, as the template takes it: gpt-oss's three levels
+    ("none" and "minimal" are its "low", "xhigh" and "max" its "high"), or thinking on or off ("none" and
+    "minimal": off). Nothing without an effort or a variable."""
+    if effort is None or caps.effort is None:
+        return {}
+    if caps.effort == "reasoning_effort":
+        level = {"none": "low", "minimal": "low", "xhigh": "high", "max": "high"}.get(effort, effort)
+        return {"reasoning_effort": level}
+    return {caps.effort: effort not in ("none", "minimal")}
 
 
 def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -118,11 +188,18 @@ def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolPar
     With a template that renders tool calls: calls become assistant `tool_calls` (merged into the
     preceding assistant text) and results `tool` messages. Without: calls become assistant text via
     `parser.render_call` and results are folded into one user turn via `parser.render_result`.
-    "developer" turns are sent as "system".
+    "developer" turns are sent as "system". `Reasoning` goes on the assistant message that follows it, in
+    the field the template renders (`caps.reasoning_field`); with none it is dropped.
     """
     msgs: list[dict[str, Any]] = []
+    thought: list[str] = []  # reasoning waiting for its assistant message
     for turn in turns:
         last = msgs[-1] if msgs else None
+        if isinstance(turn, Reasoning):
+            if caps.reasoning_field and turn.text:
+                thought.append(turn.text)
+            continue
+        count = len(msgs)
         if isinstance(turn, Message):
             role = "system" if turn.role == "developer" else turn.role
             msgs.append({"role": role, "content": turn.text})
@@ -157,9 +234,21 @@ def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolPar
                     last["content"] += "\n" + text
                 else:
                     msgs.append({"role": "user", "content": text, "_folded": "result"})
+        if thought and msgs and msgs[-1]["role"] != "assistant":
+            thought.clear()  # no assistant message followed it
+        elif thought and msgs:
+            _give_reasoning(msgs[-1], caps, thought, new=len(msgs) > count)
     for m in msgs:
         m.pop("_folded", None)
     return msgs
+
+
+def _give_reasoning(msg: dict[str, Any], caps: TemplateCaps, thought: list[str], *, new: bool) -> None:
+    """The waiting reasoning onto the assistant message `msg` (after what it holds, when not `new`)."""
+    assert caps.reasoning_field is not None
+    held = "" if new else str(msg.get(caps.reasoning_field) or "")
+    msg[caps.reasoning_field] = "\n\n".join([*([held] if held else []), *thought])
+    thought.clear()
 
 
 def code_hint(tools: Sequence[ToolSpec]) -> str | None:
@@ -253,7 +342,7 @@ def render_prompt(
     own format cannot write it; a template without a tools section is told of them in a system turn."""
     messages = turns_to_messages(request.turns, caps, parser)
     tools = request.tools if request.tool_choice != "none" else ()
-    kwargs: dict[str, Any] = {"add_generation_prompt": True}
+    kwargs: dict[str, Any] = {"add_generation_prompt": True, **effort_kwargs(caps, request.reasoning_effort)}
     if tools and caps.tools_section:
         kwargs["tools"] = tools_to_openai(tools)
     elif forced:

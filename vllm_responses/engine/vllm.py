@@ -242,6 +242,7 @@ class VLLMEngine:
 
     def _prepare(self, request: GenerateRequest) -> Prepared:
         """One call's prompt text (prefill included), its prefill, stop strings, banned words and parser."""
+        self._check_effort(request)
         tools = request.tools if request.tool_choice != "none" else ()
         call_format = self._call_format(request)
         own = call_format == self.parser_name
@@ -265,6 +266,18 @@ class VLLMEngine:
         if self.reasoning:
             parser = ReasoningSplitter(parser, in_reasoning=prompt.rstrip().endswith("<think>"))
         return Prepared(prompt, prefill, stop, bad_words, parser, call_format, keep_special)
+
+    def _check_effort(self, request: GenerateRequest) -> None:
+        """`reasoning.effort` needs a template that takes it (a variable `probe_template` found); "none" asks
+        for no reasoning, which a model without one does not do anyway."""
+        effort = request.reasoning_effort
+        if effort is not None and effort != "none" and self.caps.effort is None:
+            raise EngineRejected(
+                f"Unsupported parameter: 'reasoning.effort' is not supported with this model: the chat "
+                f"template of {self._model_name} has no reasoning control.",
+                code="unsupported_parameter",
+                param="reasoning.effort",
+            )
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         """The prompt's tokens; a long one (as `precheck`) counted in a worker thread, off the event loop."""

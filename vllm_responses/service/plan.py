@@ -20,6 +20,7 @@ from typing import Any
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact_over_threshold
+from vllm_responses.context.reasoning import Opener, check_sealed_reasoning
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
 from vllm_responses.context.turns import input_to_items, items_to_turns
@@ -93,7 +94,8 @@ class ResponsePlan:
 
 class Planner:
     """Turns create requests into plans. `runs` is the service's table of live runs (a previous response
-    still running there is refused); `store` and `conversations` hold the items a request continues."""
+    still running there is refused); `store` and `conversations` hold the items a request continues;
+    `open_sealed` opens the reasoning items' `encrypted_content` (store/sealing.py)."""
 
     def __init__(
         self,
@@ -103,8 +105,10 @@ class Planner:
         conversations: ConversationService,
         containers: ContainerService,
         runs: Mapping[str, Run],
+        open_sealed: Opener | None = None,
     ) -> None:
         self.config = config
+        self.open_sealed = open_sealed
         self.engine = engine
         self.store = store
         self.conversations = conversations
@@ -129,13 +133,15 @@ class Planner:
         """The request read and checked, with no model call (`local`: see `ResponsesService.create`); what it
         continues or references must be `project`'s (another project's is not found)."""
         self._check_model(req)
+        if self.open_sealed is not None:
+            check_sealed_reasoning(req.input, self.open_sealed)
         history = await self._history(req, local, project)
         read = await self.files.read(input_to_items(req.input), "input", project)
         input_items = await resolve_stored_items(self.store, read, "input", project)
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
-        turns = _turns(req, [*history, *input_items])
+        turns = _turns(req, [*history, *input_items], self.open_sealed)
         loaded = loaded_tools([*history, *input_items])
         await self.grammars.check(custom_tools(req, loaded))  # off the event loop (then cached)
         tools = offered_tools(req, loaded)
@@ -156,7 +162,7 @@ class Planner:
         context, turns = resolved.items, resolved.turns
         compacted = await self._compacted(req, resolved)
         if compacted is not None:
-            context, turns = compacted.items, _turns(req, compacted.items)
+            context, turns = compacted.items, _turns(req, compacted.items, self.open_sealed)
         container = (
             await container_resolver(req, self.containers, resolved.items, project) if req.code_tool else None
         )
@@ -180,6 +186,7 @@ class Planner:
             tool_search=resolved.tool_search,
             truncate=req.truncation == "auto",
             context_management=req.context_management[0] if req.context_management else None,
+            reasoning_effort=_effort(req),
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 
@@ -195,6 +202,7 @@ class Planner:
             tools=tuple(tools) if offered else (),
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
+            reasoning_effort=_effort(req),
         )
 
     def _check_model(self, req: CreateResponseRequest) -> None:
@@ -255,12 +263,17 @@ class Planner:
         return await compact_over_threshold(self.engine, req.context_management[0], resolved.items, first)
 
 
-def _turns(req: CreateResponseRequest, items: list[dict[str, Any]]) -> list[Turn]:
+def _turns(req: CreateResponseRequest, items: list[dict[str, Any]], open_sealed: Opener | None) -> list[Turn]:
     """The turns the model sees: the instructions, then the items."""
-    turns = items_to_turns(items)
+    turns = items_to_turns(items, open_sealed=open_sealed)
     if req.instructions:
         turns.insert(0, Message("system", req.instructions))
     return turns
+
+
+def _effort(req: CreateResponseRequest) -> str | None:
+    """`reasoning.effort`, when the request sets it."""
+    return req.reasoning.effort if req.reasoning else None
 
 
 def _structured(req: CreateResponseRequest) -> tuple[dict[str, Any], ...]:

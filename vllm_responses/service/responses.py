@@ -27,6 +27,7 @@ from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
+from vllm_responses.store.sealing import reasoning_seal
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
 
@@ -50,7 +51,10 @@ class ResponsesService:
         self.containers = ContainerService(interpreter)
         self.conversations = ConversationService(store, FileInputs(config, self.containers))
         self.runs: dict[str, Run] = {}
-        self.planner = Planner(config, engine, store, self.conversations, self.containers, self.runs)
+        self.seal = reasoning_seal(config.reasoning_key, config.db)
+        self.planner = Planner(
+            config, engine, store, self.conversations, self.containers, self.runs, self.seal.open
+        )
         self.driver = RunDriver(store, self.conversations, self.runs)
         self.replica = Replica(
             store,
@@ -93,7 +97,10 @@ class ResponsesService:
         try:
             plan = await self.planner.plan(req, resolved, project)
             builder = ResponseBuilder(
-                plan.echo, include_outputs=req.wants_outputs, include_reasoning=req.wants_reasoning
+                plan.echo,
+                include_outputs=req.wants_outputs,
+                include_reasoning=req.wants_reasoning,
+                seal=self.seal.seal,
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)

@@ -1,0 +1,53 @@
+"""Reasoning items given back: the text the model reads (sealed copy first, then content, then summary), and
+the 400 for a sealed copy that does not open."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_responses.context.reasoning import check_sealed_reasoning, reasoning_text
+from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.store.sealing import ReasoningSeal
+
+SEAL = ReasoningSeal(bytes(32))
+
+
+def item(**fields: object) -> dict[str, object]:
+    return {"type": "reasoning", "id": "rs_1", "summary": [], **fields}
+
+
+def test_the_sealed_copy_wins_over_content_then_content_then_summary() -> None:
+    content = [{"type": "reasoning_text", "text": "edited by the client"}]
+    summary = [{"type": "summary_text", "text": "In short."}]
+    sealed = SEAL.seal("what the model thought")
+    assert (
+        reasoning_text(item(encrypted_content=sealed, content=content), SEAL.open) == "what the model thought"
+    )
+    assert reasoning_text(item(content=content, summary=summary), SEAL.open) == "edited by the client"
+    assert reasoning_text(item(summary=summary), SEAL.open) == "In short."
+    assert reasoning_text(item(), SEAL.open) == ""
+    # A stored item whose blob no longer opens (another key) falls back to its stored content.
+    foreign = ReasoningSeal(bytes([7] * 32)).seal("x")
+    assert (
+        reasoning_text(item(encrypted_content=foreign, content=content), SEAL.open) == "edited by the client"
+    )
+
+
+def test_a_sealed_copy_that_does_not_open_is_a_400_at_its_item() -> None:
+    good = SEAL.seal("plan")
+    body = {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "hi"},
+            item(encrypted_content=good),
+            item(encrypted_content=good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")),
+        ],
+    }
+    req = parse_create_request(body)
+    with pytest.raises(InvalidRequest) as err:
+        check_sealed_reasoning(req.input, SEAL.open)
+    assert err.value.param == "input[2].encrypted_content"
+    assert err.value.code == "invalid_encrypted_content"
+    check_sealed_reasoning(parse_create_request({**body, "input": body["input"][:2]}).input, SEAL.open)
+    check_sealed_reasoning("hi", SEAL.open)
