@@ -341,7 +341,7 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
 
 
-_UNSUPPORTED_PARTS = ("input_image", "input_file", "input_audio")
+_UNSUPPORTED_PARTS = ("input_file", "input_audio")
 
 
 def _refuse_unsupported_items(items: Any) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact_over_threshold
+from vllm_responses.context.images import ImageLimits, check_input_images
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
 from vllm_responses.context.turns import input_to_items, items_to_turns
@@ -109,6 +110,7 @@ class Planner:
         self.conversations = conversations
         self.containers = containers
         self.runs = runs
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
 
     @property
@@ -130,6 +132,8 @@ class Planner:
         history = await self._history(req, local, project)
         input_items = await resolve_stored_items(self.store, input_to_items(req.input), "input", project)
         check_call_outputs(history, input_items)
+        if isinstance(req.input, list):
+            check_input_images(req.input, self.image_limits, takes_images=self.engine.takes_images)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items])
