@@ -3,6 +3,7 @@ function call outputs (input_tokens count each image's tokens); a text-only mode
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 from openai import OpenAI
 
 from tests.real import TINY as MODEL
-from tests.real import exactly, tiny_model_server, tiny_vision_model_path_or_fail
+from tests.real import ForcedEngine, exactly, hermes_call, tiny_model_server, tiny_vision_model_path_or_fail
 from tests.serving import LiveServer
+from vllm_responses.engine.types import ToolResult
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -141,5 +143,40 @@ def test_a_text_only_model_refuses_an_image_naming_the_part() -> None:
             client.responses.create(model=MODEL, input=[_message(SUITE_IMAGE)])
         assert refused.value.body["param"] == "input[0].content[1]"  # type: ignore[index]
         assert "text only" in refused.value.body["message"]  # type: ignore[index]
+    finally:
+        server.stop()
+
+
+@pytest.mark.sandbox
+def test_the_interpreters_plot_is_shown_to_a_vision_model() -> None:
+    # A real sandbox worker draws a matplotlib figure; the model's second call reads the PNG as an image: its
+    # prompt counts the image's tokens (against the same call without it).
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])"
+    engines: list[ForcedEngine] = []
+
+    def wrap(engine: Any) -> ForcedEngine:
+        engines.append(ForcedEngine(engine, [hermes_call(code), "A rising curve."]))
+        return engines[0]
+
+    server = tiny_model_server(workers=1, model=tiny_vision_model_path_or_fail(), wrap=wrap)
+    try:
+        client = OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        r = client.responses.create(
+            model=MODEL,
+            input="Plot squares.",
+            tools=[{"type": "code_interpreter", "container": {"type": "auto"}}],
+            include=["code_interpreter_call.outputs"],
+        )
+        assert r.status == "completed" and r.output_text == "A rising curve."
+        assert [o.type for o in r.output[0].outputs or []] == ["image"]  # type: ignore[union-attr]
+        second = engines[0].requests[1]
+        result = second.turns[-1]
+        assert isinstance(result, ToolResult) and len(result.images) == 1
+        assert result.images[0].data[:8] == b"\x89PNG\r\n\x1a\n"
+        blind = dataclasses.replace(
+            second, turns=[*second.turns[:-1], dataclasses.replace(result, images=())]
+        )
+        engine = engines[0].engine
+        assert engine._count(second) - engine._count(blind) == IMAGE_TOKENS
     finally:
         server.stop()
