@@ -392,8 +392,9 @@ class VLLMEngine:
                 output_tokens += len(completion.token_ids)
                 for delta in tally.see(parser.feed_tokens(completion.text, completion.token_ids)):
                     yield delta
-                if out.prompt_token_ids is not None:  # with images: expanded by vLLM's processor
-                    prompt_tokens = len(out.prompt_token_ids)
+                expanded = getattr(out, "prompt_token_ids", None) if "multi_modal_data" in prompt else None
+                if expanded:  # with images: the placeholders expanded by vLLM's processor
+                    prompt_tokens = len(expanded)
                 if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
