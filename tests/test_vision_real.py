@@ -168,7 +168,7 @@ def test_the_interpreters_plot_is_shown_to_a_vision_model() -> None:
             include=["code_interpreter_call.outputs"],
         )
         assert r.status == "completed" and r.output_text == "A rising curve."
-        assert [o.type for o in r.output[0].outputs or []] == ["image"]  # type: ignore[union-attr]
+        assert "image" in [o.type for o in r.output[0].outputs or []]  # type: ignore[union-attr]
         second = engines[0].requests[1]
         result = second.turns[-1]
         assert isinstance(result, ToolResult) and len(result.images) == 1

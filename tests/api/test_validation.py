@@ -95,8 +95,8 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
         "invalid_value",
     ),
     (
-        "call output image",
-        {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image"}]}]},
+        "call output file",
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file"}]}]},
         "input[0].output[0].type",
         "unsupported_value",
     ),
