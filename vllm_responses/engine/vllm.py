@@ -55,6 +55,7 @@ from vllm_responses.engine.types import (
     FinishReason,
     GenerateRequest,
     Image,
+    Message,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -73,8 +74,11 @@ PRECHECK_INLINE_CHARS = 16_384
 
 def _text_size(request: GenerateRequest) -> int:
     """How many characters the turns and the tools hold (what rendering, tokenizing and converting custom
-    tools' grammars take time over)."""
+    tools' grammars take time over); an image weighs as much as a long prompt (decoding and processing it take
+    milliseconds), so a request with images is always worked on in a thread."""
     turns = sum(len(_turn_text(t)) for t in request.turns)
+    images = sum(len(t.images) for t in request.turns if isinstance(t, (Message, ToolResult)))
+    turns += images * PRECHECK_INLINE_CHARS
     return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
 
 
