@@ -62,6 +62,6 @@ fi
 
 say "sandbox: Pyodide distribution"
 "$VPY" scripts/setup_pyodide.py
-say "models: the embedded default model and the tiny test model"
+say "models: the embedded default model and the tiny test models (text, vision)"
 "$VPY" scripts/setup_models.py
 say "done"

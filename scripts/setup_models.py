@@ -1,4 +1,4 @@
-"""Set up local models: convert the embedded SmolLM2 gguf to an HF folder and build the tiny test model."""
+"""Set up local models: convert the embedded SmolLM2 gguf to an HF folder and build the tiny test models (text, vision)."""
 
 from __future__ import annotations
 
@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
 
     log("building the tiny test model")
     log(f"tiny model ready: {build_tiny_model.build(force=ns.force)}")
+    import build_tiny_vision_model
+
+    log("building the tiny vision test model")
+    log(f"tiny vision model ready: {build_tiny_vision_model.build(force=ns.force)}")
     return 0
 
 

@@ -108,10 +108,15 @@ class FakeEngine:
         self.seqs = 256
         self.refusal: EngineRejected | None = None
         self.prechecked: list[GenerateRequest] = []
+        self.images = False  # `takes_images`: a vision model
 
     @property
     def model_name(self) -> str:
         return self._name
+
+    @property
+    def takes_images(self) -> bool:
+        return self.images
 
     @property
     def max_model_len(self) -> int:

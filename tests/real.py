@@ -19,7 +19,15 @@ from vllm_responses.config import Config
 from vllm_responses.engine.types import EngineEvent, GenerateRequest
 from vllm_responses.store.memory import MemoryStore
 
-__all__ = ["TINY", "ForcedEngine", "exactly", "hermes_call", "long_tiny_model", "tiny_model_server"]
+__all__ = [
+    "TINY",
+    "ForcedEngine",
+    "exactly",
+    "hermes_call",
+    "long_tiny_model",
+    "tiny_model_server",
+    "tiny_vision_model_path_or_fail",
+]
 
 TINY = "tiny-tool-model"
 
@@ -73,6 +81,16 @@ def tiny_model_path_or_fail() -> Path:
     path = tiny_model_path()
     if not (path / "config.json").is_file():
         pytest.fail(f"the tiny model is missing at {path}: run scripts/setup.sh")
+    return path
+
+
+def tiny_vision_model_path_or_fail() -> Path:
+    """The tiny vision model built by scripts/setup.sh (the test fails, saying so, when it is missing)."""
+    from vllm_responses.engine.models import tiny_vision_model_path
+
+    path = tiny_vision_model_path()
+    if not (path / "config.json").is_file():
+        pytest.fail(f"the tiny vision model is missing at {path}: run scripts/setup.sh")
     return path
 
 

@@ -290,6 +290,24 @@ class Config:
         "Seconds a request's custom tool grammars may take to check (off the event loop); past it a 400.",
         parse=float,
     )
+    max_image_bytes: int = setting(
+        10 * 1024 * 1024,
+        "--max-image-bytes",
+        "Largest input_image in encoded bytes (after base64 decoding); past it a 400 naming the part.",
+        parse=_at_least(1),
+    )
+    max_images: int = setting(
+        16,
+        "--max-images",
+        "Images one request may give (input_image parts); past it a 400.",
+        parse=_at_least(0),
+    )
+    max_image_pixels: int = setting(
+        40_000_000,
+        "--max-image-pixels",
+        "Most pixels (width x height) an input_image may decode to (decompression bombs); past it a 400.",
+        parse=_at_least(1),
+    )
     max_websockets: int = setting(
         256, "--max-websockets", "WebSocket connections open at once; past it a 429.", parse=_at_least(1)
     )

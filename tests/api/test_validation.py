@@ -95,8 +95,8 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
         "invalid_value",
     ),
     (
-        "call output image",
-        {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_image"}]}]},
+        "call output audio",
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_audio"}]}]},
         "input[0].output[0].type",
         "unsupported_value",
     ),

@@ -9,7 +9,7 @@ from typing import Any
 from interpreter_service import ExecutionResult
 from tests.fakes import TINY_PNG
 from vllm_responses.context.turns import code_result_text, input_to_items, items_to_turns
-from vllm_responses.engine.types import CODE_TOOL_NAME, Message, Reasoning, ToolCall, ToolResult
+from vllm_responses.engine.types import CODE_TOOL_NAME, Image, Message, Reasoning, ToolCall, ToolResult
 from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.tools.code import code_outputs
 
@@ -173,7 +173,12 @@ def test_a_code_call_is_a_call_and_its_result_and_reasoning_a_reasoning_turn() -
     assert items_to_turns(raw) == [
         Reasoning("Plan."),
         ToolCall("ci_1", CODE_TOOL_NAME, json.dumps({"code": code})),
-        ToolResult("ci_1", CODE_TOOL_NAME, "hi\n\n[figure 1: an image was produced and shown to the user]"),
+        ToolResult(
+            "ci_1",
+            CODE_TOOL_NAME,
+            "hi\n\n[figure 1: an image was produced and shown to the user]",
+            (Image(TINY_PNG, "image/png"),),  # shown to a vision model
+        ),
         ToolCall("ci_2", CODE_TOOL_NAME, json.dumps({"code": "1"})),
         ToolResult("ci_2", CODE_TOOL_NAME, NOT_KEPT),
     ]

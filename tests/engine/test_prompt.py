@@ -184,3 +184,28 @@ def test_a_forced_hermes_call_is_described_to_a_template_without_tools(chatml_to
         in system
     )
     assert "6 * 7" not in prompt and prompt.endswith("<|im_start|>user\nGo.<|im_end|>\n" + GEN)
+
+
+def test_images_become_parts_where_the_template_shows_them(tool_tok):
+    from vllm_responses.engine.prompt import TOOL_IMAGES_NOTE, prompt_images
+    from vllm_responses.engine.types import Image
+
+    red, blue = Image(b"r", "image/png"), Image(b"b", "image/png")
+    parser = get_parser("hermes")()
+    turns = (Message("user", "u", (red,)), CALL, ToolResult("c1", "python", "42", (blue,)))
+    image, text = {"type": "image"}, {"type": "text", "text": "u"}
+    # A text-only model's prompt leaves them out.
+    assert turns_to_messages(turns, TemplateCaps(True, True), parser)[0]["content"] == "u"
+    shown = turns_to_messages(turns, TemplateCaps(True, True, tool_images=True), parser, images=True)
+    assert shown[0]["content"] == [image, text] and shown[2]["content"][0] == image
+    # A tool turn that cannot show an image: a user turn after it does; no tool role: the folded turn does.
+    after = turns_to_messages(turns, TemplateCaps(True, True), parser, images=True)
+    assert after[2]["content"] == "42" and after[3]["content"] == [
+        image,
+        {"type": "text", "text": TOOL_IMAGES_NOTE},
+    ]
+    folded = turns_to_messages(turns, TemplateCaps(False, False), parser, images=True)
+    assert folded[-1]["role"] == "user" and folded[-1]["content"][0] == image
+    assert prompt_images(turns) == [red, blue]
+    # The tiny text model's template renders a tool turn's content as text only: no image shown there.
+    assert probe_template(tool_tok).tool_images is False

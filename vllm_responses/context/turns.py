@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from vllm_responses.context.images import code_result_images, part_images
 from vllm_responses.context.reasoning import Opener, reasoning_text
 from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
@@ -77,6 +78,10 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
                 }
             )
             d["content"] = [part]
+            if item.role != "assistant" and item.images():  # images kept as given, before the text
+                d["content"] = [img.model_dump(mode="json", exclude_none=True) for img in item.images()] + [
+                    part
+                ]
             d.setdefault("status", "completed")
         d.setdefault(
             "id",
@@ -157,25 +162,32 @@ def items_to_turns(
         kind = raw.get("type", "message")
         if kind == "message":
             msg = MessageInput.model_validate(raw)
-            turns.append(Message(msg.role, msg.text()))
+            turns.append(Message(msg.role, msg.text(), part_images(msg.images())))
         elif kind == "function_call":
             fc = FunctionCallInput.model_validate(raw)
             names[fc.call_id] = model_tool_name(fc.name, fc.namespace)
             turns.append(ToolCall(fc.call_id, names[fc.call_id], fc.arguments))
         elif kind == "function_call_output":
             out = FunctionCallOutputInput.model_validate(raw)
-            turns.append(ToolResult(out.call_id, names.get(out.call_id, ""), out.text()))
+            turns.append(
+                ToolResult(out.call_id, names.get(out.call_id, ""), out.text(), part_images(out.images()))
+            )
         elif kind == "custom_tool_call":  # offered as a function taking {"input": str}: so it reads
             ct = CustomToolCallInput.model_validate(raw)
             names[ct.call_id] = model_tool_name(ct.name, ct.namespace)
             turns.append(ToolCall(ct.call_id, names[ct.call_id], json.dumps({CUSTOM_INPUT_KEY: ct.input})))
         elif kind == "custom_tool_call_output":
             cout = CustomToolCallOutputInput.model_validate(raw)
-            turns.append(ToolResult(cout.call_id, names.get(cout.call_id, ""), cout.text()))
+            turns.append(
+                ToolResult(cout.call_id, names.get(cout.call_id, ""), cout.text(), part_images(cout.images()))
+            )
         elif kind == "code_interpreter_call":
             ci = CodeInterpreterCallInput.model_validate(raw)
             turns.append(ToolCall(ci.id, code_tool_name, json.dumps({"code": ci.code or ""})))
-            turns.append(ToolResult(ci.id, code_tool_name, code_result_text(raw.get("outputs"))))
+            outputs = raw.get("outputs")
+            turns.append(
+                ToolResult(ci.id, code_tool_name, code_result_text(outputs), code_result_images(outputs))
+            )
         elif kind == "mcp_call":
             turns.append(ToolCall(raw["id"], raw["name"], raw.get("arguments") or "{}"))
             turns.append(

@@ -44,6 +44,12 @@ class Engine(Protocol):
     def model_name(self) -> str: ...
 
     @property
+    def takes_images(self) -> bool:
+        """Whether the served model reads images (`Message.images`, `ToolResult.images`); a text-only model's
+        engine ignores `ToolResult.images` (the text says what was shown) and callers refuse input images."""
+        ...
+
+    @property
     def max_model_len(self) -> int:
         """The context window in tokens: prompt and output together."""
         ...

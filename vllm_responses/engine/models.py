@@ -11,6 +11,7 @@ from vllm_responses.engine.base import EngineError
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "TINY_MODEL_NAME",
+    "TINY_VISION_MODEL_NAME",
     "DEFAULT_MODEL_GENERATION",
     "default_model_path",
     "set_generation_defaults",
@@ -18,10 +19,12 @@ __all__ = [
     "models_dir",
     "repo_root",
     "tiny_model_path",
+    "tiny_vision_model_path",
 ]
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 TINY_MODEL_NAME = "tiny-tool-model"
+TINY_VISION_MODEL_NAME = "tiny-vision-model"
 # The embedded model's sampling defaults, written into its generation_config.json at setup (the gguf has none,
 # so vLLM would sample at temperature 1.0): greedy decoding, and a 512-token budget per response. Measured on
 # the first-minute benchmark (docs/benchmarks.md). Overridable per request, or for the server with vLLM's
@@ -58,6 +61,11 @@ def default_model_path() -> Path:
 def tiny_model_path() -> Path:
     """The tiny random-weight test model (built by `scripts/build_tiny_model.py`), if present."""
     return repo_root() / "models" / TINY_MODEL_NAME
+
+
+def tiny_vision_model_path() -> Path:
+    """The tiny random-weight vision test model (built by `scripts/build_tiny_vision_model.py`), if present."""
+    return repo_root() / "models" / TINY_VISION_MODEL_NAME
 
 
 def save_model_folder(model: Any, tokenizer: Any, out: Path, extra: dict[str, str] | None = None) -> Path:

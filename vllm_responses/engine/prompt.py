@@ -13,6 +13,7 @@ from vllm_responses.engine.parsers.select import pick_parser
 from vllm_responses.engine.types import (
     ForcedTool,
     GenerateRequest,
+    Image,
     Message,
     Reasoning,
     ToolCall,
@@ -40,8 +41,11 @@ __all__ = [
     "should_prefill_code",
     "tools_to_openai",
     "turns_to_messages",
+    "prompt_images",
 ]
 
+# The user turn that shows a tool result's images to a template whose `tool` turns cannot show them.
+TOOL_IMAGES_NOTE = "The images the tool returned:"
 CODE_PREFILL = "```python\n"
 CODE_STOP = "```"
 # After the code ran, the answer of a markdown-format model may not open a code block nor parrot the tool
@@ -69,6 +73,7 @@ class TemplateCaps:
 
     tools_section: bool  # renders the `tools=` list into the prompt
     tool_calls: bool  # renders assistant `tool_calls` (then a `tool` role is assumed too)
+    tool_images: bool = False  # renders image parts in a `tool` turn's content
     # The template variable that sets how much the model reasons ("reasoning_effort", "enable_thinking" or
     # "thinking"); None: it has none.
     effort: str | None = None
@@ -113,6 +118,7 @@ def probe_template(tok: ChatTokenizer, template: str | None = None) -> TemplateC
     return TemplateCaps(
         tools_section=tools_section,
         tool_calls=tool_calls,
+        tool_images=tool_calls and _shows_tool_images(tok, convo, template),
         effort=_probe_effort(tok, template),
         reasoning_field=_probe_reasoning_field(tok, template),
     )
@@ -162,6 +168,17 @@ def effort_kwargs(caps: TemplateCaps, effort: str | None) -> dict[str, Any]:
     return {caps.effort: effort not in ("none", "minimal")}
 
 
+def _shows_tool_images(tok: ChatTokenizer, convo: list[dict[str, Any]], template: str | None) -> bool:
+    """Whether an image part in a `tool` turn changes what the template renders."""
+    text = {"type": "text", "text": "ok"}
+    try:
+        plain = _render(tok, [*convo, {"role": "tool", "content": [text]}], template)
+        shown = _render(tok, [*convo, {"role": "tool", "content": [{"type": "image"}, text]}], template)
+    except Exception:
+        return False
+    return plain != shown
+
+
 def tools_to_openai(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """Tools in the OpenAI chat-completions function format that HF chat templates expect."""
     return [
@@ -182,8 +199,14 @@ def _arguments(text: str) -> Any:
     return value if isinstance(value, dict) else text
 
 
-def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolParser) -> list[dict[str, Any]]:
+def turns_to_messages(
+    turns: Sequence[Turn], caps: TemplateCaps, parser: ToolParser, *, images: bool = False
+) -> list[dict[str, Any]]:
     """Chat messages for `apply_chat_template`.
+
+    `images` (a vision model): a turn's images become `{"type": "image"}` parts before its text (the order of
+    `prompt_images`); a tool result's go in its `tool` turn where the template shows them there, else in a
+    user turn after it (or in the folded user turn). Without it, images are left out.
 
     With a template that renders tool calls: calls become assistant `tool_calls` (merged into the
     preceding assistant text) and results `tool` messages. Without: calls become assistant text via
@@ -202,7 +225,7 @@ def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolPar
         count = len(msgs)
         if isinstance(turn, Message):
             role = "system" if turn.role == "developer" else turn.role
-            msgs.append({"role": role, "content": turn.text})
+            msgs.append({"role": role, "content": turn.text, "_images": len(turn.images) if images else 0})
         elif isinstance(turn, ToolCall):
             if caps.tool_calls:
                 call = {
@@ -224,22 +247,30 @@ def turns_to_messages(turns: Sequence[Turn], caps: TemplateCaps, parser: ToolPar
                 else:
                     msgs.append({"role": "assistant", "content": text, "_folded": "call"})
         elif isinstance(turn, ToolResult):
+            shown = len(turn.images) if images else 0
             if caps.tool_calls:
                 msgs.append(
                     {"role": "tool", "tool_call_id": turn.call_id, "name": turn.name, "content": turn.output}
                 )
+                if caps.tool_images:
+                    msgs[-1]["_images"] = shown
+                elif shown:
+                    msgs.append({"role": "user", "content": TOOL_IMAGES_NOTE, "_images": shown})
             else:
                 text = parser.render_result(turn)
                 if last is not None and last.get("_folded") == "result":
                     last["content"] += "\n" + text
+                    last["_images"] = last.get("_images", 0) + shown
                 else:
-                    msgs.append({"role": "user", "content": text, "_folded": "result"})
+                    msgs.append({"role": "user", "content": text, "_folded": "result", "_images": shown})
         if thought and msgs and msgs[-1]["role"] != "assistant":
             thought.clear()  # no assistant message followed it
         elif thought and msgs:
             _give_reasoning(msgs[-1], caps, thought, new=len(msgs) > count)
     for m in msgs:
         m.pop("_folded", None)
+        if shown_images := m.pop("_images", 0):
+            m["content"] = [{"type": "image"}] * shown_images + [{"type": "text", "text": m["content"]}]
     return msgs
 
 
@@ -249,6 +280,11 @@ def _give_reasoning(msg: dict[str, Any], caps: TemplateCaps, thought: list[str],
     held = "" if new else str(msg.get(caps.reasoning_field) or "")
     msg[caps.reasoning_field] = "\n\n".join([*([held] if held else []), *thought])
     thought.clear()
+
+
+def prompt_images(turns: Sequence[Turn]) -> list[Image]:
+    """The images of `turns` in the order `turns_to_messages(images=True)` places them in the prompt."""
+    return [img for turn in turns if isinstance(turn, (Message, ToolResult)) for img in turn.images]
 
 
 def code_hint(tools: Sequence[ToolSpec]) -> str | None:
@@ -336,11 +372,13 @@ def render_prompt(
     prefill: str = "",
     template: str | None = None,
     forced: Sequence[ToolSpec] = (),
+    *,
+    images: bool = False,
 ) -> str:
-    """The prompt text: the chat template (`template`, default the tokenizer's own) applied with a
+    """The prompt text (`images`: see `turns_to_messages`): the chat template (`template`, default the tokenizer's own) applied with a
     generation prompt, then `prefill`. `forced`: the tools of a call forced as a Hermes call on a model whose
     own format cannot write it; a template without a tools section is told of them in a system turn."""
-    messages = turns_to_messages(request.turns, caps, parser)
+    messages = turns_to_messages(request.turns, caps, parser, images=images)
     tools = request.tools if request.tool_choice != "none" else ()
     kwargs: dict[str, Any] = {"add_generation_prompt": True, **effort_kwargs(caps, request.reasoning_effort)}
     if tools and caps.tools_section:

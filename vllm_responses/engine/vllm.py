@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -37,6 +38,7 @@ from vllm_responses.engine.prompt import (
     choose_parser,
     code_ran_since_user,
     probe_template,
+    prompt_images,
     render_prompt,
     should_prefill_code,
 )
@@ -54,6 +56,8 @@ from vllm_responses.engine.types import (
     Finish,
     FinishReason,
     GenerateRequest,
+    Image,
+    Message,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -72,8 +76,11 @@ PRECHECK_INLINE_CHARS = 16_384
 
 def _text_size(request: GenerateRequest) -> int:
     """How many characters the turns and the tools hold (what rendering, tokenizing and converting custom
-    tools' grammars take time over)."""
+    tools' grammars take time over); an image weighs as much as a long prompt (decoding and processing it take
+    milliseconds), so a request with images is always worked on in a thread."""
     turns = sum(len(_turn_text(t)) for t in request.turns)
+    images = sum(len(t.images) for t in request.turns if isinstance(t, (Message, ToolResult)))
+    turns += images * PRECHECK_INLINE_CHARS
     return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
 
 
@@ -92,6 +99,14 @@ async def _sized(work: Callable[[GenerateRequest], _T], request: GenerateRequest
     if _text_size(request) < PRECHECK_INLINE_CHARS:
         return work(request)
     return await asyncio.to_thread(work, request)
+
+
+def _pil(image: Image) -> Any:
+    """An image as vLLM's processors take it: a PIL image in RGB."""
+    from PIL import Image as PILImage
+
+    with PILImage.open(io.BytesIO(image.data)) as img:
+        return img.convert("RGB")
 
 
 class VLLMEngine:
@@ -132,6 +147,7 @@ class VLLMEngine:
         self._default_sampling = {k: v for k, v in diff.items() if k in (*GENERATION_DEFAULTS, "max_tokens")}
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
+        self._images = bool(getattr(llm.model_config, "is_multimodal_model", False))
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
         template = template if isinstance(template, str) else None
         self.parser_name = choose_parser(tool_parser, template, model_name)
@@ -203,6 +219,11 @@ class VLLMEngine:
         return self._llm
 
     @property
+    def takes_images(self) -> bool:
+        """Whether the served model is multimodal (vLLM's model config says so): it reads images."""
+        return self._images
+
+    @property
     def max_model_len(self) -> int:
         return self._max_model_len
 
@@ -218,7 +239,14 @@ class VLLMEngine:
         template without a tools section); a template that refuses the turns is an `EngineRejected` (a 400)."""
         try:
             return render_prompt(
-                self._tokenizer, request, self.caps, self._renderer, prefill, self.chat_template, forced
+                self._tokenizer,
+                request,
+                self.caps,
+                self._renderer,
+                prefill,
+                self.chat_template,
+                forced,
+                images=self._images,
             )
         except Exception as exc:  # jinja's TemplateError and whatever a template raises
             raise EngineRejected(
@@ -284,18 +312,42 @@ class VLLMEngine:
         return await _sized(self._count, request)
 
     def _count(self, request: GenerateRequest) -> int:
-        return len(self._encode(self._prepare(request).prompt))
+        prompt = self._prompt(request, self._encode(self._prepare(request).prompt))
+        return self._prompt_length(prompt)
 
-    def _call(self, request: GenerateRequest) -> tuple[list[int], str, ToolParser, SamplingParams]:
-        """One call as vLLM gets it: prompt tokens, prefill, output parser, sampling parameters; refused
+    def _prompt(self, request: GenerateRequest, prompt_ids: list[int]) -> TokensPrompt:
+        """The prompt as vLLM takes it: its tokens (an image's placeholder token where it goes), and, for a
+        vision model, the images decoded with PIL as `multi_modal_data`."""
+        images = prompt_images(request.turns) if self._images else []
+        if not images:
+            return TokensPrompt(prompt_token_ids=prompt_ids)
+        return TokensPrompt(
+            prompt_token_ids=prompt_ids, multi_modal_data={"image": [_pil(i) for i in images]}
+        )
+
+    def _prompt_length(self, prompt: TokensPrompt) -> int:
+        """The prompt's tokens as the model reads them: each image's placeholder expanded by vLLM's processor
+        into the image's own tokens."""
+        if "multi_modal_data" not in prompt:
+            return len(prompt["prompt_token_ids"])
+        try:
+            processed = self._llm.renderer._process_tokens(prompt, skip_mm_cache=True)
+        except Exception as exc:  # the processor refuses the images (a mismatch, a format it cannot read)
+            raise EngineRejected(f"the model cannot read these images: {exc}", code="invalid_image") from exc
+        return len(processed["prompt_token_ids"])
+
+    def _call(self, request: GenerateRequest) -> tuple[TokensPrompt, str, ToolParser, SamplingParams]:
+        """One call as vLLM gets it: the prompt, prefill, output parser, sampling parameters; refused
         (`EngineRejected`) when the prompt leaves no room in the context or a sampling value is out of range."""
         prepared = self._prepare(request)
         prompt_ids = self._encode(prepared.prompt)
-        room = self._max_model_len - len(prompt_ids)
+        prompt = self._prompt(request, prompt_ids)
+        length = self._prompt_length(prompt)
+        room = self._max_model_len - length
         if room < 1:  # vLLM refuses a prompt as long as the context: nothing could be generated
             raise EngineRejected(
                 f"This model's maximum context length is {self._max_model_len} tokens, but the input is "
-                f"{len(prompt_ids)} tokens as the model sees it (instructions, tools and chat template "
+                f"{length} tokens as the model sees it (instructions, tools and chat template "
                 "included), which leaves no room for output; shorten the input or set truncation to 'auto'.",
                 code="context_length_exceeded",
             )
@@ -313,7 +365,7 @@ class VLLMEngine:
         see_prompt = getattr(prepared.parser, "see_prompt", None)
         if see_prompt is not None:
             see_prompt(prompt_ids)
-        return prompt_ids, prepared.prefill, prepared.parser, params
+        return prompt, prepared.prefill, prepared.parser, params
 
     # --- admission ---
     @property
@@ -329,7 +381,7 @@ class VLLMEngine:
         return await _sized(self._precheck, request)
 
     def _precheck(self, request: GenerateRequest) -> int:
-        prompt_ids, _prefill, _parser, params = self._call(request)
+        prompt, _prefill, _parser, params = self._call(request)
         config = self._llm.vllm_config
         try:
             params.verify(
@@ -340,12 +392,13 @@ class VLLMEngine:
             )
         except (VLLMClientError, ValueError) as exc:
             raise EngineRejected(f"vLLM rejected the request: {exc}", code="invalid_request") from exc
-        return len(prompt_ids)
+        return self._prompt_length(prompt)
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
-        prompt_ids, prefill, parser, params = await _sized(self._call, request)  # as `precheck`
+        prompt, prefill, parser, params = await _sized(self._call, request)  # as `precheck`
+        prompt_tokens = len(prompt["prompt_token_ids"])
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = CallTally(one_call=not request.parallel_tool_calls)
         wanted = request.sampling.logprobs
@@ -353,7 +406,7 @@ class VLLMEngine:
         output_tokens = 0
         cached = 0
         reason: str | None = None
-        stream = self._llm.generate(TokensPrompt(prompt_token_ids=prompt_ids), params, vllm_id)
+        stream = self._llm.generate(prompt, params, vllm_id)
         try:
             if prefill:
                 if aligner is not None:
@@ -369,6 +422,9 @@ class VLLMEngine:
                     deltas = aligner.attach(deltas)
                 for delta in tally.see(deltas):
                     yield delta
+                expanded = getattr(out, "prompt_token_ids", None) if "multi_modal_data" in prompt else None
+                if expanded:  # with images: the placeholders expanded by vLLM's processor
+                    prompt_tokens = len(expanded)
                 if out.finished or tally.cut:
                     reason = completion.finish_reason or "stop"
                     cached = int(out.num_cached_tokens or 0)
@@ -382,7 +438,7 @@ class VLLMEngine:
                 yield delta
             finish: FinishReason = "length" if reason == "length" else "tool_calls" if tally.calls else "stop"
             thought = len(self._encode("".join(tally.reasoning))) if tally.reasoning else 0
-            yield Finish(finish, Usage(len(prompt_ids), output_tokens, cached, min(thought, output_tokens)))
+            yield Finish(finish, Usage(prompt_tokens, output_tokens, cached, min(thought, output_tokens)))
         except (asyncio.CancelledError, GeneratorExit, EngineError):
             raise
         except EngineDeadError as exc:

@@ -49,6 +49,7 @@ __all__ = [
     "FunctionCallInput",
     "FunctionCallOutputInput",
     "FunctionTool",
+    "InputImage",
     "InputItem",
     "ItemReferenceInput",
     "MessageInput",
@@ -63,15 +64,25 @@ __all__ = [
 ]
 
 
-# The content part types a message of each role may hold (input_image / input_audio are refused up front
-# as unsupported: the served model reads text only; an input_file is read as text: tools/file_inputs.py).
-USER_PART_TYPES = ("input_text", "input_file")
+# The content part types a message of each role may hold (input_audio is refused up front as unsupported;
+# input_image is refused later when the served model reads text only; an input_file is read as text:
+# tools/file_inputs.py).
+USER_PART_TYPES = ("input_text", "input_image", "input_file")
 ASSISTANT_PART_TYPES = ("output_text", "refusal")
 
 
 class InputText(LenientModel):
     type: Literal["input_text"]
     text: str
+
+
+class InputImage(LenientModel):
+    """An image part: a data URL or http(s) URL in `image_url`, or a container file's `file_id`."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["low", "high", "auto", "original"] | None = None
 
 
 class OutputTextInput(LenientModel):
@@ -85,7 +96,12 @@ class Refusal(LenientModel):
 
 
 # A message's content part; which types a role may use is checked by `parse_create_request`.
-ContentPart = Annotated[Union[InputText, OutputTextInput, Refusal, InputFile], Field(discriminator="type")]
+ContentPart = Annotated[
+    Union[InputText, InputImage, OutputTextInput, Refusal, InputFile], Field(discriminator="type")
+]
+# A function or custom tool call's output part (the SDK's list-of-parts form): text, an image, or a file read
+# as text.
+OutputPart = Annotated[Union[InputText, InputImage, InputFile], Field(discriminator="type")]
 
 
 class MessageInput(LenientModel):
@@ -99,7 +115,14 @@ class MessageInput(LenientModel):
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.refusal if isinstance(p, Refusal) else p.text for p in self.content)
+        return "".join(
+            p.refusal if isinstance(p, Refusal) else p.text
+            for p in self.content
+            if not isinstance(p, InputImage)
+        )
+
+    def images(self) -> list[InputImage]:
+        return [] if isinstance(self.content, str) else [p for p in self.content if isinstance(p, InputImage)]
 
 
 class FunctionCallInput(LenientModel):
@@ -112,24 +135,32 @@ class FunctionCallInput(LenientModel):
     namespace: str | None = None  # the call of a function of a `namespace` tool
 
 
-# A function or custom tool output's part: text, or a file read as text.
-OutputPart = Annotated[Union[InputText, InputFile], Field(discriminator="type")]
-
-
 def _output_text(output: str | list[OutputPart]) -> str:
     """A call output's text: the string, or its text parts joined."""
-    return output if isinstance(output, str) else "".join(p.text for p in output)
+    return (
+        output
+        if isinstance(output, str)
+        else "".join(p.text for p in output if not isinstance(p, InputImage))
+    )
+
+
+def _output_images(output: str | list[OutputPart]) -> list[InputImage]:
+    """A call output's image parts."""
+    return [] if isinstance(output, str) else [p for p in output if isinstance(p, InputImage)]
 
 
 class FunctionCallOutputInput(LenientModel):
     type: Literal["function_call_output"]
     call_id: str
-    output: Union[str, list[OutputPart]]  # input_image: refused up front as unsupported
+    output: Union[str, list[OutputPart]]
     id: str | None = None
     status: ItemStatus | None = None
 
     def text(self) -> str:
         return _output_text(self.output)
+
+    def images(self) -> list[InputImage]:
+        return _output_images(self.output)
 
 
 class CustomToolCallInput(LenientModel):
@@ -144,11 +175,14 @@ class CustomToolCallInput(LenientModel):
 class CustomToolCallOutputInput(LenientModel):
     type: Literal["custom_tool_call_output"]
     call_id: str
-    output: Union[str, list[OutputPart]]  # input_image: refused up front as unsupported
+    output: Union[str, list[OutputPart]]
     id: str | None = None
 
     def text(self) -> str:
         return _output_text(self.output)
+
+    def images(self) -> list[InputImage]:
+        return _output_images(self.output)
 
 
 class LogsOutputInput(LenientModel):

@@ -338,7 +338,7 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")
 
 
-_UNSUPPORTED_PARTS = ("input_image", "input_audio")  # input_file: read as text (tools/file_inputs.py)
+_UNSUPPORTED_PARTS = ("input_audio",)  # input_file: read as text (tools/file_inputs.py)
 
 
 def _refuse_unsupported_items(items: Any) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact_over_threshold
+from vllm_responses.context.images import ImageLimits, check_input_images
 from vllm_responses.context.reasoning import Opener, check_sealed_reasoning
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
@@ -114,6 +115,7 @@ class Planner:
         self.conversations = conversations
         self.containers = containers
         self.runs = runs
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
         self.files = FileInputs(config, containers)
 
@@ -139,6 +141,8 @@ class Planner:
         read = await self.files.read(input_to_items(req.input), "input", project)
         input_items = await resolve_stored_items(self.store, read, "input", project)
         check_call_outputs(history, input_items)
+        if isinstance(req.input, list):
+            check_input_images(req.input, self.image_limits, takes_images=self.engine.takes_images)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items], self.open_sealed)

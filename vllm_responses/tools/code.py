@@ -18,6 +18,7 @@ from typing import Any
 from interpreter_service import ContainerNotFound, ExecutionResult, Interpreter, InterpreterError
 from vllm_responses.builder.citations import WrittenFile
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.images import code_result_images
 from vllm_responses.context.turns import code_result_text
 from vllm_responses.engine.types import ToolCall, ToolResult, Turn
 from vllm_responses.observe import metrics
@@ -163,7 +164,7 @@ class CodeRun:
         for ev in builder.code_finished(index, outputs, failed=result.error_kind not in (None, "exception")):
             yield ev
         turns.append(ToolCall(item["id"], name, json.dumps({"code": code})))
-        turns.append(ToolResult(item["id"], name, code_result_text(outputs)))
+        turns.append(ToolResult(item["id"], name, code_result_text(outputs), code_result_images(outputs)))
 
 
 async def _written_files(

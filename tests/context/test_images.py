@@ -1,0 +1,116 @@
+"""input_image parts checked before a model call: their source, their format, the limits, and the model."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import pytest
+from PIL import Image as PILImage
+
+from vllm_responses.context.images import ImageLimits, check_input_images, code_result_images, data_url_image
+from vllm_responses.context.turns import input_to_items, items_to_turns
+from vllm_responses.engine.types import Image, Message, ToolResult
+from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.requests import parse_create_request
+
+
+def _png(width: int, height: int) -> str:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (width, height), (200, 10, 10)).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+PNG_URL = _png(8, 8)
+PNG = base64.b64decode(PNG_URL.split(",")[1])
+
+
+def _input(*parts: dict[str, Any]) -> list[Any]:
+    body = {
+        "model": "m",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi."}, *parts]}],
+    }
+    req = parse_create_request(body)
+    assert isinstance(req.input, list)
+    return req.input
+
+
+def _refused(items: list[Any], limits: ImageLimits | None = None, *, vision: bool = True) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as exc:
+        check_input_images(items, limits or ImageLimits(), takes_images=vision)
+    return exc.value
+
+
+def test_a_data_url_image_passes_and_reads_back_as_the_messages_image() -> None:
+    items = _input({"type": "input_image", "image_url": PNG_URL, "detail": "low"})
+    check_input_images(items, ImageLimits(), takes_images=True)
+    stored = input_to_items(items)
+    assert [p["type"] for p in stored[0]["content"]] == ["input_image", "input_text"]
+    assert items_to_turns(stored) == [Message("user", "Hi.", (Image(PNG, "image/png"),))]
+
+
+def test_a_text_only_model_refuses_the_part() -> None:
+    err = _refused(_input({"type": "input_image", "image_url": PNG_URL}), vision=False)
+    assert err.param == "input[0].content[1]" and "text only" in err.message
+
+
+def test_each_limit_is_a_400_naming_the_part() -> None:
+    two = _input({"type": "input_image", "image_url": PNG_URL}, {"type": "input_image", "image_url": PNG_URL})
+    assert _refused(two, ImageLimits(max_images=1)).param == "input[0].content[2]"
+    big = _input({"type": "input_image", "image_url": _png(64, 64)})
+    assert _refused(big, ImageLimits(max_bytes=50)).code == "image_too_large"
+    bomb = _refused(big, ImageLimits(max_pixels=64 * 63))
+    assert (bomb.code, bomb.param) == ("image_too_large", "input[0].content[1].image_url")
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("data:image/png;base64,aGVsbG8=", "could not be decoded"),
+        ("data:image/png;base64,@@@", "not valid base64"),
+        ("data:image/svg+xml;base64,PHN2Zz4=", "Invalid image data URL"),
+        ("data:image/jpeg;base64," + PNG_URL.split(",")[1], "not image/jpeg"),
+        ("https://example.com/a.png", "not fetched"),
+    ],
+)
+def test_a_bad_source_is_a_400(url: str, says: str) -> None:
+    err = _refused(_input({"type": "input_image", "image_url": url}))
+    assert says in err.message and err.param == "input[0].content[1].image_url"
+
+
+def test_file_ids_are_refused_and_output_parts_are_named() -> None:
+    assert "file_id" in _refused(_input({"type": "input_image", "file_id": "cfile_1"})).message
+    body = {
+        "model": "m",
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {
+                "type": "function_call_output",
+                "call_id": "c",
+                "output": [{"type": "input_image", "image_url": "x"}],
+            },
+        ],
+    }
+    req = parse_create_request(body)
+    assert isinstance(req.input, list)
+    assert _refused(req.input).param == "input[1].output[0].image_url"
+    ok = [
+        {
+            **body["input"][1],
+            "output": [{"type": "input_text", "text": "t"}, {"type": "input_image", "image_url": PNG_URL}],
+        }
+    ]
+    turns = items_to_turns([body["input"][0], *ok])
+    assert turns[1] == ToolResult("c", "f", "t", (Image(PNG, "image/png"),))
+
+
+def test_code_result_images_are_the_png_outputs() -> None:
+    outputs = [
+        {"type": "logs", "logs": "x"},
+        {"type": "image", "url": PNG_URL},
+        {"type": "image", "url": "bad"},
+    ]
+    assert code_result_images(outputs) == (Image(PNG, "image/png"),)
+    assert data_url_image(PNG_URL, "p").media_type == "image/png"

@@ -1,0 +1,166 @@
+"""Images given as input: `input_image` parts read from data URLs, checked against the limits, as engine `Image`s."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vllm_responses.engine.types import Image
+from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.inputs import (
+    CustomToolCallOutputInput,
+    FunctionCallOutputInput,
+    InputImage,
+    InputItem,
+    MessageInput,
+)
+
+__all__ = [
+    "MEDIA_TYPES",
+    "ImageLimits",
+    "check_input_images",
+    "code_result_images",
+    "data_url_image",
+    "input_image_parts",
+    "part_images",
+]
+
+# The formats a data URL may hold (what the hosted API takes), by media type.
+MEDIA_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP", "image/gif": "GIF"}
+_DATA_URL = re.compile(
+    r"data:(?P<type>[a-z/+.-]+)(?:;[^,;]*)*;base64,(?P<data>.*)", re.DOTALL | re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """What one request's images may weigh: encoded bytes per image, images per request, pixels per image
+    (a small file that decodes to a huge bitmap is a decompression bomb)."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    max_images: int = 16
+    max_pixels: int = 40_000_000
+
+
+def input_image_parts(items: Sequence[InputItem]) -> Iterator[tuple[str, InputImage]]:
+    """The request's `input_image` parts with the place each has in the body (`input[i].content[j]`)."""
+    for i, item in enumerate(items):
+        if isinstance(item, MessageInput) and not isinstance(item.content, str):
+            for j, part in enumerate(item.content):
+                if isinstance(part, InputImage):
+                    yield f"input[{i}].content[{j}]", part
+        elif isinstance(item, (FunctionCallOutputInput, CustomToolCallOutputInput)):
+            if not isinstance(item.output, str):
+                for j, out in enumerate(item.output):
+                    if isinstance(out, InputImage):
+                        yield f"input[{i}].output[{j}]", out
+
+
+def check_input_images(items: Sequence[InputItem], limits: ImageLimits, *, takes_images: bool) -> None:
+    """Refuse (`InvalidRequest`, a 400 naming the part) an image the served model cannot read, a source this
+    server does not read, an image that is not a PNG, JPEG, WebP or GIF, or one over the limits."""
+    count = 0
+    for param, part in input_image_parts(items):
+        if not takes_images:
+            raise InvalidRequest(
+                "The served model reads text only; it cannot take an input_image.",
+                param=param,
+                code="unsupported_value",
+            )
+        count += 1
+        if count > limits.max_images:
+            raise InvalidRequest(
+                f"Too many images: at most {limits.max_images} per request.",
+                param=param,
+                code="too_many_images",
+            )
+        if part.image_url is None:
+            reason = (
+                "file_id images are not supported" if part.file_id else "it has neither image_url nor file_id"
+            )
+            raise InvalidRequest(f"Cannot read this input_image: {reason}.", param=param)
+        if not part.image_url.startswith("data:"):
+            raise InvalidRequest(
+                "Image URLs are not fetched by this server: send the image as a data URL "
+                "(data:image/png;base64,...).",
+                param=f"{param}.image_url",
+                code="unsupported_value",
+            )
+        data_url_image(part.image_url, f"{param}.image_url", limits)
+
+
+def data_url_image(url: str, param: str, limits: ImageLimits | None = None) -> Image:
+    """The image a base64 data URL holds, decoded and verified with PIL (and checked against `limits`)."""
+    match = _DATA_URL.fullmatch(url.strip())
+    if match is None or match["type"].lower() not in MEDIA_TYPES:
+        raise InvalidRequest(
+            f"Invalid image data URL: expected data:<{'|'.join(MEDIA_TYPES)}>;base64,<data>.", param=param
+        )
+    media_type = match["type"].lower()
+    try:
+        data = base64.b64decode(match["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("Invalid image data URL: its data is not valid base64.", param=param) from None
+    if limits is not None:
+        _check_image(data, media_type, param, limits)
+    return Image(data, media_type)
+
+
+def _check_image(data: bytes, media_type: str, param: str, limits: ImageLimits) -> None:
+    from PIL import Image as PILImage
+
+    if len(data) > limits.max_bytes:
+        raise InvalidRequest(
+            f"The image is {len(data)} bytes; at most {limits.max_bytes} are allowed.",
+            param=param,
+            code="image_too_large",
+        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PILImage.DecompressionBombWarning)
+            with PILImage.open(io.BytesIO(data)) as img:
+                pixels = img.width * img.height
+                if pixels > limits.max_pixels:
+                    raise InvalidRequest(
+                        f"The image is {img.width}x{img.height} pixels; at most {limits.max_pixels} are allowed.",
+                        param=param,
+                        code="image_too_large",
+                    )
+                fmt = img.format
+                img.verify()
+    except InvalidRequest:
+        raise
+    except Exception as exc:  # PIL's UnidentifiedImageError, a truncated file, a decompression bomb
+        raise InvalidRequest(
+            f"The image could not be decoded: {exc}", param=param, code="invalid_image"
+        ) from None
+    if fmt != MEDIA_TYPES[media_type]:
+        raise InvalidRequest(f"The image is {fmt}, not {media_type} as its data URL says.", param=param)
+
+
+def part_images(parts: Sequence[InputImage]) -> tuple[Image, ...]:
+    """Checked parts' images (a source other than a data URL, refused when the request came, is skipped)."""
+    return tuple(
+        data_url_image(p.image_url, "image_url")
+        for p in parts
+        if p.image_url and p.image_url.startswith("data:")
+    )
+
+
+def code_result_images(outputs: Sequence[Mapping[str, Any]] | None) -> tuple[Image, ...]:
+    """The images (PNG data URLs) among a code cell's outputs."""
+    images: list[Image] = []
+    for out in outputs or ():
+        url = out.get("url")
+        if out.get("type") == "image" and isinstance(url, str) and url.startswith("data:"):
+            try:
+                images.append(data_url_image(url, "url"))
+            except InvalidRequest:
+                continue
+    return tuple(images)
