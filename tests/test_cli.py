@@ -128,6 +128,8 @@ ENV_VALUES = {
     "--input-file-max-chars": ("900", 900),
     "--input-file-allowed-urls": ("https://files.example.com/,*", "https://files.example.com/,*"),
     "--input-file-allow-private-networks": ("1", True),
+    "--input-image-allowed-urls": ("https://img.example.com/,*", "https://img.example.com/,*"),
+    "--input-image-allow-private-networks": ("1", True),
     "--input-file-url-timeout": ("3", 3.0),
     "--code-interpreter-url": ("http://sandbox:8765", "http://sandbox:8765"),
     "--code-interpreter-token": ("t", "t"),

@@ -389,6 +389,20 @@ class Config:
         "Seconds fetching one file_url may take; past it a 400.",
         parse=float,
     )
+    input_image_allowed_urls: tuple[str, ...] = setting(
+        (),
+        "--input-image-allowed-urls",
+        "Comma-separated URL prefixes an input_image's http(s) image_url may name ('*': any http(s) URL; "
+        "default: none, only data URLs and container file ids are read).",
+        to_config=_comma_list,
+    )
+    input_image_allow_private_networks: bool = setting(
+        False,
+        "--input-image-allow-private-networks",
+        "Let image_urls that '*' allows reach loopback, private and link-local addresses too (an explicit "
+        "--input-image-allowed-urls prefix reaches its host whatever its address).",
+        switch=True,
+    )
     # a shared sandbox service instead of the pool in this process
     code_interpreter_url: str | None = setting(
         None,

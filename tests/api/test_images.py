@@ -41,5 +41,5 @@ def test_a_conversations_image_is_stored_as_given_and_seen_again(
     assert first == Message("user", "Colour?", (Image(png, "image/png"),))
     items = client.conversations.items.list(conv.id, order="asc").data
     stored = items[0].content  # type: ignore[union-attr]
-    assert [p.type for p in stored] == ["input_image", "input_text"]
-    assert stored[0].image_url == url  # type: ignore[union-attr]
+    assert [p.type for p in stored] == ["input_text", "input_image"]  # as sent
+    assert stored[1].image_url == url  # type: ignore[union-attr]

@@ -46,7 +46,7 @@ def test_a_data_url_image_passes_and_reads_back_as_the_messages_image() -> None:
     items = _input({"type": "input_image", "image_url": PNG_URL, "detail": "low"})
     check_input_images(items, ImageLimits(), takes_images=True)
     stored = input_to_items(items)
-    assert [p["type"] for p in stored[0]["content"]] == ["input_image", "input_text"]
+    assert [p["type"] for p in stored[0]["content"]] == ["input_text", "input_image"]  # as sent
     assert items_to_turns(stored) == [Message("user", "Hi.", (Image(PNG, "image/png"),))]
 
 
@@ -71,7 +71,7 @@ def test_each_limit_is_a_400_naming_the_part() -> None:
         ("data:image/png;base64,@@@", "not valid base64"),
         ("data:image/svg+xml;base64,PHN2Zz4=", "Invalid image data URL"),
         ("data:image/jpeg;base64," + PNG_URL.split(",")[1], "not image/jpeg"),
-        ("https://example.com/a.png", "not fetched"),
+        ("ftp://example.com/a.png", "data URL (data:image/png;base64,...) or an http(s) URL"),
     ],
 )
 def test_a_bad_source_is_a_400(url: str, says: str) -> None:
@@ -79,8 +79,12 @@ def test_a_bad_source_is_a_400(url: str, says: str) -> None:
     assert says in err.message and err.param == "input[0].content[1].image_url"
 
 
-def test_file_ids_are_refused_and_output_parts_are_named() -> None:
-    assert "file_id" in _refused(_input({"type": "input_image", "file_id": "cfile_1"})).message
+def test_far_sources_pass_to_the_reader_and_output_parts_are_named() -> None:
+    """A file_id or an http(s) URL is fetched later (tools/file_inputs.py), where its 400s are tested
+    (tests/api/test_image_sources.py); a part with neither is refused here."""
+    for far in ({"file_id": "cfile_1"}, {"image_url": "https://example.com/a.png"}):
+        check_input_images(_input({"type": "input_image", **far}), ImageLimits(), takes_images=True)
+    assert "neither" in _refused(_input({"type": "input_image"})).message
     body = {
         "model": "m",
         "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],

@@ -27,6 +27,7 @@ __all__ = [
     "check_input_images",
     "code_result_images",
     "data_url_image",
+    "image_data_url",
     "input_image_parts",
     "part_images",
 ]
@@ -80,19 +81,18 @@ def check_input_images(items: Sequence[InputItem], limits: ImageLimits, *, takes
                 param=param,
                 code="too_many_images",
             )
-        if part.image_url is None:
-            reason = (
-                "file_id images are not supported" if part.file_id else "it has neither image_url nor file_id"
-            )
-            raise InvalidRequest(f"Cannot read this input_image: {reason}.", param=param)
-        if not part.image_url.startswith("data:"):
+        url = part.image_url
+        if not url and not part.file_id:
             raise InvalidRequest(
-                "Image URLs are not fetched by this server: send the image as a data URL "
-                "(data:image/png;base64,...).",
-                param=f"{param}.image_url",
-                code="unsupported_value",
+                "Cannot read this input_image: it has neither image_url nor file_id.", param=param
             )
-        data_url_image(part.image_url, f"{param}.image_url", limits)
+        if url and url.startswith("data:"):
+            data_url_image(url, f"{param}.image_url", limits)
+        elif url and not url.lower().startswith(("http://", "https://")):
+            raise InvalidRequest(
+                "An image_url is a data URL (data:image/png;base64,...) or an http(s) URL.",
+                param=f"{param}.image_url",
+            )
 
 
 def data_url_image(url: str, param: str, limits: ImageLimits | None = None) -> Image:
@@ -110,6 +110,23 @@ def data_url_image(url: str, param: str, limits: ImageLimits | None = None) -> I
     if limits is not None:
         _check_image(data, media_type, param, limits)
     return Image(data, media_type)
+
+
+def image_data_url(data: bytes, param: str, limits: ImageLimits) -> str:
+    """Fetched image bytes (an http(s) image_url's, a container file's), checked as a data URL's are, as the
+    data URL kept in their place (its media type the one the bytes are)."""
+    from PIL import Image as PILImage
+
+    try:
+        with PILImage.open(io.BytesIO(data)) as img:
+            fmt = img.format
+    except Exception:  # PIL's UnidentifiedImageError, a truncated header
+        raise InvalidRequest("The image could not be decoded.", param=param, code="invalid_image") from None
+    media_type = next((t for t, f in MEDIA_TYPES.items() if f == fmt), None)
+    if media_type is None:
+        raise InvalidRequest(f"The image is {fmt}, not PNG, JPEG, WebP or GIF.", param=param)
+    _check_image(data, media_type, param, limits)
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
 
 def _check_image(data: bytes, media_type: str, param: str, limits: ImageLimits) -> None:

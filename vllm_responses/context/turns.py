@@ -66,22 +66,17 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     items = []
     for item in input_:
         d = item.model_dump(mode="json", exclude_none=True, by_alias=True)
-        if isinstance(item, MessageInput) and _has_files(item):  # its parts kept: files are read in place
+        if isinstance(item, MessageInput) and _keeps_parts(item):  # files are read in place, images kept
+            for part in d["content"]:
+                if part["type"] == "input_image":
+                    part.setdefault("detail", "auto")  # the SDK's type requires it
             d.setdefault("status", "completed")
         elif isinstance(item, MessageInput):  # an assistant's text as the SDK's `ResponseOutputText` holds it
-            part = (
+            d["content"] = [
                 {"type": "output_text", "text": item.text(), "annotations": []}
                 if item.role == "assistant"
-                else {
-                    "type": "input_text",
-                    "text": item.text(),
-                }
-            )
-            d["content"] = [part]
-            if item.role != "assistant" and item.images():  # images kept as given, before the text
-                d["content"] = [img.model_dump(mode="json", exclude_none=True) for img in item.images()] + [
-                    part
-                ]
+                else {"type": "input_text", "text": item.text()}
+            ]
             d.setdefault("status", "completed")
         d.setdefault(
             "id",
@@ -99,9 +94,12 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
     return items
 
 
-def _has_files(message: MessageInput) -> bool:
-    """Whether a message holds `input_file` parts (tools/file_inputs.py reads them)."""
-    return not isinstance(message.content, str) and any(p.type == "input_file" for p in message.content)
+def _keeps_parts(message: MessageInput) -> bool:
+    """Whether a message holds `input_file` parts (tools/file_inputs.py reads them) or `input_image` ones: its
+    parts are then kept as given (in their order, so that an error names the part where the client put it)."""
+    return not isinstance(message.content, str) and any(
+        p.type in ("input_file", "input_image") for p in message.content
+    )
 
 
 def code_result_text(outputs: Sequence[Mapping[str, Any]] | None) -> str:

@@ -217,7 +217,6 @@ def turns_to_messages(
     msgs: list[dict[str, Any]] = []
     thought: list[str] = []  # reasoning waiting for its assistant message
     for turn in turns:
-        last = msgs[-1] if msgs else None
         if isinstance(turn, Reasoning):
             if caps.reasoning_field and turn.text:
                 thought.append(turn.text)
@@ -227,42 +226,9 @@ def turns_to_messages(
             role = "system" if turn.role == "developer" else turn.role
             msgs.append({"role": role, "content": turn.text, "_images": len(turn.images) if images else 0})
         elif isinstance(turn, ToolCall):
-            if caps.tool_calls:
-                call = {
-                    "type": "function",
-                    "id": turn.call_id,
-                    "function": {"name": turn.name, "arguments": _arguments(turn.arguments)},
-                }
-                if last is not None and last["role"] == "assistant" and "_folded" not in last:
-                    last.setdefault("tool_calls", []).append(call)
-                else:
-                    msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            else:
-                text = parser.render_call(turn)
-                if last is not None and last.get("_folded") == "call":
-                    last["content"] += "\n" + text
-                elif last is not None and last["role"] == "assistant" and "tool_calls" not in last:
-                    last["content"] = (last["content"] + "\n" + text).lstrip("\n")
-                    last["_folded"] = "call"
-                else:
-                    msgs.append({"role": "assistant", "content": text, "_folded": "call"})
+            _add_call(msgs, turn, caps, parser)
         elif isinstance(turn, ToolResult):
-            shown = len(turn.images) if images else 0
-            if caps.tool_calls:
-                msgs.append(
-                    {"role": "tool", "tool_call_id": turn.call_id, "name": turn.name, "content": turn.output}
-                )
-                if caps.tool_images:
-                    msgs[-1]["_images"] = shown
-                elif shown:
-                    msgs.append({"role": "user", "content": TOOL_IMAGES_NOTE, "_images": shown})
-            else:
-                text = parser.render_result(turn)
-                if last is not None and last.get("_folded") == "result":
-                    last["content"] += "\n" + text
-                    last["_images"] = last.get("_images", 0) + shown
-                else:
-                    msgs.append({"role": "user", "content": text, "_folded": "result", "_images": shown})
+            _add_result(msgs, turn, caps, parser, len(turn.images) if images else 0)
         if thought and msgs and msgs[-1]["role"] != "assistant":
             thought.clear()  # no assistant message followed it
         elif thought and msgs:
@@ -272,6 +238,52 @@ def turns_to_messages(
         if shown_images := m.pop("_images", 0):
             m["content"] = [{"type": "image"}] * shown_images + [{"type": "text", "text": m["content"]}]
     return msgs
+
+
+def _add_call(msgs: list[dict[str, Any]], turn: ToolCall, caps: TemplateCaps, parser: ToolParser) -> None:
+    """A tool call: an assistant `tool_calls` entry (merged into the preceding assistant message) where the
+    template renders them, else assistant text written by `parser.render_call`."""
+    last = msgs[-1] if msgs else None
+    if caps.tool_calls:
+        call = {
+            "type": "function",
+            "id": turn.call_id,
+            "function": {"name": turn.name, "arguments": _arguments(turn.arguments)},
+        }
+        if last is not None and last["role"] == "assistant" and "_folded" not in last:
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        return
+    text = parser.render_call(turn)
+    if last is not None and last.get("_folded") == "call":
+        last["content"] += "\n" + text
+    elif last is not None and last["role"] == "assistant" and "tool_calls" not in last:
+        last["content"] = (last["content"] + "\n" + text).lstrip("\n")
+        last["_folded"] = "call"
+    else:
+        msgs.append({"role": "assistant", "content": text, "_folded": "call"})
+
+
+def _add_result(
+    msgs: list[dict[str, Any]], turn: ToolResult, caps: TemplateCaps, parser: ToolParser, shown: int
+) -> None:
+    """A tool result: a `tool` message (its `shown` images in it, or in a user turn after it) where the
+    template renders calls, else folded into one user turn by `parser.render_result`."""
+    last = msgs[-1] if msgs else None
+    if caps.tool_calls:
+        msgs.append({"role": "tool", "tool_call_id": turn.call_id, "name": turn.name, "content": turn.output})
+        if caps.tool_images:
+            msgs[-1]["_images"] = shown
+        elif shown:
+            msgs.append({"role": "user", "content": TOOL_IMAGES_NOTE, "_images": shown})
+        return
+    text = parser.render_result(turn)
+    if last is not None and last.get("_folded") == "result":
+        last["content"] += "\n" + text
+        last["_images"] = last.get("_images", 0) + shown
+    else:
+        msgs.append({"role": "user", "content": text, "_folded": "result", "_images": shown})
 
 
 def _give_reasoning(msg: dict[str, Any], caps: TemplateCaps, thought: list[str], *, new: bool) -> None:

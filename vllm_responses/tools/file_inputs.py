@@ -1,5 +1,6 @@
 """`FileInputs`: the `input_file` parts of a request's items read as text, from the data they carry, a container
-file of the caller's (`file_id`), or a URL the operator allows (`file_url`).
+file of the caller's (`file_id`), or a URL the operator allows (`file_url`); `input_image` parts that name a
+container file or an http(s) URL fetched into data URLs the same way.
 
 Each part is read once, when its request arrives: the part is kept (stored, and in a conversation) with its
 `filename` and its text (`extracted_text`) in place of its `file_data`, so a later response that continues
@@ -20,6 +21,7 @@ from typing import Any
 from interpreter_service import ContainerNotFound, FileInfo
 from vllm_responses.config import Config
 from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
+from vllm_responses.context.images import ImageLimits, image_data_url
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.file_parts import FILE_SOURCES
 from vllm_responses.protocol.ids import is_id
@@ -43,6 +45,10 @@ class FileInputs:
         )
         self.urls = UrlPolicy(config.input_file_allowed_urls, config.input_file_allow_private_networks)
         self.url_timeout = config.input_file_url_timeout
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
+        self.image_urls = UrlPolicy(
+            config.input_image_allowed_urls, config.input_image_allow_private_networks
+        )
 
     async def read(
         self, items: list[dict[str, Any]], param: str, project: str = DEFAULT_PROJECT
@@ -54,11 +60,15 @@ class FileInputs:
         for i, item in enumerate(items):
             field = _PARTS_FIELD.get(str(item.get("type", "message")))
             parts = item.get(field) if field else None
-            if not isinstance(parts, list) or not any(_is_file(p) for p in parts):
+            if not isinstance(parts, list) or not any(_is_file(p) or _is_far_image(p) for p in parts):
                 out.append(item)
                 continue
             read = [
-                await self._part(p, f"{param}[{i}].{field}[{j}]", project) if _is_file(p) else p
+                await self._part(p, f"{param}[{i}].{field}[{j}]", project)
+                if _is_file(p)
+                else await self._image(p, f"{param}[{i}].{field}[{j}]", project)
+                if _is_far_image(p)
+                else p
                 for j, p in enumerate(parts)
             ]
             out.append({**item, str(field): read})
@@ -78,9 +88,11 @@ class FileInputs:
         if given[0] == "file_data":
             data, name, media = _decoded(part, where, self.limits.max_bytes)
         elif given[0] == "file_id":
-            data, name, media = await self._container_file(str(part["file_id"]), where, project)
+            data, name, media = await self._container_file(
+                str(part["file_id"]), where, project, self.limits.max_bytes
+            )
         else:
-            data, name, media = await self._fetched(str(part["file_url"]), where)
+            data, name, media = await self._fetched(str(part["file_url"]), f"{where}.file_url", self.urls)
         name = str(part.get("filename") or name)
         try:
             text = await asyncio.to_thread(read_file_text, data, name, media, self.limits)
@@ -89,7 +101,20 @@ class FileInputs:
         kept = {key: value for key, value in part.items() if key != "file_data"}
         return {**kept, "filename": name, "extracted_text": text}
 
-    async def _container_file(self, file_id: str, where: str, project: str) -> tuple[bytes, str, str | None]:
+    async def _image(self, part: dict[str, Any], where: str, project: str) -> dict[str, Any]:
+        """An `input_image` naming a container file or an http(s) URL, its image fetched, checked as a data URL's
+        is (`--max-image-*`) and kept as a data URL in its `image_url` (so the model sees it again later)."""
+        url, limit = part.get("image_url"), self.image_limits.max_bytes
+        if url:
+            data, _, _ = await self._fetched(str(url), f"{where}.image_url", self.image_urls, limit)
+        else:
+            data, _, _ = await self._container_file(str(part["file_id"]), where, project, limit)
+        kept = {key: value for key, value in part.items() if key != "file_id"}
+        return {**kept, "image_url": await asyncio.to_thread(image_data_url, data, where, self.image_limits)}
+
+    async def _container_file(
+        self, file_id: str, where: str, project: str, max_bytes: int
+    ) -> tuple[bytes, str, str | None]:
         """The bytes, base name and media type (by name) of the container file `file_id` of `project`'s."""
         info = await self._find(file_id, project) if is_id(file_id, "cfile") else None
         if info is None:
@@ -97,10 +122,9 @@ class FileInputs:
                 f"No file {file_id!r} in any of your containers (file_id names a container file).",
                 param=f"{where}.file_id",
             )
-        if info.bytes > self.limits.max_bytes:
+        if info.bytes > max_bytes:
             raise InvalidRequest(
-                f"The file {file_id!r} is {info.bytes} bytes, past this server's limit of "
-                f"{self.limits.max_bytes} bytes per file.",
+                f"The file {file_id!r} is {info.bytes} bytes, past this server's limit of {max_bytes} bytes.",
                 param=where,
             )
         try:
@@ -123,32 +147,37 @@ class FileInputs:
                     return found
         return None
 
-    async def _fetched(self, url: str, where: str) -> tuple[bytes, str, str | None]:
-        """The bytes at `url`, the name its path ends in and its Content-Type; a 400 naming `file_url` when
-        the operator does not allow it, or it cannot be fetched within the limits (no redirects followed)."""
+    async def _fetched(
+        self, url: str, param: str, policy: UrlPolicy, max_bytes: int | None = None
+    ) -> tuple[bytes, str, str | None]:
+        """The bytes at `url`, the name its path ends in and its Content-Type; a 400 naming `param` (a
+        `file_url` or an `image_url`) when `policy` does not allow it, or it cannot be fetched within the
+        limits (no redirects followed)."""
         import httpx2
 
-        param = f"{where}.file_url"
-        if not self.urls.allowed:
+        field = param.rsplit(".", 1)[-1]
+        if not policy.allowed:
+            flag = "--input-image-allowed-urls" if field == "image_url" else "--input-file-allowed-urls"
             raise InvalidRequest(
-                "file_url is not enabled on this server (--input-file-allowed-urls): send the file as "
-                "file_data or file_id.",
+                f"Fetching an http(s) {field} is not enabled on this server ({flag}): send it as a data URL "
+                "or a container file_id.",
                 param=param,
                 code="unsupported_value",
             )
         try:
-            pinned = await self.urls.pin(url)
+            pinned = await policy.pin(url)
         except Refused:
-            raise InvalidRequest("This file_url is not allowed on this server.", param=param) from None
+            raise InvalidRequest(f"This {field} is not allowed on this server.", param=param) from None
         try:
             async with httpx2.AsyncClient(
                 transport=pinned_transport(pinned), trust_env=False, follow_redirects=False
             ) as client:
                 async with asyncio.timeout(self.url_timeout):
-                    data, media = await _download(client, pinned.target.url, self.limits.max_bytes, param)
+                    limit = max_bytes or self.limits.max_bytes
+                    data, media = await _download(client, pinned.target.url, limit, param)
         except (TimeoutError, Refused, httpx2.HTTPError, OSError) as exc:
             raise InvalidRequest(
-                f"The file_url could not be fetched ({type(exc).__name__}).", param=param
+                f"The {field} could not be fetched ({type(exc).__name__}).", param=param
             ) from None
         return data, PurePosixPath(pinned.target.path).name or "file", media
 
@@ -158,7 +187,7 @@ async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[
     async with client.stream("GET", url) as response:
         if response.status_code != 200:
             raise InvalidRequest(
-                f"The file_url answered HTTP {response.status_code} (redirects are not followed).",
+                f"The {param.rsplit('.', 1)[-1]} answered HTTP {response.status_code} (redirects are not followed).",
                 param=param,
             )
         body = bytearray()
@@ -166,7 +195,7 @@ async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[
             body += chunk
             if len(body) > max_bytes:
                 raise InvalidRequest(
-                    f"The file at file_url is past this server's limit of {max_bytes} bytes per file.",
+                    f"The {param.rsplit('.', 1)[-1]} is past this server's limit of {max_bytes} bytes.",
                     param=param,
                 )
         media = response.headers.get("content-type")
@@ -175,6 +204,14 @@ async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[
 
 def _is_file(part: Any) -> bool:
     return isinstance(part, dict) and part.get("type") == "input_file"
+
+
+def _is_far_image(part: Any) -> bool:
+    """An `input_image` whose image is elsewhere: a container file (`file_id`) or an http(s) `image_url`."""
+    if not isinstance(part, dict) or part.get("type") != "input_image":
+        return False
+    url = part.get("image_url")
+    return str(url).lower().startswith(("http://", "https://")) if url else bool(part.get("file_id"))
 
 
 def _decoded(part: dict[str, Any], where: str, max_bytes: int) -> tuple[bytes, str, str | None]:
