@@ -186,18 +186,8 @@ def items_to_turns(
             turns.append(
                 ToolResult(ci.id, code_tool_name, code_result_text(outputs), code_result_images(outputs))
             )
-        elif kind == "mcp_call":
-            turns.append(ToolCall(raw["id"], raw["name"], raw.get("arguments") or "{}"))
-            turns.append(
-                ToolResult(raw["id"], raw["name"], mcp_result_text(raw.get("output"), raw.get("error")))
-            )
-        elif kind == "mcp_approval_request":  # a turn once answered: approved, its mcp_call follows
-            approvals[raw["id"]] = raw
-        elif kind == "mcp_approval_response":
-            asked = approvals.pop(raw.get("approval_request_id", ""), None)
-            if asked is not None and not raw.get("approve"):
-                turns.append(ToolCall(asked["id"], asked["name"], asked.get("arguments") or "{}"))
-                turns.append(ToolResult(asked["id"], asked["name"], MCP_DENIED))
+        elif kind in ("mcp_call", "mcp_approval_request", "mcp_approval_response"):
+            turns += _mcp_turns(raw, approvals)
         elif kind == "reasoning":
             if text := reasoning_text(raw, open_sealed):
                 turns.append(Reasoning(text))
@@ -207,6 +197,28 @@ def items_to_turns(
         elif kind in _TOOL_TURNS:
             turns.append(_TOOL_TURNS[kind](raw))
     return turns
+
+
+def _mcp_turns(raw: dict[str, Any], approvals: dict[str, dict[str, Any]]) -> list[Turn]:
+    """An MCP item's turns: a call and its result; an approval request, none until answered (kept in
+    `approvals`: approved, its `mcp_call` follows), then, denied, a call whose result says so."""
+    kind = raw["type"]
+    if kind == "mcp_call":
+        result = mcp_result_text(raw.get("output"), raw.get("error"))
+        return [
+            ToolCall(raw["id"], raw["name"], raw.get("arguments") or "{}"),
+            ToolResult(raw["id"], raw["name"], result),
+        ]
+    if kind == "mcp_approval_request":
+        approvals[raw["id"]] = raw
+        return []
+    asked = approvals.pop(raw.get("approval_request_id", ""), None)
+    if asked is None or raw.get("approve"):
+        return []
+    return [
+        ToolCall(asked["id"], asked["name"], asked.get("arguments") or "{}"),
+        ToolResult(asked["id"], asked["name"], MCP_DENIED),
+    ]
 
 
 def _tool_search_call(raw: dict[str, Any]) -> Turn:

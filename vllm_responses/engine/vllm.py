@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -38,7 +37,6 @@ from vllm_responses.engine.prompt import (
     choose_parser,
     code_ran_since_user,
     probe_template,
-    prompt_images,
     render_prompt,
     should_prefill_code,
 )
@@ -56,7 +54,6 @@ from vllm_responses.engine.types import (
     Finish,
     FinishReason,
     GenerateRequest,
-    Image,
     Message,
     ToolCall,
     ToolResult,
@@ -64,6 +61,7 @@ from vllm_responses.engine.types import (
     Turn,
     Usage,
 )
+from vllm_responses.engine.vision import expanded_length, tokens_prompt
 
 __all__ = ["VLLMEngine"]
 
@@ -99,14 +97,6 @@ async def _sized(work: Callable[[GenerateRequest], _T], request: GenerateRequest
     if _text_size(request) < PRECHECK_INLINE_CHARS:
         return work(request)
     return await asyncio.to_thread(work, request)
-
-
-def _pil(image: Image) -> Any:
-    """An image as vLLM's processors take it: a PIL image in RGB."""
-    from PIL import Image as PILImage
-
-    with PILImage.open(io.BytesIO(image.data)) as img:
-        return img.convert("RGB")
 
 
 class VLLMEngine:
@@ -316,25 +306,10 @@ class VLLMEngine:
         return self._prompt_length(prompt)
 
     def _prompt(self, request: GenerateRequest, prompt_ids: list[int]) -> TokensPrompt:
-        """The prompt as vLLM takes it: its tokens (an image's placeholder token where it goes), and, for a
-        vision model, the images decoded with PIL as `multi_modal_data`."""
-        images = prompt_images(request.turns) if self._images else []
-        if not images:
-            return TokensPrompt(prompt_token_ids=prompt_ids)
-        return TokensPrompt(
-            prompt_token_ids=prompt_ids, multi_modal_data={"image": [_pil(i) for i in images]}
-        )
+        return tokens_prompt(request.turns, prompt_ids, takes_images=self._images)
 
     def _prompt_length(self, prompt: TokensPrompt) -> int:
-        """The prompt's tokens as the model reads them: each image's placeholder expanded by vLLM's processor
-        into the image's own tokens."""
-        if "multi_modal_data" not in prompt:
-            return len(prompt["prompt_token_ids"])
-        try:
-            processed = self._llm.renderer._process_tokens(prompt, skip_mm_cache=True)
-        except Exception as exc:  # the processor refuses the images (a mismatch, a format it cannot read)
-            raise EngineRejected(f"the model cannot read these images: {exc}", code="invalid_image") from exc
-        return len(processed["prompt_token_ids"])
+        return expanded_length(self._llm, prompt)
 
     def _call(self, request: GenerateRequest) -> tuple[TokensPrompt, str, ToolParser, SamplingParams]:
         """One call as vLLM gets it: the prompt, prefill, output parser, sampling parameters; refused
