@@ -77,7 +77,7 @@ def test_an_image_in_a_message_is_read_and_counted(client: OpenAI) -> None:
         model=MODEL, previous_response_id=seen.id, input="And now?", extra_body=forced
     )
     items = client.responses.input_items.list(seen.id).data
-    assert [p.type for p in items[0].content] == ["input_image", "input_text"]  # type: ignore[union-attr]
+    assert [p.type for p in items[0].content] == ["input_text", "input_image"]  # type: ignore[union-attr]
     assert again.usage is not None and again.usage.input_tokens > seen.usage.input_tokens + IMAGE_TOKENS
 
 
