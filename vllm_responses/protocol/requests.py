@@ -59,6 +59,7 @@ SUPPORTED_INCLUDES = (
     "reasoning.encrypted_content",
     "web_search_call.action.sources",  # honoured where a search backend serves web_search
     "message.output_text.logprobs",  # each output token's logprob, and `top_logprobs` alternatives
+    "message.input_image.image_url",  # stored input images always keep their image_url (a data URL)
 )
 _KNOWN_INCLUDES = (
     "file_search_call.results",
