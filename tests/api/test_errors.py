@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import typing
 
 import httpx
 import openai
 import pytest
 from openai.types.responses import ResponseIncludable
+from PIL import Image as PILImage
 
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
 from tests.serving import LiveServer
@@ -192,6 +195,23 @@ def test_every_sdk_include_value_is_honoured_or_refused(
 ) -> None:
     base = fake_server.base_url + "/v1/responses"
     # honoured where a search backend serves web_search (test_web_search.py), or where the engine scores tokens
+    if value == "message.input_image.image_url":  # honoured always: stored input images keep their data URL
+        png = io.BytesIO()
+        PILImage.new("RGB", (2, 2)).save(png, "PNG")
+        url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+        content = [{"type": "input_text", "text": "hi"}, {"type": "input_image", "image_url": url}]
+        engine.images = True
+        try:
+            r = httpx.post(
+                base,
+                json={"model": MODEL, "input": [{"role": "user", "content": content}], "include": [value]},
+            )
+        finally:
+            engine.images = False
+        assert r.status_code == 200, r.text
+        items = httpx.get(f"{base}/{r.json()['id']}/input_items", params={"include[]": value}).json()["data"]
+        assert items[0]["content"][1]["image_url"] == url
+        return
     if value in SEARCH_ONLY | LOGPROBS:
         r = httpx.post(base, json={"model": MODEL, "input": "hi", "include": [value]}, timeout=10)
         assert r.status_code == 200, r.text
