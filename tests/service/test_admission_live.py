@@ -113,13 +113,15 @@ async def test_a_burst_past_both_limits(server: LiveServer, engine: FakeEngine) 
         attempts = [a for a, _ in started]
         await eventually(lambda: sum(a.status == 429 for a in attempts) == 6)
         assert (adm.running, adm.queued) == (2, 2)
-        await eventually(lambda: sum(a.status == 200 for a in attempts) == 2)
-        running = [a for a in attempts if a.status == 200]
-        waiting = [a for a in attempts if a.status is None]  # queued: not even the headers yet
+        await eventually(lambda: sum(len(a.events) >= 2 for a in attempts) == 4)
+        running = [a for a in attempts if a.types[1:2] == ["response.in_progress"]]
+        waiting = [a for a in attempts if a.types[1:2] == ["response.queued"]]
         assert len(running) == 2 and len(waiting) == 2
         # admitted: created and in_progress went out while the engine has produced nothing
-        await eventually(lambda: all(len(a.events) >= 2 for a in running))
         assert all(a.types == ["response.created", "response.in_progress"] for a in running)
+        # queued: created (status queued) and queued went out at once, and nothing more yet
+        assert all(a.types == ["response.created", "response.queued"] for a in waiting)
+        assert all(a.status == 200 and a.events[0]["response"]["status"] == "queued" for a in waiting)
         for a in attempts:
             if a.status == 429:
                 assert a.error is not None and a.error["type"] == "rate_limit_error"
@@ -130,9 +132,14 @@ async def test_a_burst_past_both_limits(server: LiveServer, engine: FakeEngine) 
                 assert int(a.headers["retry-after"]) >= 1
         let_go(engine)
         await asyncio.gather(*(t for _, t in started))
-    for a in running + waiting:
+    for a in running:
         assert a.types[:2] == ["response.created", "response.in_progress"]
+    for a in waiting:  # then in_progress once admitted, and the rest as usual
+        assert a.types[:3] == ["response.created", "response.queued", "response.in_progress"]
+        assert a.events[2]["response"]["status"] == "in_progress"
+    for a in running + waiting:
         assert a.types[-1] == "response.completed"
+        assert [e["sequence_number"] for e in a.events] == list(range(len(a.events)))
     assert len(engine.requests) == 4
     assert rejected_metric(server) - before == 6
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))
@@ -143,14 +150,15 @@ async def test_a_queued_client_that_leaves_frees_its_place(server: LiveServer, e
     async with client_of(server) as client:
         started = [start(client) for _ in range(4)]
         await eventually(lambda: (adm.running, adm.queued) == (2, 2))
-        await eventually(lambda: sum(a.status == 200 for a, _ in started) == 2)  # the others wait
+        await eventually(lambda: sum(len(a.events) >= 2 for a, _ in started) == 4)
         rejected = adm.rejected_total
-        leaving = next(t for a, t in started if a.status is None)
+        leaving = next(t for a, t in started if a.types[-1] == "response.queued")
         leaving.cancel()  # the client closes its connection while it waits for admission
         await eventually(lambda: adm.queued == 1)
         late, late_task = start(client)  # the place it left is free: queued, not refused
         await eventually(lambda: adm.queued == 2)
-        assert late.status is None and adm.rejected_total == rejected
+        await eventually(lambda: late.types == ["response.created", "response.queued"])
+        assert adm.rejected_total == rejected
         let_go(engine)
         await asyncio.gather(late_task, *(t for _, t in started if t is not leaving))
     assert late.types[-1] == "response.completed"
@@ -171,10 +179,10 @@ async def test_background_responses_hold_a_slot_until_they_end(
         assert (adm.running, adm.queued) == (2, 0)
         waiting, task = start(client)
         await eventually(lambda: adm.queued == 1)
-        assert waiting.status is None
+        await eventually(lambda: waiting.types == ["response.created", "response.queued"])
         r = await client.post(f"/v1/responses/{background[0]}/cancel")  # its slot goes to the waiting stream
         assert r.json()["status"] == "cancelled"
-        await eventually(lambda: len(waiting.events) >= 2)
+        await eventually(lambda: len(waiting.events) >= 3)
         assert waiting.status == 200 and (adm.running, adm.queued) == (2, 0)
         let_go(engine)
         await task
