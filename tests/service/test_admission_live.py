@@ -1,7 +1,9 @@
 """Admission over a real server (uvicorn on 127.0.0.1, the scripted engine holding its generations open): a burst
 past both limits gets 429s with `Retry-After` and every admitted response completes; a queued client that
 leaves frees its place; background responses hold a slot; WebSocket creates go through the same admission;
-a slot comes back however a response ends."""
+a slot comes back however a response ends. A queued stream opens at once (created with status `queued`, then
+`response.queued`) and the SDK's stream helper takes it; a background response is acknowledged `queued`, runs
+when admitted, and can be cancelled while queued; /metrics shows the wait."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import openai
 import pytest
+from openai.types.responses import ResponseQueuedEvent
 from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter
@@ -240,4 +244,96 @@ async def test_websocket_creates_go_through_the_same_admission(
         assert event["error"]["code"] == "rate_limit_exceeded"
         let_go(engine)
         await asyncio.gather(*(t for _, t in started))
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+def wait_metric(server: LiveServer) -> tuple[float, float]:
+    """`vllm_responses_admission_wait_seconds`: its count and its sum."""
+    samples, types = parse(httpx.get(server.base_url + "/metrics", timeout=30).text)
+    assert types["vllm_responses_admission_wait_seconds"] == "histogram"
+    return (
+        value(samples, "vllm_responses_admission_wait_seconds_count"),
+        value(samples, "vllm_responses_admission_wait_seconds_sum"),
+    )
+
+
+async def test_the_sdk_stream_helper_takes_a_queued_stream(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    count, total = wait_metric(server)
+    sdk = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]  # both slots held
+        await eventually(lambda: adm.running == 2)
+        seen: list[Any] = []
+
+        async def queued_stream() -> Any:
+            async with sdk.responses.stream(model=MODEL, input="queued") as stream:
+                async for event in stream:
+                    seen.append(event)
+                return await stream.get_final_response()
+
+        task = asyncio.ensure_future(queued_stream())
+        await eventually(lambda: len(seen) >= 2)  # at once, while it waits
+        assert adm.queued == 1 and [e.type for e in seen] == ["response.created", "response.queued"]
+        assert isinstance(seen[1], ResponseQueuedEvent) and seen[0].response.status == "queued"
+        await asyncio.sleep(0.2)
+        assert len(seen) == 2  # nothing more until it is admitted
+        let_go(engine)
+        final = await task
+        await asyncio.gather(*(t for _, t in started))
+    assert seen[2].type == "response.in_progress" and seen[2].response.status == "in_progress"
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    assert final.status == "completed" and final.output_text
+    after_count, after_total = wait_metric(server)
+    assert after_count - count == 3  # every admission is observed, at once (~0 s) or after its wait
+    assert after_total - total > 0.2  # the queued one waited at least the 0.2 s above
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_a_background_response_is_queued_then_runs(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        held = []
+        for _ in range(2):
+            r = await client.post("/v1/responses", json={"model": MODEL, "input": "bg", "background": True})
+            assert r.json()["status"] == "in_progress"  # admitted at once: acknowledged as today
+            held.append(r.json()["id"])
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "later", "background": True})
+        assert r.status_code == 200 and r.json()["status"] == "queued"
+        waiting = r.json()["id"]
+        assert (adm.running, adm.queued) == (2, 1)
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "queued"
+        await client.post(f"/v1/responses/{held[0]}/cancel")  # its slot goes to the queued one
+        await eventually(lambda: adm.queued == 0)
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "in_progress"
+        let_go(engine)
+        await eventually(lambda: adm.running == 0)
+        done = (await client.get(f"/v1/responses/{waiting}")).json()
+        assert done["status"] == "completed" and done["output"]
+        async with client.stream("GET", f"/v1/responses/{waiting}?stream=true") as r:
+            replay = [
+                json.loads(line[6:])
+                for line in [x async for x in r.aiter_lines()]
+                if line.startswith("data: ")
+            ]
+    types = [e["type"] for e in replay]
+    assert types[:3] == ["response.created", "response.queued", "response.in_progress"]
+    assert types[-1] == "response.completed"
+
+
+async def test_a_queued_background_response_can_be_cancelled(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]
+        await eventually(lambda: adm.running == 2)
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "later", "background": True})
+        waiting = r.json()["id"]
+        assert r.json()["status"] == "queued" and adm.queued == 1
+        r = await client.post(f"/v1/responses/{waiting}/cancel")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled"
+        assert (adm.running, adm.queued) == (2, 0)  # it left the queue
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "cancelled"
+        let_go(engine)
+        await asyncio.gather(*(t for _, t in started))
+    assert len(engine.requests) == 2  # the cancelled one never reached the engine
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))
