@@ -1,5 +1,6 @@
 """`Admission`: slots up to the limit, a FIFO wait queue, 429s past both, release exactly once, cancelled waiters
-leave; `reserve` decides a place at once (a `Ticket`, admitted or queued) and each admission's wait is observed; `until_disconnect` gives up on the work when the ASGI channel says the client left."""
+leave; `reserve` decides a place at once (a `Ticket`, admitted or queued) and each admission's wait is observed;
+`until_disconnect` gives up on the work when the ASGI channel says the client left."""
 
 from __future__ import annotations
 
