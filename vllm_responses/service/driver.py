@@ -135,7 +135,7 @@ async def _play(
         if acknowledged is not None:  # its first record is written before anything else
             await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
         async for event in events:
-            run.failure = loop.failure  # set before its `response.failed` is seen
+            run.failure = loop.failure or run.failure  # set before its `response.failed` is seen
             emit(event)
     except asyncio.CancelledError:
         if run.ending is None:
