@@ -6,8 +6,10 @@ One `vllm-responses serve` on the tiny model (its outputs forced) with few admis
 was, whether it saw `response.queued`, and how it ended. Reported: the first event's p50/p95/max (and a lone
 stream's, measured just before: the baseline), how many streams were queued, their endings, and the server's
 own admission-wait histogram (/metrics). The target:
-every stream's first event within 50 ms. Loopback only. Run: `python scripts/bench_first_event.py
-[--streams 32] [--slots 2] [--quick] [--out bench-results]`.
+every stream's first event within 50 ms. `--ours-tree PATH` runs our server from another source tree (`-P`: that
+path first), e.g. a commit from before queued streams opened at once, for a before/after on one machine.
+Loopback only. Run: `python scripts/bench_first_event.py [--streams 32] [--slots 2] [--quick]
+[--ours-tree PATH] [--out bench-results]`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -175,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=2, help="--max-concurrent-responses")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one stream may take")
     ap.add_argument("--max-model-len", type=int, default=1024)
+    ap.add_argument("--ours-tree", default=None, help="our server from this source tree (e.g. a git archive)")
     ap.add_argument("--quick", action="store_true", help="8 streams")
     ap.add_argument("--out", default="bench-results", help="folder for first_event.json and the server log")
     ns = ap.parse_args(argv)
@@ -186,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     flags, env = engine_flags(model, max_model_len=ns.max_model_len)
     port = free_port()
     server_args = ["--max-concurrent-responses", str(ns.slots), "--max-queued-responses", str(ns.streams)]
-    argv_ = our_server_argv(flags, port, *server_args)
+    argv_ = our_server_argv(flags, port, *server_args, isolated=ns.ours_tree is not None)
+    if ns.ours_tree is not None:
+        env = {
+            **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [ns.ours_tree, os.environ.get("PYTHONPATH")])),
+        }
     result: dict[str, Any] = {
         "benchmark": "first_event",
         "machine": machine_info(),
@@ -194,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             "model": "tiny",
             "engine_flags": flags,
             "server_args": server_args,
+            "ours_tree": ns.ours_tree,
             "streams": ns.streams,
             "forced_outputs": True,
             "client": "this process: asyncio streams, hand-parsed SSE; all streams start at once; times from "
