@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 
 from vllm_responses.api.responses import until_disconnect
 from vllm_responses.protocol.errors import Busy, Unavailable
-from vllm_responses.service.admission import Admission, Slot, default_max_queued
+from vllm_responses.service.admission import Admission, Ticket, default_max_queued
 
 
 async def _settle() -> None:
@@ -25,7 +25,7 @@ async def test_slots_then_fifo_queue_then_429() -> None:
     assert (adm.running, adm.queued, adm.full) == (2, 0, False)
     order: list[str] = []
 
-    async def wait(name: str) -> Slot:
+    async def wait(name: str) -> Ticket:
         slot = await adm.acquire()
         order.append(name)
         return slot

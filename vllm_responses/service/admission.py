@@ -19,7 +19,7 @@ from collections import deque
 from vllm_responses.observe.metrics import ADMISSION_WAIT
 from vllm_responses.protocol.errors import APIError, Busy
 
-__all__ = ["Admission", "Slot", "Ticket", "default_max_queued"]
+__all__ = ["Admission", "Ticket", "default_max_queued"]
 
 # Bounds of the `Retry-After` a 429 carries, in seconds.
 RETRY_AFTER_MIN_S = 1
@@ -73,9 +73,6 @@ class Ticket:
 
     def _refuse(self, error: APIError) -> None:
         self._turn.set_exception(error)
-
-
-Slot = Ticket  # what `acquire` returns: a ticket admitted already
 
 
 class Admission:
@@ -148,7 +145,7 @@ class Admission:
         return ticket
 
     async def acquire(self) -> Ticket:
-        """`reserve`, then wait for admission: a cancelled wait leaves the queue at once."""
+        """`reserve`, then wait for admission (an admitted ticket); a cancelled wait leaves the queue at once."""
         ticket = self.reserve()
         try:
             await ticket.wait()
