@@ -337,3 +337,34 @@ async def test_a_queued_background_response_can_be_cancelled(server: LiveServer,
         await asyncio.gather(*(t for _, t in started))
     assert len(engine.requests) == 2  # the cancelled one never reached the engine
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_queued_websocket_and_non_streamed_creates(server: LiveServer, engine: FakeEngine) -> None:
+    """Over WebSocket a queued create's events open the same way; a non-streamed request waits, then answers
+    its completed response as before."""
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]
+        await eventually(lambda: adm.running == 2)
+        quiet = asyncio.ensure_future(client.post("/v1/responses", json={"model": MODEL, "input": "quiet"}))
+        await eventually(lambda: adm.queued == 1)
+
+        def over_websocket() -> list[dict[str, Any]]:
+            with connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10) as ws:
+                ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "ws"}))
+                events = [json.loads(ws.recv(timeout=30)) for _ in range(2)]
+                assert adm.queued == 2 and not quiet.done()
+                let_go(engine)
+                while events[-1]["type"] not in ("response.completed", "response.failed", "error"):
+                    events.append(json.loads(ws.recv(timeout=30)))
+                return events
+
+        events = await asyncio.to_thread(over_websocket)
+        answer = await quiet
+        await asyncio.gather(*(t for _, t in started))
+    types = [e["type"] for e in events]
+    assert types[:3] == ["response.created", "response.queued", "response.in_progress"], types
+    assert events[0]["response"]["status"] == "queued" and types[-1] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert answer.status_code == 200 and answer.json()["status"] == "completed" and answer.json()["output"]
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
