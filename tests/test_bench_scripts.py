@@ -216,6 +216,41 @@ def test_load_quick(tmp_path: Path) -> None:
     assert data["levels"]["4"]["code_turns_completed"] == 1, data["levels"]
 
 
+def test_first_event_summary_on_set_samples() -> None:
+    """The burst's summary and checks say what the samples say."""
+    from bench_first_event import Sample, summarize
+
+    queued = {"first_event": "response.created", "second_event": "response.queued", "queued": True}
+    samples = [
+        Sample(status=200, first_event_s=0.01, second_event="response.in_progress", ending="completed"),
+        Sample(status=200, first_event_s=0.02, in_progress_s=0.5, ending="completed", **queued),  # type: ignore[arg-type]
+        Sample(status=200, first_event_s=0.04, in_progress_s=0.9, ending="failed", **queued),  # type: ignore[arg-type]
+    ]
+    burst = summarize(samples, 1.0)
+    assert burst["first_event_ms"] == {"p50": 20.0, "p95": 38.0, "max": 40.0}
+    assert burst["queued"] == burst["queued_opened_with_created_queued"] == 2
+    assert burst["endings"] == {"completed": 2, "failed": 1}
+    assert burst["checks"] == {
+        "every_first_event_within_50ms": True,
+        "every_stream_completed": False,
+        "some_streams_queued": True,
+    }
+    late = summarize([*samples[:2], Sample(status=429, error="busy")], 1.0)
+    assert late["checks"]["every_first_event_within_50ms"] is False and late["endings"]["http 429"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_first_event_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_first_event.py", tmp_path)
+    assert data["streams"] == 8 and data["errors"] == [], data
+    assert data["checks"]["every_stream_completed"] is True, data["endings"]
+    assert data["queued"] >= 1 and data["queued"] == data["queued_opened_with_created_queued"], data
+    assert 0 < data["first_event_ms"]["p50"] <= data["first_event_ms"]["max"]
+    assert data["single_stream_first_event_ms"] > 0
+    assert data["admission_wait"]["vllm_responses_admission_wait_seconds_count"] >= 15  # 2 + 5 + 8
+
+
 def test_default_model_scoring_on_set_responses() -> None:
     """A turn is scored from what the response holds: code without a traceback, the value in the logs and in
     the answer (as a whole number), completed; shares are over the turns that have the score."""

@@ -93,6 +93,25 @@ def test_the_first_events_carry_an_in_progress_response_without_usage() -> None:
     assert (created["sequence_number"], in_progress["sequence_number"]) == (0, 1)
 
 
+def test_a_queued_response_opens_with_created_and_queued_then_goes_on_in_progress() -> None:
+    b = builder()
+    created, queued = b.queued()
+    assert b.status == "queued" and b.snapshot()["status"] == "queued"
+    assert [created["type"], queued["type"]] == ["response.created", "response.queued"]
+    for e in (created, queued):
+        validate_event(e)
+        assert e["response"]["status"] == "queued" and e["response"]["usage"] is None
+    events = [created, queued, *code_turn(b)]  # `created()` now gives only in_progress
+    assert [e["type"] for e in events[:4]] == [
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+        "response.output_item.added",
+    ]
+    assert events[2]["response"]["status"] == "in_progress" and events[-1]["type"] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+
+
 def test_without_include_outputs_are_null_on_the_wire_but_kept() -> None:
     b = builder(include_outputs=False)
     events = code_turn(b)

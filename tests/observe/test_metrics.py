@@ -168,6 +168,10 @@ def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:
     assert (
         value(samples, "vllm_responses_engine_alive") == 0 and value(samples, "vllm_responses_draining") == 1
     )
+    live_admission = ("running", "queued", "rejected")  # (its wait histogram is recorded, process-wide)
     assert not any(
-        name.startswith(("vllm_responses_admission", "vllm_responses_sandbox_waiters")) for name in types
+        name.startswith(
+            (*(f"vllm_responses_admission_{n}" for n in live_admission), "vllm_responses_sandbox_waiters")
+        )
+        for name in types
     )

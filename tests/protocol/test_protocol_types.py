@@ -101,8 +101,8 @@ def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
     assert (
-        len(ours) == 34
-    )  # the lifecycle TypedDict covers five types, the MCP item events six, web search three
+        len(ours) == 35
+    )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

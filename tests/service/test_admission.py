@@ -1,15 +1,17 @@
 """`Admission`: slots up to the limit, a FIFO wait queue, 429s past both, release exactly once, cancelled waiters
-leave; `until_disconnect` gives up on the work when the ASGI channel says the client left."""
+leave; `reserve` decides a place at once (a `Ticket`, admitted or queued) and each admission's wait is observed;
+`until_disconnect` gives up on the work when the ASGI channel says the client left."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from prometheus_client import REGISTRY
 
 from vllm_responses.api.responses import until_disconnect
 from vllm_responses.protocol.errors import Busy, Unavailable
-from vllm_responses.service.admission import Admission, Slot, default_max_queued
+from vllm_responses.service.admission import Admission, Ticket, default_max_queued
 
 
 async def _settle() -> None:
@@ -23,7 +25,7 @@ async def test_slots_then_fifo_queue_then_429() -> None:
     assert (adm.running, adm.queued, adm.full) == (2, 0, False)
     order: list[str] = []
 
-    async def wait(name: str) -> Slot:
+    async def wait(name: str) -> Ticket:
         slot = await adm.acquire()
         order.append(name)
         return slot
@@ -164,3 +166,69 @@ async def test_until_disconnect() -> None:
 
     with pytest.raises(Busy):  # the work's own error comes through
         await until_disconnect(receive, refused())  # type: ignore[arg-type]
+
+
+async def test_reserve_decides_the_place_at_once() -> None:
+    adm = Admission(1, 1)
+    first = adm.reserve()  # a free slot: admitted, no await
+    assert first.admitted and (adm.running, adm.queued) == (1, 0)
+    second = adm.reserve()  # queued behind it
+    assert not second.admitted and (adm.running, adm.queued) == (1, 1)
+    with pytest.raises(Busy):
+        adm.reserve()  # the queue is full too: the 429 now
+    waiting = asyncio.ensure_future(second.wait())
+    await _settle()
+    assert not waiting.done()
+    first.release()
+    await waiting
+    assert second.admitted and (adm.running, adm.queued) == (1, 0)
+    assert second.admitted_at is not None and second.admitted_at >= second.accepted_at
+    second.release()
+    assert (adm.running, adm.queued) == (0, 0)
+
+
+async def test_a_released_queued_ticket_leaves_the_queue_even_mid_wait() -> None:
+    adm = Admission(1, 2)
+    held, leaving, staying = adm.reserve(), adm.reserve(), adm.reserve()
+    waiter = asyncio.ensure_future(leaving.wait())
+    await _settle()
+    waiter.cancel()  # a cancelled wait keeps the place...
+    await _settle()
+    assert adm.queued == 2
+    leaving.release()  # ...until it is released
+    leaving.release()
+    assert adm.queued == 1
+    held.release()  # the slot goes to the ticket still queued
+    assert staying.admitted and (adm.running, adm.queued) == (1, 0)
+    await staying.wait()  # admitted already: returns at once
+    staying.release()
+    assert adm.running == 0
+
+
+async def test_close_refuses_queued_tickets_and_release_after_it_is_quiet() -> None:
+    adm = Admission(1, 1)
+    held, queued = adm.reserve(), adm.reserve()
+    gone = Unavailable("The server is shutting down.", code="shutting_down")
+    adm.close(gone)
+    with pytest.raises(Unavailable):
+        await queued.wait()
+    queued.release()  # never admitted: nothing to give back
+    assert (adm.running, adm.queued) == (1, 0)
+    unwaited = Admission(1, 1)
+    unwaited.reserve()
+    never_waited = unwaited.reserve()
+    unwaited.close(gone)
+    never_waited.release()  # its refusal is retrieved: no "exception never retrieved" at collection
+    held.release()
+    assert adm.running == 0
+
+
+async def test_each_admission_observes_its_wait() -> None:
+    count = REGISTRY.get_sample_value("vllm_responses_admission_wait_seconds_count") or 0.0
+    adm = Admission(1, 1)
+    first, second = adm.reserve(), adm.reserve()
+    await asyncio.sleep(0.05)
+    first.release()
+    assert REGISTRY.get_sample_value("vllm_responses_admission_wait_seconds_count") == count + 2
+    assert second.admitted_at is not None and second.admitted_at - second.accepted_at >= 0.05
+    second.release()

@@ -1,7 +1,9 @@
 """Admission over a real server (uvicorn on 127.0.0.1, the scripted engine holding its generations open): a burst
 past both limits gets 429s with `Retry-After` and every admitted response completes; a queued client that
 leaves frees its place; background responses hold a slot; WebSocket creates go through the same admission;
-a slot comes back however a response ends."""
+a slot comes back however a response ends. A queued stream opens at once (created with status `queued`, then
+`response.queued`) and the SDK's stream helper takes it; a background response is acknowledged `queued`, runs
+when admitted, and can be cancelled while queued; /metrics shows the wait."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import openai
 import pytest
+from openai.types.responses import ResponseQueuedEvent
 from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter
@@ -113,13 +117,15 @@ async def test_a_burst_past_both_limits(server: LiveServer, engine: FakeEngine) 
         attempts = [a for a, _ in started]
         await eventually(lambda: sum(a.status == 429 for a in attempts) == 6)
         assert (adm.running, adm.queued) == (2, 2)
-        await eventually(lambda: sum(a.status == 200 for a in attempts) == 2)
-        running = [a for a in attempts if a.status == 200]
-        waiting = [a for a in attempts if a.status is None]  # queued: not even the headers yet
+        await eventually(lambda: sum(len(a.events) >= 2 for a in attempts) == 4)
+        running = [a for a in attempts if a.types[1:2] == ["response.in_progress"]]
+        waiting = [a for a in attempts if a.types[1:2] == ["response.queued"]]
         assert len(running) == 2 and len(waiting) == 2
         # admitted: created and in_progress went out while the engine has produced nothing
-        await eventually(lambda: all(len(a.events) >= 2 for a in running))
         assert all(a.types == ["response.created", "response.in_progress"] for a in running)
+        # queued: created (status queued) and queued went out at once, and nothing more yet
+        assert all(a.types == ["response.created", "response.queued"] for a in waiting)
+        assert all(a.status == 200 and a.events[0]["response"]["status"] == "queued" for a in waiting)
         for a in attempts:
             if a.status == 429:
                 assert a.error is not None and a.error["type"] == "rate_limit_error"
@@ -130,9 +136,14 @@ async def test_a_burst_past_both_limits(server: LiveServer, engine: FakeEngine) 
                 assert int(a.headers["retry-after"]) >= 1
         let_go(engine)
         await asyncio.gather(*(t for _, t in started))
-    for a in running + waiting:
+    for a in running:
         assert a.types[:2] == ["response.created", "response.in_progress"]
+    for a in waiting:  # then in_progress once admitted, and the rest as usual
+        assert a.types[:3] == ["response.created", "response.queued", "response.in_progress"]
+        assert a.events[2]["response"]["status"] == "in_progress"
+    for a in running + waiting:
         assert a.types[-1] == "response.completed"
+        assert [e["sequence_number"] for e in a.events] == list(range(len(a.events)))
     assert len(engine.requests) == 4
     assert rejected_metric(server) - before == 6
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))
@@ -143,14 +154,15 @@ async def test_a_queued_client_that_leaves_frees_its_place(server: LiveServer, e
     async with client_of(server) as client:
         started = [start(client) for _ in range(4)]
         await eventually(lambda: (adm.running, adm.queued) == (2, 2))
-        await eventually(lambda: sum(a.status == 200 for a, _ in started) == 2)  # the others wait
+        await eventually(lambda: sum(len(a.events) >= 2 for a, _ in started) == 4)
         rejected = adm.rejected_total
-        leaving = next(t for a, t in started if a.status is None)
+        leaving = next(t for a, t in started if a.types[-1] == "response.queued")
         leaving.cancel()  # the client closes its connection while it waits for admission
         await eventually(lambda: adm.queued == 1)
         late, late_task = start(client)  # the place it left is free: queued, not refused
         await eventually(lambda: adm.queued == 2)
-        assert late.status is None and adm.rejected_total == rejected
+        await eventually(lambda: late.types == ["response.created", "response.queued"])
+        assert adm.rejected_total == rejected
         let_go(engine)
         await asyncio.gather(late_task, *(t for _, t in started if t is not leaving))
     assert late.types[-1] == "response.completed"
@@ -171,10 +183,10 @@ async def test_background_responses_hold_a_slot_until_they_end(
         assert (adm.running, adm.queued) == (2, 0)
         waiting, task = start(client)
         await eventually(lambda: adm.queued == 1)
-        assert waiting.status is None
+        await eventually(lambda: waiting.types == ["response.created", "response.queued"])
         r = await client.post(f"/v1/responses/{background[0]}/cancel")  # its slot goes to the waiting stream
         assert r.json()["status"] == "cancelled"
-        await eventually(lambda: len(waiting.events) >= 2)
+        await eventually(lambda: len(waiting.events) >= 3)
         assert waiting.status == 200 and (adm.running, adm.queued) == (2, 0)
         let_go(engine)
         await task
@@ -232,4 +244,127 @@ async def test_websocket_creates_go_through_the_same_admission(
         assert event["error"]["code"] == "rate_limit_exceeded"
         let_go(engine)
         await asyncio.gather(*(t for _, t in started))
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+def wait_metric(server: LiveServer) -> tuple[float, float]:
+    """`vllm_responses_admission_wait_seconds`: its count and its sum."""
+    samples, types = parse(httpx.get(server.base_url + "/metrics", timeout=30).text)
+    assert types["vllm_responses_admission_wait_seconds"] == "histogram"
+    return (
+        value(samples, "vllm_responses_admission_wait_seconds_count"),
+        value(samples, "vllm_responses_admission_wait_seconds_sum"),
+    )
+
+
+async def test_the_sdk_stream_helper_takes_a_queued_stream(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    count, total = wait_metric(server)
+    sdk = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]  # both slots held
+        await eventually(lambda: adm.running == 2)
+        seen: list[Any] = []
+
+        async def queued_stream() -> Any:
+            async with sdk.responses.stream(model=MODEL, input="queued") as stream:
+                async for event in stream:
+                    seen.append(event)
+                return await stream.get_final_response()
+
+        task = asyncio.ensure_future(queued_stream())
+        await eventually(lambda: len(seen) >= 2)  # at once, while it waits
+        assert adm.queued == 1 and [e.type for e in seen] == ["response.created", "response.queued"]
+        assert isinstance(seen[1], ResponseQueuedEvent) and seen[0].response.status == "queued"
+        await asyncio.sleep(0.2)
+        assert len(seen) == 2  # nothing more until it is admitted
+        let_go(engine)
+        final = await task
+        await asyncio.gather(*(t for _, t in started))
+    assert seen[2].type == "response.in_progress" and seen[2].response.status == "in_progress"
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    assert final.status == "completed" and final.output_text
+    after_count, after_total = wait_metric(server)
+    assert after_count - count == 3  # every admission is observed, at once (~0 s) or after its wait
+    assert after_total - total > 0.2  # the queued one waited at least the 0.2 s above
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_a_background_response_is_queued_then_runs(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        held = []
+        for _ in range(2):
+            r = await client.post("/v1/responses", json={"model": MODEL, "input": "bg", "background": True})
+            assert r.json()["status"] == "in_progress"  # admitted at once: acknowledged as today
+            held.append(r.json()["id"])
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "later", "background": True})
+        assert r.status_code == 200 and r.json()["status"] == "queued"
+        waiting = r.json()["id"]
+        assert (adm.running, adm.queued) == (2, 1)
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "queued"
+        await client.post(f"/v1/responses/{held[0]}/cancel")  # its slot goes to the queued one
+        await eventually(lambda: adm.queued == 0)
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "in_progress"
+        let_go(engine)
+        await eventually(lambda: adm.running == 0)
+        done = (await client.get(f"/v1/responses/{waiting}")).json()
+        assert done["status"] == "completed" and done["output"]
+        async with client.stream("GET", f"/v1/responses/{waiting}?stream=true") as r:
+            replay = [
+                json.loads(line[6:])
+                for line in [x async for x in r.aiter_lines()]
+                if line.startswith("data: ")
+            ]
+    types = [e["type"] for e in replay]
+    assert types[:3] == ["response.created", "response.queued", "response.in_progress"]
+    assert types[-1] == "response.completed"
+
+
+async def test_a_queued_background_response_can_be_cancelled(server: LiveServer, engine: FakeEngine) -> None:
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]
+        await eventually(lambda: adm.running == 2)
+        r = await client.post("/v1/responses", json={"model": MODEL, "input": "later", "background": True})
+        waiting = r.json()["id"]
+        assert r.json()["status"] == "queued" and adm.queued == 1
+        r = await client.post(f"/v1/responses/{waiting}/cancel")
+        assert r.status_code == 200 and r.json()["status"] == "cancelled"
+        assert (adm.running, adm.queued) == (2, 0)  # it left the queue
+        assert (await client.get(f"/v1/responses/{waiting}")).json()["status"] == "cancelled"
+        let_go(engine)
+        await asyncio.gather(*(t for _, t in started))
+    assert len(engine.requests) == 2  # the cancelled one never reached the engine
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_queued_websocket_and_non_streamed_creates(server: LiveServer, engine: FakeEngine) -> None:
+    """Over WebSocket a queued create's events open the same way; a non-streamed request waits, then answers
+    its completed response as before."""
+    adm = admission(server)
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]
+        await eventually(lambda: adm.running == 2)
+        quiet = asyncio.ensure_future(client.post("/v1/responses", json={"model": MODEL, "input": "quiet"}))
+        await eventually(lambda: adm.queued == 1)
+
+        def over_websocket() -> list[dict[str, Any]]:
+            with connect(f"ws://127.0.0.1:{server.port}/v1/responses", open_timeout=10) as ws:
+                ws.send(json.dumps({"type": "response.create", "model": MODEL, "input": "ws"}))
+                events = [json.loads(ws.recv(timeout=30)) for _ in range(2)]
+                assert adm.queued == 2 and not quiet.done()
+                let_go(engine)
+                while events[-1]["type"] not in ("response.completed", "response.failed", "error"):
+                    events.append(json.loads(ws.recv(timeout=30)))
+                return events
+
+        events = await asyncio.to_thread(over_websocket)
+        answer = await quiet
+        await asyncio.gather(*(t for _, t in started))
+    types = [e["type"] for e in events]
+    assert types[:3] == ["response.created", "response.queued", "response.in_progress"], types
+    assert events[0]["response"]["status"] == "queued" and types[-1] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert answer.status_code == 200 and answer.json()["status"] == "completed" and answer.json()["output"]
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))

@@ -1,17 +1,20 @@
 """Instant start on the real engine (vLLM, tiny model): `response.created` reaches the client while the engine is
-too busy to start the new response's generation; what vLLM would refuse up front is still a 400 when streamed."""
+too busy to start the new response's generation; what vLLM would refuse up front is still a 400 when streamed; a
+stream queued for admission opens at once (created `queued`, `response.queued`) and the SDK's helper reads it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
-from tests.real import TINY, tiny_model_server
+from tests.real import TINY, exactly, tiny_model_server
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
@@ -95,3 +98,39 @@ async def test_what_vllm_refuses_up_front_is_a_400_when_streamed(busy_server: Li
             assert error["code"] == code and error["type"] == "invalid_request_error", error
             if code == "context_length_exceeded":
                 assert "maximum context length is 4096 tokens" in error["message"]
+
+
+async def test_a_queued_stream_opens_at_once_and_the_sdk_takes_it(
+    busy_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One admission slot (set on the live controller): a second stream waits behind a long one, yet hears
+    `response.created` (queued) and `response.queued` at once; the SDK's stream helper reads it to the end, and
+    its forced answer comes after `response.in_progress`."""
+    adm = busy_server.app.state.vr.service.admission
+    monkeypatch.setattr(adm, "max_running", 1)
+    sdk = openai.AsyncOpenAI(base_url=busy_server.base_url + "/v1", api_key="unused", max_retries=0)
+    log: list[tuple[str, str]] = []
+    async with httpx.AsyncClient(base_url=busy_server.base_url, timeout=300) as client:
+        long = asyncio.ensure_future(follow(client, "long", {**LONG, "max_output_tokens": 200}, log))
+        async with asyncio.timeout(300):
+            while ("long", "response.output_text.delta") not in log:
+                await asyncio.sleep(0.05)
+        seen: list[Any] = []
+        sent = time.monotonic()
+        forced = {"structured_outputs": [exactly("Queued, then answered.")], "temperature": 0}
+        async with sdk.responses.stream(
+            model=TINY, input="Hello.", max_output_tokens=64, extra_body=forced
+        ) as stream:
+            async for event in stream:
+                if not seen:
+                    first_s = time.monotonic() - sent
+                seen.append(event)
+                if len(seen) == 2:
+                    assert ("long", "response.incomplete") not in log  # heard while the long one runs
+            final = await stream.get_final_response()
+        await long
+    assert [e.type for e in seen[:3]] == ["response.created", "response.queued", "response.in_progress"]
+    assert seen[0].response.status == "queued" and seen[2].response.status == "in_progress"
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    assert final.status == "completed" and final.output_text == "Queued, then answered."
+    assert first_s < 5.0  # at once (loose: a loaded CI host), not after the long response's 200 tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -162,7 +163,8 @@ def test_drain_refuses_websocket_responses_on_open_and_new_sockets(
 
 
 def test_drain_refuses_requests_still_queued_for_admission() -> None:
-    """A request waiting for a slot when the drain starts gets the 503 at once; the running one goes on."""
+    """A request waiting for a slot when the drain starts gets the 503 at once (a queued stream: its
+    `response.failed`, after its created/queued); the running one goes on."""
     config = Config(shutdown_grace=1.5, max_concurrent_responses=1, max_queued_responses=2)
     server = LiveServer(config, FakeEngine(), FakeInterpreter()).start()
     lifecycle: Lifecycle = server.app.state.vr.lifecycle
@@ -178,10 +180,20 @@ def test_drain_refuses_requests_still_queued_for_admission() -> None:
             queued = threading.Thread(target=lambda: answers.append(_post(server)))
             queued.start()
             wait_until(lambda: server.app.state.vr.service.admission.queued == 1)
+            streamed = Stream(http, {"input": "queued too"})
+            assert [streamed.next()["type"], streamed.next()["type"]] == [
+                "response.created",
+                "response.queued",
+            ]
             lifecycle.request_shutdown()
             queued.join(5)  # well before the grace ends
             assert not queued.is_alive() and not stopped.is_set()
-            assert answers[0].status_code == 503 and answers[0].json()["error"]["code"] == "shutting_down"
+            assert answers[0].status_code == 503, answers[0].text
+            assert answers[0].json()["error"]["code"] == "shutting_down"
+            ended = streamed.rest()
+            assert [e["type"] for e in ended] == ["response.failed"]
+            failed = cast(dict[str, Any], ended[0]["response"])
+            assert failed["error"]["code"] == "server_error" and "shutting down" in failed["error"]["message"]
             assert running.rest()[-1]["type"] == "response.failed"  # ended by the grace, as before
         assert stopped.wait(10)
     finally:

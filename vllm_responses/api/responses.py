@@ -108,8 +108,10 @@ async def until_disconnect(receive: Receive, work: Awaitable[T]) -> T | None:
 
 async def create_response(request: Request) -> Response:
     """Streamed: headers, `response.created` and `response.in_progress` go out as soon as the response is
-    admitted (a 4xx before that for what the engine would refuse up front, a 429 when the server is full). A
-    request waiting for admission leaves the queue when its client disconnects."""
+    admitted, or `response.created` (status `queued`) and `response.queued` as soon as it is queued, its
+    `response.in_progress` when admitted (a 4xx before any of that for what the engine would refuse up
+    front, a 429 when the queue is full too). A request waiting for admission leaves the queue when its
+    client disconnects (its response is cancelled)."""
     state = app_state(request)
     req = parse_create_request(await json_body(request))
     principal = principal_of(request)
@@ -132,8 +134,8 @@ async def create_response(request: Request) -> Response:
         run.cancel()
         raise
     failure = run.failure
-    if failure is not None and 400 <= failure.status < 500 and not run.builder.output:
-        raise failure  # refused before any output: an error, as before a stream starts
+    if failure is not None and not run.builder.output and (400 <= failure.status < 500 or run.unadmitted):
+        raise failure  # refused before any output, or never admitted: an error, as before a stream starts
     return JSONResponse(await state.service.get(run.id, project=principal.project))
 
 

@@ -112,7 +112,16 @@ class ResponseBuilder:
 
     # --- lifecycle ------------------------------------------------------------------------------------
 
+    def queued(self) -> list[Event]:
+        """The opening of a response that waits for admission: created (status `queued`), then queued."""
+        self.state.status = ResponseStatus.QUEUED
+        return [self.state.lifecycle("response.created"), self.state.lifecycle("response.queued")]
+
     def created(self) -> list[Event]:
+        """The response starts: created and in_progress, or only in_progress when `queued` opened it."""
+        if self.state.status == ResponseStatus.QUEUED:
+            self.state.status = ResponseStatus.IN_PROGRESS
+            return [self.state.lifecycle("response.in_progress")]
         return [self.state.lifecycle("response.created"), self.state.lifecycle("response.in_progress")]
 
     def close_open(self, *, final: bool = False) -> list[Event]:

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from vllm_responses.protocol.status import TERMINAL
 
 __all__ = [
+    "ADMISSION_WAIT",
     "CONTENT_TYPE",
     "FIRST_EVENT",
     "FIRST_TOKEN",
@@ -59,6 +60,12 @@ FIRST_TOKEN = Histogram(
     "vllm_responses_time_to_first_token_seconds",
     "From the request's arrival to the response's first output delta (text, reasoning or tool-call).",
     buckets=_LATENCY,
+    registry=REGISTRY,
+)
+ADMISSION_WAIT = Histogram(
+    "vllm_responses_admission_wait_seconds",
+    "From a request's acceptance (its place decided) to its admission (a running slot); 0 when admitted at once.",
+    buckets=(0.001, 0.005, *_LATENCY),
     registry=REGISTRY,
 )
 TURNS = Histogram(

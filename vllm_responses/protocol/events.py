@@ -69,11 +69,11 @@ class PartRef(ItemRef):
     content_index: int
 
 
-LifecycleType = Literal["response.created", "response.in_progress", EndEventType]
+LifecycleType = Literal["response.created", "response.queued", "response.in_progress", EndEventType]
 
 
 class ResponseLifecycle(TypedDict):
-    """response.created / in_progress / completed / incomplete / failed: the response as it stands."""
+    """response.created / queued / in_progress / completed / incomplete / failed: the response as it stands."""
 
     type: LifecycleType
     sequence_number: int

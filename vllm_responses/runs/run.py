@@ -31,6 +31,8 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         # Why the response failed, when it did (a non-streamed one refused before any output is a 4xx).
         self.failure: APIError | None = None
+        # Whether it failed while it waited for admission (the server closed it): it never ran.
+        self.unadmitted = False
         # Set by `end`: the error the response is ended with when its task is cancelled.
         self.ending: APIError | None = None
         self._followers: set[asyncio.Queue[Any]] = set()

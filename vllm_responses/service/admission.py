@@ -1,10 +1,12 @@
 """Admission control: at most `max_running` responses run at once, `max_queued` more wait (FIFO), the rest get a 429.
 
-A response holds a `Slot` from admission until its run ends, however it ends (`Slot.release` is idempotent;
-the service releases it from the run task's done-callback, which runs exactly once even for a task cancelled
-before it started). A waiter that is cancelled (its client went away) leaves the queue at once; one granted a
-slot just as it was cancelled passes the slot on. `running`, `queued` and `rejected_total` are read by
-`/metrics`.
+A request's place is decided at once (`reserve`, no await): a `Ticket` that is admitted already, or queued (its
+`wait` returns when a slot is handed to it), or a 429. The ticket holds its place, in the queue then among the
+running, until `release` (idempotent; the service releases it from the run task's done-callback, which runs
+exactly once even for a task cancelled before it started): a queued ticket released (its client went away, its
+response was cancelled) leaves the queue at once; an admitted one passes its slot to the first queued ticket.
+`running`, `queued` and `rejected_total` are read by `/metrics`; each admission's wait is observed into
+`ADMISSION_WAIT` (observe/metrics.py).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import math
 import time
 from collections import deque
 
+from vllm_responses.observe.metrics import ADMISSION_WAIT
 from vllm_responses.protocol.errors import APIError, Busy
 
-__all__ = ["Admission", "Slot", "default_max_queued"]
+__all__ = ["Admission", "Ticket", "default_max_queued"]
 
 # Bounds of the `Retry-After` a 429 carries, in seconds.
 RETRY_AFTER_MIN_S = 1
@@ -30,18 +33,46 @@ def default_max_queued(max_running: int) -> int:
     return 2 * max_running
 
 
-class Slot:
-    """One admitted response's place among the running ones; `release` gives it back (once, whatever calls it)."""
+class Ticket:
+    """One accepted request's place (see the module docstring): `admitted` once it holds a running slot."""
 
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: Admission, *, admitted: bool) -> None:
         self._admission = admission
-        self.admitted_at = time.monotonic()
+        self.accepted_at = time.monotonic()
+        self.admitted_at: float | None = None
         self.released = False
+        self._turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if admitted:
+            self._grant()
+
+    @property
+    def admitted(self) -> bool:
+        return self.admitted_at is not None
+
+    async def wait(self) -> None:
+        """Return once admitted; the error of `close` when admission closed while it waited. A cancelled wait
+        keeps the place: `release` gives it up."""
+        await asyncio.shield(self._turn)
 
     def release(self) -> None:
-        if not self.released:
-            self.released = True
+        """Give back the place held: leave the queue, or pass the running slot on (once, whatever calls it)."""
+        if self.released:
+            return
+        self.released = True
+        if self.admitted:
             self._admission._release(self)
+        elif not self._turn.done():
+            self._admission._leave(self)
+        elif not self._turn.cancelled():
+            self._turn.exception()  # refused by `close`: retrieved, whoever waits or not
+
+    def _grant(self) -> None:
+        self.admitted_at = time.monotonic()
+        ADMISSION_WAIT.observe(self.admitted_at - self.accepted_at)
+        self._turn.set_result(None)
+
+    def _refuse(self, error: APIError) -> None:
+        self._turn.set_exception(error)
 
 
 class Admission:
@@ -62,7 +93,7 @@ class Admission:
         self.max_queued = max_queued
         self.running = 0
         self.rejected_total = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: deque[Ticket] = deque()
         self._mean_hold_s: float | None = None  # running mean of how long a slot is held
         self._closed: APIError | None = None  # set by `close`: every later request gets it
 
@@ -96,32 +127,32 @@ class Admission:
         responses already running keep their slots until they end."""
         self._closed = error
         while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_exception(error)
+            self._waiters.popleft()._refuse(error)
 
-    async def acquire(self) -> Slot:
-        """A slot: at once when one is free and nobody waits, else after the requests queued before this one;
-        `Busy` (429 with `Retry-After`) when the queue is full too; the error of `close` once closed."""
+    def reserve(self) -> Ticket:
+        """A place, decided now: admitted when a slot is free and nobody waits, else queued behind the requests
+        queued before it; `Busy` (429 with `Retry-After`) when the queue is full too; the error of `close`
+        once closed."""
         if self._closed is not None:
             raise self._closed
         if self.running < self.max_running and not self._waiters:
             self.running += 1
-            return Slot(self)
+            return Ticket(self, admitted=True)
         if len(self._waiters) >= self.max_queued:
             raise self._refusal()
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        ticket = Ticket(self, admitted=False)
+        self._waiters.append(ticket)
+        return ticket
+
+    async def acquire(self) -> Ticket:
+        """`reserve`, then wait for admission (an admitted ticket); a cancelled wait leaves the queue at once."""
+        ticket = self.reserve()
         try:
-            await waiter  # `_release` hands its slot over by setting the result (`running` unchanged)
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                if waiter.exception() is None:  # granted just as it was cancelled: pass it on
-                    Slot(self).release()
-            else:
-                self._waiters.remove(waiter)
+            await ticket.wait()
+        except BaseException:
+            ticket.release()
             raise
-        return Slot(self)
+        return ticket
 
     def _refusal(self) -> Busy:
         self.rejected_total += 1
@@ -134,13 +165,15 @@ class Admission:
             headers={"Retry-After": str(wait)},
         )
 
-    def _release(self, slot: Slot) -> None:
-        held = time.monotonic() - slot.admitted_at
+    def _leave(self, ticket: Ticket) -> None:
+        self._waiters.remove(ticket)
+
+    def _release(self, ticket: Ticket) -> None:
+        assert ticket.admitted_at is not None
+        held = time.monotonic() - ticket.admitted_at
         mean = self._mean_hold_s
         self._mean_hold_s = held if mean is None else (1 - _EWMA) * mean + _EWMA * held
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # the slot goes to the first waiter: `running` stays
-                return
-        self.running -= 1
+        if self._waiters:
+            self._waiters.popleft()._grant()  # the slot goes to the first waiter: `running` stays
+        else:
+            self.running -= 1

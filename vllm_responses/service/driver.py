@@ -13,16 +13,18 @@ from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import Usage
 from vllm_responses.errors import failure_code
 from vllm_responses.observe.meter import ResponseMeter
+from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import TERMINAL_EVENTS, ResponseStatus
 from vllm_responses.runs.event_log import EventLog
 from vllm_responses.runs.records import generated, keep_record, response_record
 from vllm_responses.runs.run import Run
+from vllm_responses.service.admission import Ticket
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.store.base import ResponseStore
 
-__all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "no_generation"]
+__all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "after_admission", "no_generation"]
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ async def _play(
         if acknowledged is not None:  # its first record is written before anything else
             await asyncio.wait({acknowledged})  # (a cancel here leaves that write be)
         async for event in events:
-            run.failure = loop.failure  # set before its `response.failed` is seen
+            run.failure = loop.failure or run.failure  # set before its `response.failed` is seen
             emit(event)
     except asyncio.CancelledError:
         if run.ending is None:
@@ -153,4 +155,23 @@ async def _play(
 async def no_generation(builder: ResponseBuilder) -> AsyncIterator[Event]:
     """The events of a response that does not call the model (`generate=False`): created, completed."""
     for event in [*builder.created(), *builder.completed(Usage())]:
+        yield event
+
+
+async def after_admission(
+    run: Run, ticket: Ticket, opening: list[Event], events: AsyncIterator[Event]
+) -> AsyncIterator[Event]:
+    """The events of a queued response: its `opening` (created, queued) at once, then `events` once `ticket`
+    is admitted. Admission closed meanwhile (shutdown, engine death): it ends failed with that error, never
+    having run (`run.unadmitted`)."""
+    for event in opening:
+        yield event
+    try:
+        await ticket.wait()
+    except APIError as error:
+        run.failure, run.unadmitted = error, True
+        for event in run.builder.failed(error.message, Usage(), code=failure_code(error)):
+            yield event
+        return
+    async for event in events:
         yield event

@@ -22,9 +22,9 @@ from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.runs.records import keep_record, response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
-from vllm_responses.service.admission import Admission, default_max_queued
+from vllm_responses.service.admission import Admission, Ticket, default_max_queued
 from vllm_responses.service.conversations import ConversationService
-from vllm_responses.service.driver import RunDriver, no_generation
+from vllm_responses.service.driver import RunDriver, after_admission, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.store.sealing import reasoning_seal
@@ -86,14 +86,16 @@ class ResponsesService:
         `generate=False` prepares the conversation without calling the model: the response completes with
         no output, and its id can be continued from (a WebSocket warm-up).
 
-        A response is admitted (`admission`: it may wait for a slot, or get a 429) once its first model call
-        passed the engine's up-front checks (else a 4xx); it holds its slot until its run ends (a compaction
-        takes it first: its summary is a model call). One with `generate=False` is admitted too (it is
-        prepared and kept as one that calls the model is). Its first events are then ready.
+        A response's place in admission (`admission`: admitted, queued, or a 429) is decided once its first
+        model call passed the engine's up-front checks (else a 4xx), before it is returned: a queued one's
+        stream opens at once with `response.created` (status `queued`) and `response.queued`, and goes on
+        with `response.in_progress` once admitted (a background one is acknowledged `queued`). It holds its
+        place until its run ends (a compaction waits for its slot first: its summary is a model call). One
+        with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
         The response is `project`'s, and what it continues, references or runs code in must be too."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
         resolved = await self.planner.resolve(req, local, project)
-        slot = await self.admission.acquire() if generate and req.context_management else None
+        ticket = await self.admission.acquire() if generate and req.context_management else None
         try:
             plan = await self.planner.plan(req, resolved, project)
             builder = ResponseBuilder(
@@ -106,27 +108,43 @@ class ResponsesService:
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
             for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
                 await self.engine.precheck(call)
-            if slot is None:
-                slot = await self.admission.acquire()
+            if ticket is None:
+                ticket = self.admission.reserve()  # no await from here on: the place is held by the run
         except BaseException:
-            if slot is not None:
-                slot.release()
+            if ticket is not None:
+                ticket.release()
             raise
+        acknowledged = self._start(run, loop, req, plan, ticket, local, generate)
+        if acknowledged is not None and req.background:  # its answer says it is kept
+            await asyncio.shield(acknowledged)
+        return run
+
+    def _start(
+        self,
+        run: Run,
+        loop: AgentLoop,
+        req: CreateResponseRequest,
+        plan: ResponsePlan,
+        ticket: Ticket,
+        local: ResponseStore | None,
+        generate: bool,
+    ) -> asyncio.Future[None] | None:
+        """Start the run's task; `ticket` is given back when it ends, however it ends (even cancelled before
+        it ran). A queued run's first events (created, queued) are made now: it is acknowledged `queued`.
+        Returns its acknowledgement (`_acknowledged`)."""
         self.runs[run.id] = run
-        events = loop.events() if generate else no_generation(builder)
+        events = loop.events() if generate else no_generation(run.builder)
+        if not ticket.admitted:
+            events = after_admission(run, ticket, run.builder.queued(), events)
         acknowledged = self._acknowledged(run, req, plan)
         run.task = asyncio.create_task(
             self.driver.drive(run, loop, events, req, plan.context, plan.input_items, local, acknowledged),
             name=f"response {run.id}",
         )
-        if slot is not None:  # given back when the run ends, however it ends (even cancelled before it ran)
-            held = slot
-            run.task.add_done_callback(lambda _task: held.release())
+        run.task.add_done_callback(lambda _task: ticket.release())
         if acknowledged is not None:
             run.task.add_done_callback(lambda _task: self.replica.release_soon(run.id))
-            if req.background:  # its answer says it is kept
-                await asyncio.shield(acknowledged)
-        return run
+        return acknowledged
 
     def _acknowledged(
         self, run: Run, req: CreateResponseRequest, plan: ResponsePlan
