@@ -100,6 +100,9 @@ class PoolStats(TypedDict):
     - `start_failures`: workers that failed to start (the reason is logged).
     - `isolation`: the kernel's mechanism holding each worker's limits ("cgroup2", "cgroup1", or "none":
       the watchdog and RLIMIT_DATA only); `watchdog_kills`: workers the watchdog killed past their limits.
+    - `spare_target`: warm spares the pool keeps now (its configured spares, more while demand is high);
+      `demand_peak`: the most workers taken within one start time lately; `start_limit`: the most worker
+      starts at once.
     """
 
     containers_live: int
@@ -114,6 +117,9 @@ class PoolStats(TypedDict):
     start_failures: int
     isolation: NotRequired[str]  # not from a service older than the OS limits
     watchdog_kills: NotRequired[int]
+    spare_target: NotRequired[int]  # not from a service older than the adaptive spares
+    demand_peak: NotRequired[int]
+    start_limit: NotRequired[int]
 
 
 def data_path(path: str) -> str:
