@@ -6,7 +6,9 @@ import collections
 import time
 from collections.abc import Callable
 
-__all__ = ["Demand"]
+__all__ = ["Demand", "WINDOW_STARTS"]
+
+WINDOW_STARTS = 10  # the shortest window, in start times
 
 
 class Demand:
@@ -15,8 +17,9 @@ class Demand:
 
     `peak()` is the most takes that fell within any one start time in the window: the workers a repeat of
     the recent peak would need at once, before a start begun at its outset could finish. A steady rate of
-    r takes a second gives about r × start time; a burst of n at once gives n. Once a window passes
-    without takes the peak is 0 again (the pool falls back to its configured spares)."""
+    r takes a second gives about r × start time; a burst of n at once gives n. The window is at least
+    `WINDOW_STARTS` start times (on a loaded machine a burst and its refill outlast a fixed window). Once a
+    window passes without takes the peak is 0 again (the pool falls back to its configured spares)."""
 
     def __init__(
         self, *, window_s: float = 120.0, start_s: float = 6.0, clock: Callable[[], float] = time.monotonic
@@ -40,8 +43,13 @@ class Demand:
         self.start_s = seconds if self._starts_seen == 0 else 0.7 * self.start_s + 0.3 * seconds
         self._starts_seen += 1
 
+    @property
+    def window(self) -> float:
+        """Seconds takes are remembered: `window_s`, or `WINDOW_STARTS` start times when longer."""
+        return max(self.window_s, WINDOW_STARTS * self.start_s)
+
     def _recent(self) -> list[float]:
-        cutoff = self.clock() - self.window_s
+        cutoff = self.clock() - self.window
         while self._takes and self._takes[0] < cutoff:
             self._takes.popleft()
         return list(self._takes)

@@ -65,6 +65,17 @@ def test_demand_decays_once_the_window_passes() -> None:
     assert d.peak() == 0 and d.target(floor=1, ceiling=8) == 1
 
 
+def test_the_window_is_at_least_ten_start_times() -> None:
+    d, clock = demand(window_s=60, start_s=5)
+    d.note_start(20.0)  # a loaded machine: a burst and its refill take minutes
+    assert d.window == 200.0
+    d.note_take()
+    clock.now += 150
+    assert d.peak() == 1
+    clock.now += 51
+    assert d.peak() == 0
+
+
 def test_start_time_follows_the_starts_seen() -> None:
     d, _ = demand(start_s=6.0)
     d.note_start(2.0)

@@ -66,7 +66,7 @@ async def test_a_burst_is_answered_raises_the_spares_and_they_fall_back(dist_dir
         await asyncio.gather(*(pool.delete_container(cid) for cid in ids))
         await pool.wait_warm(300)
         assert pool.stats()["workers_idle"] == 3  # the spares the burst called for
-        pool.demand.clock = lambda: clock() + 700.0  # the window has passed without takes
+        pool.demand.clock = lambda: clock() + 10_000.0  # the window has passed without takes
         async with asyncio.timeout(30):
             while pool.stats()["workers_idle"] > 1:  # the reaper's round kills the surplus
                 await asyncio.sleep(0.2)
