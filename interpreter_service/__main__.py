@@ -32,7 +32,18 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("VR_CODE_INTERPRETER_WORKERS", "2"),  # a string default goes through `type`
         help="default: $VR_CODE_INTERPRETER_WORKERS or 2",
     )
-    v.add_argument("--spares", type=int, default=1)
+    v.add_argument(
+        "--spares", type=int, default=1, help="warm workers kept beyond the live containers, at least"
+    )
+    v.add_argument(
+        "--max-spares",
+        type=int,
+        default=None,
+        help="most warm spares while demand is high (default: 4 per core; --spares to keep it fixed)",
+    )
+    v.add_argument(
+        "--max-starting", type=int, default=None, help="most worker starts at once (default: cores)"
+    )
     v.add_argument("--timeout", type=float, default=30.0)
     v.add_argument("--memory-limit", default="1g")
     v.add_argument("--idle-expiry", type=float, default=1200.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, TypedDict
 
 __all__ = [
     "DATA_DIR",
@@ -85,7 +85,22 @@ class FileInfo:
     source: Literal["user", "assistant"] = "assistant"
 
 
-class PoolStats(TypedDict):
+class _PoolCounts(TypedDict):
+    """The keys every pool's `stats()` has (see `PoolStats`)."""
+
+    containers_live: int
+    containers_busy: int
+    workers_idle: int
+    workers_starting: int
+    waiters: int
+    max_containers: int
+    memory_budget_bytes: int
+    memory_reserved_bytes: int
+    restarts: dict[str, int]
+    start_failures: int
+
+
+class PoolStats(_PoolCounts, total=False):
     """A snapshot of a pool, for metrics and health checks (`WorkerPool.stats()`; a plain dict).
 
     - `containers_live`: containers that exist (each owns a worker, or is getting one);
@@ -100,20 +115,19 @@ class PoolStats(TypedDict):
     - `start_failures`: workers that failed to start (the reason is logged).
     - `isolation`: the kernel's mechanism holding each worker's limits ("cgroup2", "cgroup1", or "none":
       the watchdog and RLIMIT_DATA only); `watchdog_kills`: workers the watchdog killed past their limits.
+    - `spare_target`: warm spares the pool keeps now (its configured spares, more while demand is high);
+      `demand_peak`: the most workers taken within one start time lately; `start_limit`: the most worker
+      starts at once.
+    The keys from `isolation` on may be missing (a service older than them). They are declared in a
+    `total=False` class, not as `NotRequired`: under `from __future__ import annotations` Python 3.11 counts
+    a `NotRequired` key as required at run time (`__required_keys__`, which the HTTP client checks).
     """
 
-    containers_live: int
-    containers_busy: int
-    workers_idle: int
-    workers_starting: int
-    waiters: int
-    max_containers: int
-    memory_budget_bytes: int
-    memory_reserved_bytes: int
-    restarts: dict[str, int]
-    start_failures: int
-    isolation: NotRequired[str]  # not from a service older than the OS limits
-    watchdog_kills: NotRequired[int]
+    isolation: str  # not from a service older than the OS limits
+    watchdog_kills: int
+    spare_target: int  # not from a service older than the adaptive spares
+    demand_peak: int
+    start_limit: int
 
 
 def data_path(path: str) -> str:

@@ -20,6 +20,8 @@ from interpreter_service.launch import parse_size
 
 __all__ = [
     "pool_sizing",
+    "growth_sizing",
+    "available_cores",
     "WASM32_MAX_BYTES",
     "Capacity",
     "default_memory_budget",
@@ -212,3 +214,31 @@ def pool_sizing(
     if most < workers:
         raise ValueError(f"max_workers ({most}) must be >= workers ({workers})")
     return budget, most
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+SPARES_PER_CORE = 4  # the default ceiling of adaptive spares, per core
+
+
+def growth_sizing(
+    spares: int, max_spares: int | None, max_starting: int | None, cores: int | None = None
+) -> tuple[int, int]:
+    """The ceiling of the adaptive spares and the most worker starts at once, from the machine's cores.
+
+    A start keeps about one core busy for seconds, so starts beyond the core count only slow each other:
+    `max_starting` defaults to the cores. Warm spares cost memory but no CPU; their default ceiling is
+    `SPARES_PER_CORE` × cores (what the machine can start again within a few start times), never under
+    `spares`. The memory budget and the most containers bound both further, as the pool runs."""
+    cores = cores or available_cores()
+    starting = max_starting if max_starting is not None else cores
+    if starting < 1:
+        raise ValueError("max_starting must be >= 1")
+    ceiling = max_spares if max_spares is not None else SPARES_PER_CORE * cores
+    return max(spares, ceiling), starting

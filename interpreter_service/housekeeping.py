@@ -38,6 +38,7 @@ class IdleContainers:
         while True:
             await asyncio.sleep(self._reap_every)
             self.expire_idle()
+            self._replenish()  # the spare target falls as demand ages out of its window
 
     def _evictable(self) -> list[int]:
         """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""

@@ -250,6 +250,8 @@ def serve(args: argparse.Namespace) -> int:
     pool = WorkerPool(
         workers=args.workers,
         spares=args.spares,
+        max_spares=args.max_spares,
+        max_starting=args.max_starting,
         max_workers=args.max_workers,
         memory_budget=args.memory_budget,
         queue_timeout_s=args.queue_timeout,

@@ -21,9 +21,10 @@ from interpreter_service.api import (
     InterpreterError,
     PoolStats,
 )
-from interpreter_service.capacity import Capacity, memory_tier, pool_sizing
+from interpreter_service.capacity import Capacity, growth_sizing, memory_tier, pool_sizing
 from interpreter_service.confine import detect
 from interpreter_service.container import Container, ContainerFiles, FileRequest
+from interpreter_service.demand import Demand
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
 from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno, heaps_cost
@@ -47,7 +48,10 @@ _RESTART_CAUSE = {"timeout": "timeout", "memory": "memory", "cancelled": "cancel
 
 
 class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
-    """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready.
+    """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready, and
+    more spares while demand is high: as many as the recent peak of takes within one start time (over the
+    last `demand_window_s`), up to `max_spares` (default: 4 per core). At most `max_starting` workers start
+    at once (default: one per core).
 
     At most `max_workers` containers live at once, and their workers' memory caps (plus those of the warm
     spares) stay within `memory_budget`; a `create_container` past either waits its turn (FIFO) up to
@@ -63,6 +67,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         workers: int = 2,
         spares: int = 1,
         max_workers: int | None = None,
+        max_spares: int | None = None,
+        max_starting: int | None = None,
+        demand_window_s: float = 120.0,
         memory_budget: str | int | None = None,
         queue_timeout_s: float = 60.0,
         user: str | None = None,
@@ -92,6 +99,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self._js_heap_mb = js_heap_mb
         self._default_cost = cost = heaps_cost(tier, js_heap_mb)
         self.budget, self.max_containers = pool_sizing(workers, spares, max_workers, memory_budget, cost)
+        self.max_spares, self.max_starting = growth_sizing(spares, max_spares, max_starting)
+        self.demand = Demand(window_s=demand_window_s)
         cfg = WorkerConfig(
             dist_dir=checked_dist_dir(dist_dir),
             memory_limit=tier,
@@ -104,7 +113,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             user=resolve_user(user),
         )
         self.on_execution: ExecutionHook | None = None
-        self._warm = WarmWorkers(cfg, self._target_idle)
+        self._warm = WarmWorkers(
+            cfg, self._target_idle, max_starting=self.max_starting, on_started=self.demand.note_start
+        )
         self._capacity = Capacity(
             max_live=self.max_containers, budget=self.budget, evictable=self._evictable, evict=self._evict_one
         )
@@ -187,11 +198,16 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         """The reasons of the last workers that failed to start (each is logged too)."""
         return self._warm.start_errors
 
+    def spare_target(self) -> int:
+        """Spare workers wanted now: `spares`, or the recent peak demand up to `max_spares`."""
+        return self.demand.target(self.spares, self.max_spares)
+
     def _target_idle(self) -> int:
-        """Warm workers to keep: the warm set less the live containers, at least `spares` while the pool may
-        still grow, and only as many as the memory budget leaves room for."""
+        """Warm workers to keep: the warm set less the live containers, at least the spare target while the
+        pool may still grow, and only as many as the memory budget leaves room for."""
         live = self._capacity.live
-        want = max(self.warm + self.spares - live, min(self.spares, self.max_containers - live))
+        spares = self.spare_target()
+        want = max(self.warm + self.spares - live, min(spares, self.max_containers - live))
         room = (self.budget - self._capacity.live_bytes) // self._default_cost
         return min(want, room)
 
@@ -204,6 +220,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         cfg = self._warm.cfg
         if tier != cfg.memory_limit:
             return await self._warm.start_worker(dataclasses.replace(cfg, memory_limit=tier))
+        self.demand.note_take()
         try:
             return await self._warm.take(cfg.start_timeout_s + 10)
         except TimeoutError:
@@ -421,6 +438,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             start_failures=self._warm.start_failures,
             isolation=self.cfg.confiner.name,
             watchdog_kills=self._watchdog.kills,
+            spare_target=self.spare_target(),
+            demand_peak=self.demand.peak(),
+            start_limit=self.max_starting,
         )
 
     def worker_rss_bytes(self) -> list[int]:

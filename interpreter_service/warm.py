@@ -6,6 +6,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from interpreter_service.launch import WorkerConfig
@@ -20,12 +21,26 @@ class WarmWorkers:
     """Warm workers of one configuration (`cfg`), started in the background up to `target()` plus the
     callers waiting in `take`; surplus ones (the target shrank) are killed. Callers are served first come,
     first served: a worker that finishes starting goes to the longest waiting caller, and a newcomer takes
-    an idle worker only when nobody waits. Workers that fail to start are counted (`start_failures`) and
-    logged with the reason (`start_errors` keeps the last ones)."""
+    an idle worker only when nobody waits. At most `max_starting` workers start at once (the rest of the
+    target waits for a start to end): starts share the CPU, so more at once only makes each one slower.
+    Workers that fail to start are counted (`start_failures`) and logged with the reason (`start_errors`
+    keeps the last ones); `on_started(seconds)` is told how long each successful start took."""
 
-    def __init__(self, cfg: WorkerConfig, target: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        target: Callable[[], int],
+        *,
+        max_starting: int = 1 << 30,
+        on_started: Callable[[float], None] | None = None,
+    ) -> None:
+        if max_starting < 1:
+            raise ValueError("max_starting must be >= 1")
         self.cfg = cfg
         self._target = target
+        self.max_starting = max_starting
+        self.peak_starting = 0  # the most starts ever in progress at once
+        self._on_started = on_started
         self.idle: list[WorkerProcess] = []
         self.starting: set[asyncio.Task[None]] = set()
         self.start_errors: list[str] = []
@@ -57,13 +72,14 @@ class WarmWorkers:
         while excess > len(starting) and self.idle:
             self.discard(self.idle.pop())
             excess -= 1
-        for _ in range(-excess):
+        for _ in range(min(-excess, self.max_starting - len(self.starting))):
             self._spawn()
 
     def _spawn(self) -> None:
         t = asyncio.create_task(self._start_one(), name="pool-start-worker")
         self.starting.add(t)
         t.add_done_callback(self.starting.discard)
+        self.peak_starting = max(self.peak_starting, len(self.starting))
 
     async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
         """Start one worker of `cfg` (not kept here). Raises `WorkerDied` with the reason, after logging it."""
@@ -87,10 +103,13 @@ class WarmWorkers:
         return w
 
     async def _start_one(self) -> None:
+        t0 = time.monotonic()
         try:
             w = await self.start_worker(self.cfg)
         except WorkerDied:
             return
+        if self._on_started is not None:
+            self._on_started(time.monotonic() - t0)
         # No longer "starting": else the replenish below counts this start twice and cancels another one
         # in progress (its caller then waits a whole start longer).
         self.starting.discard(asyncio.current_task())  # type: ignore[arg-type,unused-ignore]

@@ -143,6 +143,33 @@ def test_interpreter_quick(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.sandbox
+def test_pool_burst_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_pool_burst.py", tmp_path)
+    runs = data["bursts"]["3"]
+    assert set(runs) == {"before", "adaptive"}
+    for name, run in runs.items():
+        for label in ("first", "second"):
+            burst = run[label]
+            assert burst["n"] == 3 and 0 < burst["p50_s"] <= burst["p95_s"] <= burst["max_s"] < 300, (
+                name,
+                burst,
+            )
+            assert burst["peak_starts_at_once"] <= run["max_starting"], (name, burst)
+    assert runs["before"]["first"]["spare_target_after"] == 0  # fixed spares (0)
+    adaptive = runs["adaptive"]
+    assert adaptive["first"]["spare_target_after"] == 3 and adaptive["idle_before_second"] == 3
+    assert adaptive["second"]["max_s"] < 5  # warm workers, no start on the path
+
+
+def test_pool_burst_summary() -> None:
+    from bench_pool_burst import summary
+
+    assert summary([1.0, 2.0, 3.0, 4.0]) == {"n": 4, "p50_s": 2.5, "p95_s": 3.85, "max_s": 4.0}
+    assert summary([]) == {"n": 0, "p50_s": None, "p95_s": None, "max_s": None}
+
+
+@pytest.mark.slow
 @pytest.mark.engine
 @pytest.mark.sandbox
 def test_agent_quick(tmp_path: Path) -> None:

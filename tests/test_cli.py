@@ -96,6 +96,7 @@ ENV_VALUES = {
     "--code-interpreter-allow-net": ("a.org,b.org", "a.org,b.org"),
     "--code-interpreter-idle-expiry": ("60", 60.0),
     "--code-interpreter-max-workers": ("6", 6),
+    "--code-interpreter-max-spares": ("3", 3),
     "--code-interpreter-memory-budget": ("8g", "8g"),
     "--code-interpreter-queue-timeout": ("2.5", 2.5),
     "--code-interpreter-user": ("", ""),

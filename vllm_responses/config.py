@@ -194,6 +194,12 @@ class Config:
         "Most sandbox containers at once (default: memory budget / one worker's memory).",
         parse=int,
     )
+    code_interpreter_max_spares: int | None = setting(
+        None,
+        "--code-interpreter-max-spares",
+        "Most warm sandbox spares kept while demand is high (default: 4 per core; 1 keeps one spare).",
+        parse=int,
+    )
     code_interpreter_memory_budget: str | None = setting(
         None,
         "--code-interpreter-memory-budget",

@@ -53,6 +53,7 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
         idle_expiry_s=config.code_interpreter_idle_expiry,
         allow_net=config.code_interpreter_allow_net,
         max_workers=config.code_interpreter_max_workers,
+        max_spares=config.code_interpreter_max_spares,
         memory_budget=config.code_interpreter_memory_budget,
         queue_timeout_s=config.code_interpreter_queue_timeout,
         user=config.code_interpreter_user,

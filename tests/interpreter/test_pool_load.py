@@ -101,7 +101,9 @@ async def test_an_unpinned_idle_container_is_evicted_for_a_waiter(dist_dir: Path
 
 
 async def test_the_pool_grows_to_its_maximum_and_shrinks_back(dist_dir: Path) -> None:
-    async with asyncio.timeout(300), small_pool(dist_dir, max_workers=3, queue_timeout_s=1.0) as pool:
+    # Fixed spares (max_spares=0): it shrinks back at once; spares that follow demand: test_pool_grow.py.
+    pool = small_pool(dist_dir, max_workers=3, queue_timeout_s=1.0, max_spares=0)
+    async with asyncio.timeout(300), pool:
         assert pool.stats()["workers_idle"] == 1
         cids = [(await pool.create_container()).id for _ in range(3)]  # 2 started on demand
         assert pool.stats()["containers_live"] == 3

@@ -164,3 +164,12 @@ def test_serve_refuses_0_0_0_0_without_a_token() -> None:
     assert done.returncode == 2
     assert "refusing to serve the code interpreter on 0.0.0.0 without a token" in done.stderr
     assert "--token" in done.stderr and "VR_INTERPRETER_TOKEN" in done.stderr
+
+
+def test_stats_keys_newer_than_a_service_are_optional() -> None:
+    """A service older than the OS limits or the adaptive spares still gives its stats (the client checks
+    only the keys every service has)."""
+    assert {"isolation", "watchdog_kills", "spare_target", "demand_peak", "start_limit"}.isdisjoint(
+        PoolStats.__required_keys__
+    )
+    assert "containers_live" in PoolStats.__required_keys__

@@ -120,6 +120,7 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
         "restarts": {"crashed": 2, "timeout": 1},
         "isolation": "cgroup1",
         "watchdog_kills": 3,
+        "spare_target": 5,
     }
     live = LiveCollector(
         LiveSources(
@@ -145,6 +146,7 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
     assert value(samples, "vllm_responses_sandbox_worker_restarts_total", cause="timeout") == 1
     assert value(samples, "vllm_responses_sandbox_isolation", mechanism="cgroup1") == 1
     assert value(samples, "vllm_responses_sandbox_watchdog_kills_total") == 3
+    assert value(samples, "vllm_responses_sandbox_spare_target") == 5
 
 
 def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:

@@ -224,6 +224,13 @@ def _isolation(stats: dict[str, Any]) -> Iterator[Metric]:
         yield CounterMetricFamily(
             "vllm_responses_sandbox_watchdog_kills", "Sandbox workers killed past their limits.", kills
         )
+    target = _stat(stats, "spare_target")
+    if target is not None:
+        yield _gauge(
+            "vllm_responses_sandbox_spare_target",
+            "Warm sandbox workers the pool keeps ready now (its spares, more while demand is high).",
+            target,
+        )
 
 
 def _process_registry() -> CollectorRegistry:

@@ -1,0 +1,75 @@
+"""The pool's growth under load (issue 30): spares that follow demand, bounded by the memory budget and the
+most containers, falling back once demand goes away; starts bounded in number; a burst all answered."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from interpreter_service.pool import WorkerPool
+
+
+def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
+    """Bare interpreters (no numpy preloaded: quicker starts), 256 MiB heaps (512 MiB a worker)."""
+    fields: dict[str, object] = {
+        "workers": 1,
+        "spares": 0,
+        "max_workers": 4,
+        "max_spares": 3,
+        "max_starting": 2,
+        "dist_dir": dist_dir,
+        "preload": (),
+        "memory_limit": "256m",
+        "js_heap_mb": 256,
+        "start_timeout_s": 120,
+        "queue_timeout_s": 240,
+    }
+    return WorkerPool(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_spare_target_is_bounded_by_the_budget_and_the_most_containers(dist_dir: Path) -> None:
+    """No worker started: the warm target the pool computes from its demand, live containers and budget."""
+    pool = small_pool(dist_dir, max_workers=6, max_spares=8, memory_budget="2g")  # room for 4 workers
+    assert pool._target_idle() == 1  # no demand: the warm set
+    for _ in range(6):
+        pool.demand.note_take()
+    assert pool.spare_target() == 6
+    assert pool._target_idle() == 4  # the budget holds 4 workers of 512 MiB
+    pool._capacity.live, pool._capacity.live_bytes = 3, 3 * (512 << 20)
+    assert pool._target_idle() == 1  # room for one more in the budget
+    pool = small_pool(dist_dir, max_workers=4, max_spares=8, memory_budget="8g")
+    for _ in range(6):
+        pool.demand.note_take()
+    pool._capacity.live, pool._capacity.live_bytes = 3, 3 * (512 << 20)
+    assert pool._target_idle() == 1  # only one more container may ever live
+    assert small_pool(dist_dir, max_spares=0, spares=1).spare_target() == 1  # fixed spares
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+async def test_a_burst_is_answered_raises_the_spares_and_they_fall_back(dist_dir: Path) -> None:
+    """A burst of 3 on a pool of 1 warm worker: all answered, never more than 2 starts at once; the pool then
+    keeps 3 spares, and back to 1 once the demand window passed (its clock moved on)."""
+    async with asyncio.timeout(400), small_pool(dist_dir, demand_window_s=600.0, reap_interval_s=0.5) as pool:
+        clock = pool.demand.clock
+
+        async def one() -> str:
+            info = await pool.create_container()
+            r = await pool.execute(info.id, "print(6 * 7)")
+            assert r.error is None and r.logs.strip() == "42", r
+            return info.id
+
+        ids = await asyncio.gather(*(one() for _ in range(3)))
+        assert pool.stats()["spare_target"] == 3 and pool.stats()["demand_peak"] == 3
+        await asyncio.gather(*(pool.delete_container(cid) for cid in ids))
+        await pool.wait_warm(300)
+        assert pool.stats()["workers_idle"] == 3  # the spares the burst called for
+        pool.demand.clock = lambda: clock() + 10_000.0  # the window has passed without takes
+        async with asyncio.timeout(30):
+            while pool.stats()["workers_idle"] > 1:  # the reaper's round kills the surplus
+                await asyncio.sleep(0.2)
+        stats = pool.stats()
+        assert stats["spare_target"] == 0 and stats["demand_peak"] == 0 and stats["workers_idle"] == 1
+        assert pool._warm.peak_starting <= 2 and stats["start_limit"] == 2
