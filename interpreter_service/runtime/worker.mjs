@@ -207,22 +207,39 @@ function capture(bytes) {
 const phases = { script: Math.round(performance.now()) };
 const mark = (name) => (phases[name] = Math.round(performance.now()));
 
+// The distribution's start cache (start/, made by prepare.mjs at setup; read-only here like the rest of it):
+// a file's bytes, or null when it is not there.
+function readStartCache(name) {
+  try {
+    return Deno.readFileSync(distDir + "start/" + name);
+  } catch {
+    return null;
+  }
+}
+const MPL_FONTLIST = "/lib/python3.12/site-packages/matplotlib/fontlist.json";
+
 async function boot() {
   const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
   mark("import_pyodide_mjs");
+  const snapshot = readStartCache("bare.snapshot");
   pyodide = await loadPyodide({
     indexURL: distDir,
     lockFileURL: distDir + "pyodide-lock.json",
     stdout: (s) => errWrite(s),
     stderr: (s) => errWrite(s),
-    env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" },
+    env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" }, // as prepare.mjs's (the snapshot holds it)
+    ...(snapshot ? { _loadSnapshot: snapshot } : {}),
   });
+  // A restored interpreter is the same in every worker: give it its own random state.
+  if (snapshot) pyodide.runPython("import sys\nif 'random' in sys.modules: sys.modules['random'].seed()");
   pyodide.setStdout({ write: capture });
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
   mark("load_pyodide");
   if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
   mark("load_packages");
+  const fontlist = preload.includes("matplotlib") && readStartCache("mpl-fontlist.json");
+  if (fontlist) pyodide.FS.writeFile(MPL_FONTLIST, fontlist); // else matplotlib builds it on import
   pyodide.globals.set("_VR_DATA_DIR", dataDir);
   pyodide.runPython(PY_HELPERS);
   mark("helpers");
