@@ -25,6 +25,9 @@ const pyodide = await loadPyodide({
   indexURL: distDir,
   lockFileURL: distDir + "pyodide-lock.json",
   env: BOOT_ENV,
+  // Else Emscripten names this script's host path (the project's) as the program: `sys.executable` and the
+  // environment's `_` would carry it into every worker restored from the snapshot.
+  _sysExecutable: "python",
   _makeSnapshot: true,
 });
 writeAtomic("bare.snapshot", pyodide.makeMemorySnapshot());

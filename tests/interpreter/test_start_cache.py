@@ -16,6 +16,7 @@ from interpreter_service.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 
+ROOT = Path(__file__).resolve().parents[2]
 RANDOM_CELL = "import random\nprint(random.random())"
 
 
@@ -34,6 +35,14 @@ def test_setup_made_a_read_only_start_cache(dist_dir: Path) -> None:
     messages: list[str] = []
     prepare_start_cache(dist_dir, log=messages.append)  # unchanged inputs: kept, not remade
     assert any("start cache present" in m for m in messages), messages
+
+
+def test_the_snapshot_names_no_host_path(dist_dir: Path) -> None:
+    """It is made from the project's prepare.mjs and the user's cache: neither path may be in it (a worker's
+    code can read its own memory)."""
+    data = (dist_dir / START_DIR / "bare.snapshot").read_bytes()
+    for path in (ROOT, dist_dir):
+        assert str(path).encode() not in data, path
 
 
 async def test_restored_workers_have_their_own_random_state_and_plot(dist_dir: Path) -> None:
