@@ -94,11 +94,6 @@ class WorkerConfig:
 
 
 def deno_command(cfg: WorkerConfig) -> list[str]:
-    # --wasm-sync-tier-up: V8 compiles a hot WebAssembly function's optimised code in the call that made it
-    # hot, not on a background thread after it. A worker restored from the start cache's snapshot tiers up
-    # the interpreter during its first calls; in the background that ran on after the calls ended, and the
-    # watchdog killed idle workers for it (test_walls, under load). Measured in one run: start with numpy +
-    # matplotlib 12.4 -> 12.0 s, RSS 303 -> 252 MiB, first plot 0.82 -> 0.74 s.
     pages = max(256, cfg.memory_limit // WASM_PAGE)
     dist = str(Path(cfg.dist_dir).resolve())
     cmd = [
@@ -113,7 +108,7 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
         f"--allow-read={dist}",
         (
             f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb},"
-            f"--max-semi-space-size={cfg.semi_space_mb},--wasm-sync-tier-up"
+            f"--max-semi-space-size={cfg.semi_space_mb}"
         ),
     ]
     if cfg.allow_net:
