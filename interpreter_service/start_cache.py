@@ -12,12 +12,12 @@ from pathlib import Path
 __all__ = ["PREPARE_SCRIPT", "START_DIR", "prepare_start_cache", "start_cache_key"]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
-START_DIR = "start"  # under the distribution: bare.snapshot, mpl-fontlist.json (see runtime/prepare.mjs)
+START_DIR = "start"  # under the distribution: mpl-fontlist.json (see runtime/prepare.mjs)
 
 
 def start_cache_key(dist: Path) -> str:
     """What the cache was made from: the preparing script, the lock's core build and its matplotlib entry
-    (the snapshot is of a bare interpreter; the font cache is matplotlib's)."""
+    (the font cache is matplotlib's)."""
     lock = json.loads((Path(dist) / "pyodide-lock.json").read_text())
     made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), lock.get("packages", {}).get("matplotlib")]
     return hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
@@ -53,7 +53,7 @@ def prepare_start_cache(
         str(PREPARE_SCRIPT),
         str(out.parent),
     ]
-    log(f"preparing the start cache in {out} (a memory snapshot, matplotlib's font cache) ...")
+    log(f"preparing the start cache in {out} (matplotlib's font cache) ...")
     proc = subprocess.run(cmd, env={}, capture_output=True, text=True, timeout=timeout_s, cwd="/")
     if proc.returncode != 0:
         shutil.rmtree(out, ignore_errors=True)

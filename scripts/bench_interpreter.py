@@ -71,7 +71,7 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
     """Worker start to ready, bare and with numpy + matplotlib: medians of wall time, CPU time (steadier than
     wall time on a busy host), RSS, and of each start phase (when it ended, ms after the process started;
     `start_cache`: whether the distribution's start cache was there to use)."""
-    out: dict[str, Any] = {"start_cache": (dist / START_DIR / "bare.snapshot").is_file()}
+    out: dict[str, Any] = {"start_cache": (dist / START_DIR / "mpl-fontlist.json").is_file()}
     for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):
         ready, cpu, rss, phases = [], [], [], []
         for _ in range(repeats):

@@ -1,17 +1,15 @@
 // Prepares a distribution's start cache (<dist>/start/), run once at setup with write access to that folder only.
 //
 // Usage: deno run --no-prompt --allow-read=<dist> --allow-write=<dist>/start prepare.mjs <dist_dir>
-// Writes start/bare.snapshot (Pyodide's memory snapshot of a freshly booted interpreter, no packages loaded:
-// a worker restores it instead of initialising Python) and start/mpl-fontlist.json (matplotlib's font cache,
-// which matplotlib otherwise rebuilds on every worker's first import). No user code ever runs here.
+// Writes start/mpl-fontlist.json (matplotlib's font cache, which matplotlib otherwise rebuilds on every
+// worker's first import). No user code ever runs here.
 import { createRequire } from "node:module";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
 const outDir = distDir + "start/";
 globalThis.require = createRequire(import.meta.url);
 globalThis.__dirname = distDir.slice(0, -1);
-// Must equal the worker's: the environment is part of the snapshot.
-const BOOT_ENV = { HOME: "/home/pyodide", MPLBACKEND: "Agg" };
+const BOOT_ENV = { HOME: "/home/pyodide", MPLBACKEND: "Agg" }; // the worker's
 
 function writeAtomic(name, data) {
   const tmp = outDir + name + ".part";
@@ -25,12 +23,7 @@ const pyodide = await loadPyodide({
   indexURL: distDir,
   lockFileURL: distDir + "pyodide-lock.json",
   env: BOOT_ENV,
-  // Else Emscripten names this script's host path (the project's) as the program: `sys.executable` and the
-  // environment's `_` would carry it into every worker restored from the snapshot.
-  _sysExecutable: "python",
-  _makeSnapshot: true,
 });
-writeAtomic("bare.snapshot", pyodide.makeMemorySnapshot());
 await pyodide.loadPackage(["matplotlib"], { messageCallback: () => {} });
 // Pyodide's matplotlib keeps its font cache beside its code (site-packages/matplotlib/fontlist.json).
 const fontlist = pyodide.runPython(`

@@ -221,21 +221,13 @@ const MPL_FONTLIST = "/lib/python3.12/site-packages/matplotlib/fontlist.json";
 async function boot() {
   const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
   mark("import_pyodide_mjs");
-  let snapshot = readStartCache("bare.snapshot");
   pyodide = await loadPyodide({
     indexURL: distDir,
     lockFileURL: distDir + "pyodide-lock.json",
     stdout: (s) => errWrite(s),
     stderr: (s) => errWrite(s),
-    env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" }, // as prepare.mjs's (the snapshot holds it)
-    ...(snapshot ? { _loadSnapshot: snapshot } : {}),
+    env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" },
   });
-  if (snapshot) {
-    delete pyodide._api.config._loadSnapshot; // Pyodide keeps its options: let the 20 MB copy go
-    snapshot = null;
-    // A restored interpreter is the same in every worker: give it its own random state.
-    pyodide.runPython("import sys\nif 'random' in sys.modules: sys.modules['random'].seed()");
-  }
   pyodide.setStdout({ write: capture });
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
