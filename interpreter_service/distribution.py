@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import InterpreterError
+from interpreter_service.start_cache import prepare_start_cache
 
 __all__ = [
     "checked_dist_dir",
@@ -210,5 +211,10 @@ def setup_distribution(
     tmp = lock_path.with_name(lock_path.name + ".part")
     tmp.write_text(json.dumps(trimmed, indent=1, sort_keys=True))
     os.replace(tmp, lock_path)
-    log(f"wrote {lock_path} ({len(trimmed['packages'])} packages); done")
+    log(f"wrote {lock_path} ({len(trimmed['packages'])} packages)")
+    try:
+        prepare_start_cache(dist, log=log)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        raise SetupError(str(e)) from e
+    log("done")
     return dist

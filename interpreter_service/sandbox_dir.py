@@ -5,7 +5,7 @@ Pyodide's `indexURL`). Started from the cache in the user's home and the project
 those answers name host paths. So a pool starts its workers from a fresh folder under the temp dir:
 
     /tmp/vr-sandbox-XXXXXXXX/      mode 0711 (others may pass through, not list)
-        pyodide/                   a copy of the distribution, read-only (files 0444, folders 0555)
+        pyodide/                   a copy of the distribution and its start cache, read-only (0444, 0555)
         worker.mjs                 the worker script (a copy)
         deno                       the Deno binary (a hard link, or a copy)
         cwd/                       mode 0111, empty: the workers' working directory, which they cannot read

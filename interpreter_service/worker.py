@@ -51,6 +51,7 @@ class WorkerProcess:
         self.cfg = cfg
         self.proc: asyncio.subprocess.Process | None = None
         self.ready_s = 0.0
+        self.phases: dict[str, int] = {}  # when each start phase ended, ms since the process started
         self.poisoned = False  # must be replaced (memory error, timed-out kill)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Reply]] = {}
@@ -124,7 +125,7 @@ class WorkerProcess:
         ]
         try:
             async with asyncio.timeout(self.cfg.start_timeout_s):
-                await self._ready
+                ready = await self._ready
         except TimeoutError:
             await self.kill()
             raise WorkerDied(
@@ -134,6 +135,9 @@ class WorkerProcess:
             await self.kill()
             raise
         self.ready_s = time.monotonic() - t0
+        phases = ready.get("phases")
+        if isinstance(phases, dict):
+            self.phases = {str(k): int(v) for k, v in phases.items() if isinstance(v, int | float)}
         try:
             self.data_limited = await self._limit_data()
         except BaseException:  # cancelled while its limit was being set: it must not outlive its owner

@@ -203,8 +203,24 @@ function capture(bytes) {
   return bytes.length;
 }
 
+// When each start phase ended (ms since the process started), sent with the ready event.
+const phases = { script: Math.round(performance.now()) };
+const mark = (name) => (phases[name] = Math.round(performance.now()));
+
+// The distribution's start cache (start/, made by prepare.mjs at setup; read-only here like the rest of it):
+// a file's bytes, or null when it is not there.
+function readStartCache(name) {
+  try {
+    return Deno.readFileSync(distDir + "start/" + name);
+  } catch {
+    return null;
+  }
+}
+const MPL_FONTLIST = "/lib/python3.12/site-packages/matplotlib/fontlist.json";
+
 async function boot() {
   const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
+  mark("import_pyodide_mjs");
   pyodide = await loadPyodide({
     indexURL: distDir,
     lockFileURL: distDir + "pyodide-lock.json",
@@ -215,12 +231,18 @@ async function boot() {
   pyodide.setStdout({ write: capture });
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
+  mark("load_pyodide");
   if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
+  mark("load_packages");
+  const fontlist = preload.includes("matplotlib") && readStartCache("mpl-fontlist.json");
+  if (fontlist) pyodide.FS.writeFile(MPL_FONTLIST, fontlist); // else matplotlib builds it on import
   pyodide.globals.set("_VR_DATA_DIR", dataDir);
   pyodide.runPython(PY_HELPERS);
+  mark("helpers");
   for (const name of preload) {
     if (name === "matplotlib") pyodide.runPython("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot");
     else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) pyodide.runPython(`import ${name}`);
+    mark(`import_${name}`);
   }
 }
 
@@ -372,7 +394,7 @@ try {
   await Promise.race([boot(), bootFailed]);
   failBoot = null;
   closeThreadDoors();
-  await send({ event: "ready" });
+  await send({ event: "ready", phases });
 } catch (e) {
   await send({ event: "fatal", error: String(e?.stack ?? e) });
   Deno.exit(3);
