@@ -19,6 +19,7 @@ from interpreter_service.confine import Confiner, Limits, write_control
 from interpreter_service.sandbox_dir import WorkerUser
 
 __all__ = [
+    "DEFAULT_PRELOAD",
     "RUNTIME_MEMORY",
     "WORKER_SCRIPT",
     "WorkerConfig",
@@ -32,6 +33,7 @@ __all__ = [
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
+DEFAULT_PRELOAD = ("numpy", "matplotlib")  # what a worker imports before it is ready
 RUNTIME_MEMORY = 256 << 20  # a worker's memory outside its two heaps' caps: Deno's code, V8's other spaces
 
 
@@ -71,7 +73,7 @@ class WorkerConfig:
     start_timeout_s: float = 90.0
     grace_s: float = 3.0  # after an interrupt, before the worker is killed
     deno_bin: str | None = None
-    preload: Sequence[str] = ("numpy", "matplotlib")  # imported during warm-up
+    preload: Sequence[str] = DEFAULT_PRELOAD  # imported during warm-up
     worker_script: Path = WORKER_SCRIPT
     # The process's working directory: one it cannot read (the pool's sandbox folder `cwd/`); None: "/".
     cwd: Path | None = None

@@ -27,7 +27,7 @@ from interpreter_service.container import Container, ContainerFiles, FileRequest
 from interpreter_service.demand import Demand
 from interpreter_service.distribution import checked_dist_dir
 from interpreter_service.housekeeping import IdleContainers
-from interpreter_service.launch import WORKER_SCRIPT, WorkerConfig, find_deno, heaps_cost
+from interpreter_service.launch import DEFAULT_PRELOAD, WORKER_SCRIPT, WorkerConfig, find_deno, heaps_cost
 from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
 from interpreter_service.warm import WarmWorkers
 from interpreter_service.watchdog import Watchdog
@@ -83,7 +83,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         grace_s: float = 3.0,
         start_timeout_s: float = 90.0,
         reap_interval_s: float | None = None,
-        preload: Sequence[str] = ("numpy", "matplotlib"),
+        preload: Sequence[str] = DEFAULT_PRELOAD,
         evict_idle: bool = True,
         isolation: str = "auto",
     ) -> None:

@@ -87,8 +87,9 @@ def _place(src: Path, dst: Path, *, mode: int) -> None:
 
 
 def _copy_read_only(src_dir: Path, dist: Path) -> None:
-    """Copy the distribution (its own files, not links to the cache's, so nothing a worker reads is writable
-    through another name), files 0444 and folders 0555 once filled."""
+    """Copy the distribution (its own files, not links to the cache's writable ones, so nothing a worker reads
+    is writable through another name; files already read-only to all, as the start cache's are, are
+    hard-linked), files 0444 and folders 0555 once filled."""
     folders = [dist]
     for src in sorted(src_dir.rglob("*")):
         dst = dist / src.relative_to(src_dir)
@@ -97,8 +98,11 @@ def _copy_read_only(src_dir: Path, dist: Path) -> None:
             folders.append(dst)
         elif src.is_file():
             dst.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            dst.chmod(0o444)
+            if src.stat().st_mode & 0o666 == 0o444:
+                _place(src, dst, mode=0o444)
+            else:
+                shutil.copyfile(src, dst)
+                dst.chmod(0o444)
     for folder in reversed(folders):
         folder.chmod(0o555)
 

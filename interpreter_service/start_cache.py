@@ -1,44 +1,94 @@
-"""The distribution's start cache (`start/`): what workers restore instead of redoing, made once at setup."""
+"""The distribution's start cache (`start/`): what workers mount or restore instead of redoing, made at setup."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PREPARE_SCRIPT", "START_DIR", "prepare_start_cache", "start_cache_key"]
+from interpreter_service.launch import DEFAULT_PRELOAD, find_deno
+
+__all__ = ["PREPARE_SCRIPT", "START_DIR", "cached_packages", "prepare_start_cache", "start_cache_key"]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
-START_DIR = "start"  # under the distribution: mpl-fontlist.json (see runtime/prepare.mjs)
+START_DIR = (
+    "start"  # under the distribution: site/, site.json, python_stdlib.zip, mpl-fontlist.json (prepare.mjs)
+)
 
 
-def start_cache_key(dist: Path) -> str:
-    """What the cache was made from: the preparing script, the lock's core build and its matplotlib entry
-    (the font cache is matplotlib's)."""
+def _closure(lock: dict[str, Any], names: Iterable[str]) -> list[str]:
+    """`names` and every package they depend on, in the lock's terms, sorted."""
+    packages, seen, todo = lock.get("packages", {}), set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in packages:
+            continue
+        seen.add(name)
+        todo.extend(packages[name].get("depends", []))
+    return sorted(seen)
+
+
+def start_cache_key(dist: Path, packages: Iterable[str] = DEFAULT_PRELOAD) -> str:
+    """What the cache was made from: the preparing script, the lock's core build and the lock's entries of
+    the packages it holds (those preloaded and their dependencies)."""
     lock = json.loads((Path(dist) / "pyodide-lock.json").read_text())
-    made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), lock.get("packages", {}).get("matplotlib")]
+    entries = {name: lock["packages"][name] for name in _closure(lock, packages)}
+    made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), entries]
     return hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
 
 
-def prepare_start_cache(
-    dist: Path, deno_bin: str | None = None, *, log: Callable[[str], None] = print, timeout_s: float = 600
-) -> Path:
-    """(Re)make `dist/start/` by running runtime/prepare.mjs (Deno, no environment, read access to the
-    distribution, write access to `start/` only; no user code runs there), unless what it was made from is
-    unchanged. Raises `RuntimeError` saying why when it fails; the old cache is removed first, so a failed
-    run leaves none (workers then boot without it)."""
-    from interpreter_service.launch import find_deno
+def cached_packages(dist: Path) -> dict[str, str]:
+    """The packages the start cache's `site/` holds (name -> wheel file name); empty without one."""
+    try:
+        return dict(json.loads((Path(dist) / START_DIR / "site.json").read_text())["packages"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
+
+def _read_only(root: Path) -> None:
+    """Files 0444 and folders 0555 under `root` (and `root` itself)."""
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o555)
+    root.chmod(0o555)
+
+
+def _remove(out: Path) -> None:
+    for folder, dirs, _ in os.walk(out):
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o755)
+    if out.exists():
+        out.chmod(0o755)
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def prepare_start_cache(
+    dist: Path,
+    deno_bin: str | None = None,
+    *,
+    packages: Iterable[str] = DEFAULT_PRELOAD,
+    log: Callable[[str], None] = print,
+    timeout_s: float = 900,
+) -> Path:
+    """(Re)make `dist/start/` for workers that preload `packages` by running runtime/prepare.mjs (Deno, no
+    environment, read access to the distribution, write access to `start/` only; no user code runs there),
+    unless what it was made from is unchanged. Raises `RuntimeError` saying why when it fails; the old cache
+    is removed first, so a failed run leaves none (workers then boot without it)."""
+    packages = tuple(packages)
     out = Path(dist).resolve() / START_DIR
-    key = start_cache_key(out.parent)
+    key = start_cache_key(out.parent, packages)
     stamp = out / "made-from.sha256"
     if stamp.is_file() and stamp.read_text().strip() == key:
         log(f"start cache present in {out}")
         return out
-    shutil.rmtree(out, ignore_errors=True)
+    _remove(out)
     out.mkdir()
     cmd = [
         deno_bin or find_deno(),
@@ -52,14 +102,16 @@ def prepare_start_cache(
         f"--allow-write={out}",
         str(PREPARE_SCRIPT),
         str(out.parent),
+        ",".join(packages),
     ]
-    log(f"preparing the start cache in {out} (matplotlib's font cache) ...")
+    log(f"preparing the start cache in {out} (packages installed, bytecode, matplotlib's font cache) ...")
     proc = subprocess.run(cmd, env={}, capture_output=True, text=True, timeout=timeout_s, cwd="/")
     if proc.returncode != 0:
-        shutil.rmtree(out, ignore_errors=True)
+        _remove(out)
         raise RuntimeError(f"start cache preparation failed: {proc.stderr.strip()[-2000:]}")
     stamp.write_text(key + "\n")
-    for f in out.iterdir():
-        f.chmod(0o444)
-    log(f"start cache: {', '.join(sorted(f.name for f in out.iterdir()))}")
+    _read_only(out)
+    log(
+        f"start cache: {', '.join(sorted(f.name for f in out.iterdir()))} ({len(cached_packages(out.parent))} packages)"
+    )
     return out

@@ -17,8 +17,10 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -67,27 +69,65 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def font_cache_only(dist: Path, into: Path) -> Path:
+    """A copy of the distribution whose start cache holds matplotlib's font cache only (what workers had
+    before the cache held the packages and the compiled stdlib): the baseline of the start figures."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    copy = into / "pyodide"
+    shutil.copytree(dist, copy, ignore=shutil.ignore_patterns(START_DIR), copy_function=link_or_copy)
+    (copy / START_DIR).mkdir()
+    shutil.copyfile(dist / START_DIR / "mpl-fontlist.json", copy / START_DIR / "mpl-fontlist.json")
+    return copy
+
+
+async def one_start(dist: Path, preload: tuple[str, ...]) -> dict[str, Any]:
+    """One worker start: ready, CPU time, RSS when ready and after a plot, the phases."""
+    w = WorkerProcess(WorkerConfig(dist_dir=dist, preload=preload))
+    await w.start()
+    try:
+        out = {"ready": w.ready_s, "cpu": cpu_seconds(w.pid), "rss": (w.rss_bytes() or 0) / 2**20}
+        out["phases"] = w.phases
+        r = await w.execute(PLOT_CELL, timeout_s=120)
+        out["rss_plot"] = (w.rss_bytes() or 0) / 2**20 if r.ok else None
+        return out
+    finally:
+        await w.kill()
+
+
 async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
     """Worker start to ready, bare and with numpy + matplotlib: medians of wall time, CPU time (steadier than
-    wall time on a busy host), RSS, and of each start phase (when it ended, ms after the process started;
-    `start_cache`: whether the distribution's start cache was there to use)."""
-    out: dict[str, Any] = {"start_cache": (dist / START_DIR / "mpl-fontlist.json").is_file()}
-    for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):
-        ready, cpu, rss, phases = [], [], [], []
+    wall time on a busy host), RSS when ready and after a first plot, and of each start phase (when it
+    ended, ms after the process started). `start_cache`: what the distribution's start cache holds;
+    `font_cache_only`: the same starts, interleaved, from a copy whose cache holds the font cache alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dists = {"": dist}
+        if (dist / START_DIR / "mpl-fontlist.json").is_file():
+            dists["font_cache_only"] = font_cache_only(dist, Path(tmp))
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(repeats):
-            w = WorkerProcess(WorkerConfig(dist_dir=dist, preload=preload))
-            await w.start()
-            ready.append(w.ready_s)
-            cpu.append(cpu_seconds(w.pid))
-            rss.append((w.rss_bytes() or 0) / 2**20)
-            phases.append(w.phases)
-            await w.kill()
-        out[label] = {
-            "ready_s_p50": round(statistics.median(ready), 2),
-            "cpu_s_p50": round(statistics.median(cpu), 2),
-            "rss_mib": round(max(rss), 1),
-            "phases_ms_p50": {k: statistics.median(p.get(k, 0) for p in phases) for k in phases[0]},
+            for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):
+                for variant, d in dists.items():
+                    runs.setdefault((variant, label), []).append(await one_start(d, preload))
+    start = dist / START_DIR
+    out: dict[str, Any] = {"start_cache": sorted(f.name for f in start.iterdir()) if start.is_dir() else []}
+    for (variant, label), starts in runs.items():
+        plots = [s["rss_plot"] for s in starts if s["rss_plot"] is not None]
+        figures = {
+            "ready_s_p50": round(statistics.median(s["ready"] for s in starts), 2),
+            "cpu_s_p50": round(statistics.median(s["cpu"] for s in starts), 2),
+            "rss_mib": round(max(s["rss"] for s in starts), 1),
+            "rss_after_plot_mib": round(max(plots), 1) if plots else None,
+            "phases_ms_p50": {
+                k: statistics.median(s["phases"].get(k, 0) for s in starts) for k in starts[0]["phases"]
+            },
         }
+        (out.setdefault(variant, {}) if variant else out)[label] = figures
     return out
 
 

@@ -1,11 +1,21 @@
 // Prepares a distribution's start cache (<dist>/start/), run once at setup with write access to that folder only.
 //
-// Usage: deno run --no-prompt --allow-read=<dist> --allow-write=<dist>/start prepare.mjs <dist_dir>
-// Writes start/mpl-fontlist.json (matplotlib's font cache, which matplotlib otherwise rebuilds on every
-// worker's first import). No user code ever runs here.
+// Usage: deno run --no-prompt --allow-read=<dist> --allow-write=<dist>/start prepare.mjs <dist_dir> <packages>
+// Writes, for the comma-separated <packages> (what workers preload) and their dependencies:
+//   site/       their installed files, as loadPackage unpacks them, with bytecode compiled by this Pyodide
+//               (unchecked-hash .pyc: the tree is read-only, so sources and bytecode never drift apart) and
+//               matplotlib's font cache (which matplotlib otherwise rebuilds on every worker's first import);
+//   python_stdlib.zip  the distribution's, with each module's bytecode beside it (x.pyc by x.py, which
+//               zipimport uses; without it every process compiles every module it imports, Pyodide's own
+//               start included);
+//   site.json   {"packages": {name: wheel file name}}: what site/ holds (a worker marks them loaded);
+//   mpl-fontlist.json  the font cache alone, for a worker that unpacks matplotlib itself.
+// Workers boot from this python_stdlib.zip and mount site/ read-only (worker.mjs) instead of unpacking wheels
+// and compiling sources in every process. No user code ever runs here.
 import { createRequire } from "node:module";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
+const packages = (Deno.args[1] ?? "").split(",").filter(Boolean);
 const outDir = distDir + "start/";
 globalThis.require = createRequire(import.meta.url);
 globalThis.__dirname = distDir.slice(0, -1);
@@ -24,11 +34,45 @@ const pyodide = await loadPyodide({
   lockFileURL: distDir + "pyodide-lock.json",
   env: BOOT_ENV,
 });
-await pyodide.loadPackage(["matplotlib"], { messageCallback: () => {} });
-// Pyodide's matplotlib keeps its font cache beside its code (site-packages/matplotlib/fontlist.json).
+await pyodide.loadPackage(packages, { messageCallback: () => {} });
+const lock = JSON.parse(Deno.readTextFileSync(distDir + "pyodide-lock.json"));
+const installed = Object.fromEntries(
+  Object.keys(pyodide.loadedPackages).sort().map((name) => [name, (lock.packages[name] ?? lock.packages[name.toLowerCase()])?.file_name ?? null]),
+);
+
+const FS = pyodide.FS;
+FS.mkdirTree("/vr-start");
+FS.mount(FS.filesystems.NODEFS, { root: outDir }, "/vr-start");
+pyodide.globals.set("_VR_WITH_MPL", "matplotlib" in installed);
 const fontlist = pyodide.runPython(`
-import os
-import matplotlib.font_manager as fm
-open(os.path.join(os.path.dirname(fm.__file__), "fontlist.json")).read()
+import compileall, importlib.util, os, py_compile, shutil, zipfile
+from importlib import _bootstrap_external
+
+mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+site = "/lib/python3.12/site-packages"
+fontlist = None
+if _VR_WITH_MPL:
+    # Pyodide's matplotlib keeps its font cache beside its code (site-packages/matplotlib/fontlist.json).
+    import matplotlib.font_manager as fm
+    fontlist = open(os.path.join(os.path.dirname(fm.__file__), "fontlist.json")).read()
+compileall.compile_dir(site, quiet=1, force=True, invalidation_mode=mode)
+shutil.copytree(site, "/vr-start/site.part")
+stdlib = "/lib/python312.zip"
+with zipfile.ZipFile(stdlib) as src, zipfile.ZipFile("/vr-start/python_stdlib.zip.part", "w", zipfile.ZIP_DEFLATED) as out:
+    for info in src.infolist():
+        data = src.read(info)
+        out.writestr(info, data)
+        if not info.filename.endswith(".py"):
+            continue
+        try:
+            code = compile(data, f"{stdlib}/{info.filename}", "exec", dont_inherit=True)
+        except SyntaxError:
+            continue  # test data; zipimport compiles (and fails on) it as before
+        pyc = _bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
+        out.writestr(info.filename + "c", pyc, zipfile.ZIP_DEFLATED)
+fontlist
 `);
-writeAtomic("mpl-fontlist.json", fontlist);
+Deno.renameSync(outDir + "site.part", outDir + "site");
+Deno.renameSync(outDir + "python_stdlib.zip.part", outDir + "python_stdlib.zip");
+writeAtomic("site.json", JSON.stringify({ packages: installed }, null, 1) + "\n");
+if (fontlist) writeAtomic("mpl-fontlist.json", fontlist);

@@ -216,7 +216,66 @@ function readStartCache(name) {
     return null;
   }
 }
+function startCacheHas(name) {
+  try {
+    return Deno.statSync(distDir + "start/" + name).isFile;
+  } catch {
+    return false;
+  }
+}
 const MPL_FONTLIST = "/lib/python3.12/site-packages/matplotlib/fontlist.json";
+const START_SITE = "/opt/start/site"; // start/site: the preloaded packages installed, with bytecode
+
+// The packages start/site holds (names as Pyodide's loadedPackages has them); none without it.
+function startSitePackages() {
+  const bytes = readStartCache("site.json");
+  try {
+    return bytes ? Object.keys(JSON.parse(new TextDecoder().decode(bytes)).packages) : [];
+  } catch {
+    return [];
+  }
+}
+
+// The start cache's folders are mounted with Emscripten's NODEFS, made read-only: a change fails with EROFS
+// (Deno would refuse the write anyway, but with an error NODEFS does not translate, which Pyodide treats as
+// fatal); any other host error becomes EIO. Only these mounts use NODEFS.
+function readOnlyNodeFs(FS, codes) {
+  const NODEFS = FS.filesystems.NODEFS;
+  const refuse = () => { throw new FS.ErrnoError(codes.EROFS); };
+  for (const op of ["mknod", "rename", "unlink", "rmdir", "symlink", "setattr"]) NODEFS.node_ops[op] = refuse;
+  NODEFS.stream_ops.write = refuse;
+  const open = NODEFS.stream_ops.open;
+  const O_ACCMODE = 3, O_CREAT = 64, O_TRUNC = 512;
+  NODEFS.stream_ops.open = (stream) => {
+    if (stream.flags & (O_ACCMODE | O_CREAT | O_TRUNC)) refuse();
+    return open(stream);
+  };
+  for (const ops of [NODEFS.node_ops, NODEFS.stream_ops]) {
+    for (const [name, fn] of Object.entries(ops)) {
+      ops[name] = function (...args) {
+        try {
+          return fn.apply(this, args);
+        } catch (e) {
+          throw e instanceof FS.ErrnoError ? e : new FS.ErrnoError(codes.EIO);
+        }
+      };
+    }
+  }
+  return NODEFS;
+}
+
+// Mounts start/site (read-only) after site-packages on sys.path (packages loaded later go to site-packages)
+// and marks its packages loaded. Returns their names, lower case; none without a start cache.
+function mountStartSite() {
+  const names = startSitePackages();
+  if (!names.length) return new Set();
+  const FS = pyodide.FS;
+  FS.mkdirTree(START_SITE);
+  FS.mount(readOnlyNodeFs(FS, pyodide.ERRNO_CODES), { root: distDir + "start/site" }, START_SITE);
+  pyodide.runPython(`import sys\nsys.path.append(${JSON.stringify(START_SITE)})`);
+  for (const name of names) pyodide.loadedPackages[name] = "default channel";
+  return new Set(names.map((n) => n.toLowerCase()));
+}
 
 async function boot() {
   const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
@@ -227,15 +286,21 @@ async function boot() {
     stdout: (s) => errWrite(s),
     stderr: (s) => errWrite(s),
     env: { HOME: "/home/pyodide", MPLBACKEND: "Agg" },
+    // start/python_stdlib.zip carries bytecode: Pyodide's own start imports it instead of compiling.
+    ...(startCacheHas("python_stdlib.zip") ? { stdLibURL: distDir + "start/python_stdlib.zip" } : {}),
   });
   pyodide.setStdout({ write: capture });
   pyodide.setStderr({ write: capture });
   pyodide.setInterruptBuffer(interruptBuf);
   mark("load_pyodide");
-  if (preload.length) await pyodide.loadPackage(preload, { messageCallback: () => {}, errorCallback: errWrite });
+  const mounted = mountStartSite();
+  const unpack = preload.filter((name) => !mounted.has(name.toLowerCase()));
+  if (unpack.length) {
+    await pyodide.loadPackage(unpack, { messageCallback: () => {}, errorCallback: errWrite });
+    const fontlist = unpack.includes("matplotlib") && readStartCache("mpl-fontlist.json");
+    if (fontlist) pyodide.FS.writeFile(MPL_FONTLIST, fontlist); // else matplotlib builds it on import
+  }
   mark("load_packages");
-  const fontlist = preload.includes("matplotlib") && readStartCache("mpl-fontlist.json");
-  if (fontlist) pyodide.FS.writeFile(MPL_FONTLIST, fontlist); // else matplotlib builds it on import
   pyodide.globals.set("_VR_DATA_DIR", dataDir);
   pyodide.runPython(PY_HELPERS);
   mark("helpers");

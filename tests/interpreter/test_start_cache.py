@@ -1,5 +1,6 @@
-"""The distribution's start cache: made at setup, read-only, used by workers that preload matplotlib, and a
-distribution without one still boots."""
+"""The distribution's start cache: made at setup, read-only; workers boot from its compiled stdlib and import
+the preloaded packages from its read-only tree (which code cannot change), load other packages as before, and
+a distribution without one, or with only the font cache, still boots."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.launch import WorkerConfig
-from interpreter_service.start_cache import START_DIR, prepare_start_cache
+from interpreter_service.start_cache import START_DIR, cached_packages, prepare_start_cache
 from interpreter_service.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 
-FONTLIST = "/lib/python3.12/site-packages/matplotlib/fontlist.json"
-FONTLIST_CELL = f"print(len(open({FONTLIST!r}).read()))"
+FONTLIST_CELL = "import matplotlib, os\nprint(len(open(os.path.join(os.path.dirname(matplotlib.__file__), 'fontlist.json')).read()))"
+START_SITE = "/opt/start/site"
 
 
 async def started(dist: Path, preload: tuple[str, ...] = ()) -> WorkerProcess:
@@ -30,8 +31,13 @@ async def started(dist: Path, preload: tuple[str, ...] = ()) -> WorkerProcess:
 def test_setup_made_a_read_only_start_cache(dist_dir: Path) -> None:
     start = dist_dir / START_DIR
     names = {f.name for f in start.iterdir()}
-    assert {"mpl-fontlist.json", "made-from.sha256"} <= names
-    assert all(not f.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) for f in start.iterdir())
+    assert {"mpl-fontlist.json", "made-from.sha256", "site", "site.json", "python_stdlib.zip"} <= names
+    every = [start, *start.rglob("*")]
+    assert len(every) > 1000  # the packages' files and their bytecode
+    writable = [p for p in every if p.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)]
+    assert not writable, writable[:5]
+    assert {"numpy", "matplotlib", "pyparsing"} <= {n.lower() for n in cached_packages(dist_dir)}
+    assert next((start / "site" / "numpy").rglob("*.pyc"), None) is not None
     messages: list[str] = []
     prepare_start_cache(dist_dir, log=messages.append)  # unchanged inputs: kept, not remade
     assert any("start cache present" in m for m in messages), messages
@@ -50,6 +56,54 @@ async def test_a_worker_with_matplotlib_uses_the_font_cache_and_plots(dist_dir: 
     assert {"load_pyodide", "load_packages", "import_matplotlib"} <= set(w.phases)
 
 
+async def test_preloaded_packages_come_from_the_read_only_tree_and_code_cannot_change_it(
+    dist_dir: Path,
+) -> None:
+    w = await started(dist_dir, ("numpy", "matplotlib"))
+    try:
+        where = await w.execute(
+            "import numpy, matplotlib\nprint(numpy.__file__)\nprint(matplotlib.__file__)", timeout_s=30
+        )
+        cells = [
+            f"open('{START_SITE}/numpy/__init__.py', 'w')",
+            f"open('{START_SITE}/new.py', 'w')",
+            f"import os\nos.remove('{START_SITE}/six.py')",
+            f"import os\nos.rename('{START_SITE}/six.py', '/tmp/six.py')",
+            f"import os\nos.mkdir('{START_SITE}/d')",
+            f"import os\nos.chmod('{START_SITE}/six.py', 0o777)",
+        ]
+        refused = [await w.execute(code, timeout_s=30) for code in cells]
+        after = await w.execute("import numpy\nprint(numpy.arange(4).sum())", timeout_s=30)
+    finally:
+        await w.kill()
+    assert where.logs.splitlines() == [
+        f"{START_SITE}/numpy/__init__.py",
+        f"{START_SITE}/matplotlib/__init__.py",
+    ]
+    for code, r in zip(cells, refused, strict=True):
+        assert r.error_kind == "exception" and r.error.startswith(("PermissionError", "OSError")), (
+            code,
+            r.error,
+        )
+    assert after.logs == "6\n", after.error
+
+
+async def test_other_packages_load_as_before_and_share_the_cached_numpy(dist_dir: Path) -> None:
+    w = await started(dist_dir)  # nothing preloaded: the cache's packages are importable all the same
+    try:
+        r = await w.execute(
+            "import pandas, numpy\nprint(pandas.DataFrame({'a': [1, 2]}).a.sum())\nprint(numpy.__file__)",
+            timeout_s=120,
+        )
+        tb = await w.execute("import json\njson.loads('{')", timeout_s=30)
+    finally:
+        await w.kill()
+    assert r.ok and r.logs.splitlines() == ["3", f"{START_SITE}/numpy/__init__.py"], (r.error, r.logs)
+    assert "[package loading]" not in r.logs, r.logs
+    # the stdlib's bytecode comes with its source: tracebacks through it still show the lines
+    assert "json/decoder.py" in tb.logs and "self.raw_decode(s" in tb.logs, tb.logs
+
+
 async def test_a_distribution_without_a_start_cache_still_boots(dist_dir: Path, tmp_path: Path) -> None:
     dist = tmp_path / "pyodide"
     shutil.copytree(dist_dir, dist, ignore=shutil.ignore_patterns(START_DIR))
@@ -59,3 +113,25 @@ async def test_a_distribution_without_a_start_cache_still_boots(dist_dir: Path, 
     finally:
         await w.kill()
     assert r.logs == "2\n", (r.error, r.logs)
+
+
+async def test_with_only_the_font_cache_a_worker_unpacks_its_wheels_and_uses_it(
+    dist_dir: Path, tmp_path: Path
+) -> None:
+    dist = tmp_path / "pyodide"
+    shutil.copytree(dist_dir, dist, ignore=shutil.ignore_patterns(START_DIR))
+    (dist / START_DIR).mkdir()
+    shutil.copyfile(dist_dir / START_DIR / "mpl-fontlist.json", dist / START_DIR / "mpl-fontlist.json")
+    w = await started(dist, ("numpy", "matplotlib"))
+    try:
+        r = await w.execute("import matplotlib\nprint(matplotlib.__file__)\n" + FONTLIST_CELL, timeout_s=60)
+    finally:
+        await w.kill()
+    expected = (dist_dir / START_DIR / "mpl-fontlist.json").read_text()
+    assert r.logs.splitlines() == [
+        "/lib/python3.12/site-packages/matplotlib/__init__.py",
+        str(len(expected)),
+    ], (
+        r.error,
+        r.logs,
+    )
