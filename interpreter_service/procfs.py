@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProcStatus", "proc_status"]
+__all__ = ["ProcStatus", "proc_status", "thread_cpu"]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -37,6 +37,26 @@ def proc_status(pid: int | None) -> ProcStatus:
         tasks=int(fields.get("Threads", "0").strip() or 0),
         cpu_s=(int(stat[11]) + int(stat[12])) / _TICK,
     )
+
+
+def thread_cpu(pid: int | None) -> dict[str, float]:
+    """CPU time (user + system, s) of a process's threads by thread name (threads of one name summed); empty
+    when the process is gone."""
+    out: dict[str, float] = {}
+    if pid is None:
+        return out
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / _TICK
+    return out
 
 
 def _kib(fields: dict[str, str], key: str) -> int:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from interpreter_service.procfs import proc_status
+from interpreter_service.procfs import proc_status, thread_cpu
 from interpreter_service.worker import WorkerProcess
 
 __all__ = ["Watchdog"]
@@ -15,18 +15,25 @@ __all__ = ["Watchdog"]
 log = logging.getLogger("interpreter_service.pool")
 IDLE_CPU_SHARE = 0.2  # of one core, with no call in flight: something the code left behind is running
 IDLE_STRIKES = 4  # consecutive checks over that share before the worker is killed
+# V8's platform threads compile hot WebAssembly with its optimising tier and help the garbage collector in
+# the background, for what the main thread ran: after a worker's first calls that can take most of a core
+# for a second or more with no call in flight. Their CPU counts as idle CPU only beyond this share of a core.
+V8_HELPERS = "V8 DefaultWorke"  # their thread name (Linux keeps 15 characters of "V8 DefaultWorker")
+V8_HELPERS_SHARE = 1.0
 
 
 @dataclass
 class _Seen:
-    cpu_s: float
+    cpu_s: float  # the process's CPU time
+    helpers_s: float  # of which V8's platform threads
     strikes: int = 0
 
 
 class Watchdog:
     """Every `interval_s`, reads each worker's memory, threads and CPU from /proc and kills one that passed
     its limits (`WorkerConfig.limits()`), or that used over a fifth of a core for `IDLE_STRIKES` checks running
-    while no call was in flight (threads or timers the code left running after its call ended).
+    while no call was in flight (threads or timers the code left running after its call ended; V8's own
+    background threads count only beyond `V8_HELPERS_SHARE` of a core).
 
     Where the kernel enforces the limits (a cgroup per worker) the memory and thread checks only come second;
     where it cannot, they are the limit, checked this often (a fast allocation can overshoot in between)."""
@@ -66,10 +73,14 @@ class Watchdog:
             return f"it ran {st.tasks} threads, over the limit of {limits.tasks}"
         assert w.pid is not None
         before = self._seen.get(w.pid)
-        now = seen[w.pid] = _Seen(st.cpu_s)
+        now = seen[w.pid] = _Seen(st.cpu_s, thread_cpu(w.pid).get(V8_HELPERS, 0.0))
         if before is None or w.busy:
             return None
-        if st.cpu_s - before.cpu_s > IDLE_CPU_SHARE * self.interval_s:
+        helpers = max(0.0, now.helpers_s - before.helpers_s)
+        idle = max(0.0, now.cpu_s - before.cpu_s - helpers) + max(
+            0.0, helpers - V8_HELPERS_SHARE * self.interval_s
+        )
+        if idle > IDLE_CPU_SHARE * self.interval_s:
             now.strikes = before.strikes + 1
         if now.strikes >= IDLE_STRIKES:
             return "it kept running with no call in flight (threads or timers its code left behind)"

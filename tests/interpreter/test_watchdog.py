@@ -1,0 +1,93 @@
+"""The watchdog's idle verdict from /proc figures (fed here, no Deno needed): CPU with no call in flight kills
+a worker after `IDLE_STRIKES` checks, V8's own background threads count only beyond their share of a core,
+and a call in flight resets nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from interpreter_service import watchdog
+from interpreter_service.launch import WorkerConfig
+from interpreter_service.procfs import ProcStatus
+from interpreter_service.watchdog import IDLE_STRIKES, V8_HELPERS, Watchdog
+
+INTERVAL = 0.25
+
+
+@dataclass
+class FakeWorker:
+    pid: int = 4242
+    busy: bool = False
+    alive: bool = True
+    cfg: WorkerConfig = field(default_factory=lambda: WorkerConfig(dist_dir=Path("/nonexistent")))
+    reasons: list[str] = field(default_factory=list)
+
+    async def kill_for(self, reason: str) -> None:
+        self.reasons.append(reason)
+        self.alive = False
+
+
+@dataclass
+class Clock:
+    """CPU seconds so far of the fake worker: its main thread (and others) and V8's helpers."""
+
+    other: float = 0.0
+    helpers: float = 0.0
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(
+        watchdog, "proc_status", lambda pid: ProcStatus(rss_bytes=1 << 20, tasks=9, cpu_s=c.other + c.helpers)
+    )
+    monkeypatch.setattr(watchdog, "thread_cpu", lambda pid: {"deno": c.other, V8_HELPERS: c.helpers})
+    return c
+
+
+async def run_checks(dog: Watchdog, clock: Clock, n: int, *, other: float, helpers: float) -> None:
+    """`n` checks, each after the worker used `other` and `helpers` shares of a core for one interval."""
+    for _ in range(n):
+        clock.other += other * INTERVAL
+        clock.helpers += helpers * INTERVAL
+        await dog.check()
+
+
+async def test_cpu_left_running_with_no_call_is_killed(clock: Clock) -> None:
+    w = FakeWorker()
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, IDLE_STRIKES, other=0.5, helpers=0.0)
+    assert not w.alive and "no call in flight" in w.reasons[0]
+
+
+async def test_v8_helpers_compiling_after_a_call_are_not_killed(clock: Clock) -> None:
+    w = FakeWorker()
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, IDLE_STRIKES * 3, other=0.05, helpers=0.9)
+    assert w.alive, w.reasons
+
+
+async def test_v8_helpers_past_their_share_count(clock: Clock) -> None:
+    w = FakeWorker()
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, IDLE_STRIKES, other=0.0, helpers=1.9)
+    assert not w.alive
+
+
+async def test_a_busy_worker_is_never_idle_killed(clock: Clock) -> None:
+    w = FakeWorker(busy=True)
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, IDLE_STRIKES * 2, other=1.0, helpers=1.0)
+    assert w.alive
+    w.busy = False
+    await run_checks(dog, clock, IDLE_STRIKES - 1, other=1.0, helpers=0.0)
+    assert w.alive  # strikes start when the call ends
+    await run_checks(dog, clock, 1, other=1.0, helpers=0.0)
+    assert not w.alive
