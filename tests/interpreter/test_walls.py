@@ -83,9 +83,10 @@ async def walled(request: pytest.FixtureRequest, dist_dir: Path) -> AsyncIterato
 
 
 async def _bystander(pool: WorkerPool, c: str, stop: asyncio.Event) -> list[float]:
-    """Container `c` running code until `stop`; the time of each of its calls."""
+    """Container `c` running code until `stop`, and for at least 3 calls (an attack refused at once can be
+    over before the second); the time of each of its calls."""
     times: list[float] = []
-    while not stop.is_set():
+    while not stop.is_set() or len(times) < 3:
         r = await pool.execute(c, "6 * 7", timeout_s=10)
         assert r.ok and r.logs == "42\n", r
         times.append(r.duration_s)
@@ -112,7 +113,7 @@ async def _attack(pool: WorkerPool, code: str, timeout_s: float = 15) -> tuple[s
     finally:
         stop.set()
         times = await bystander
-    assert len(times) > 2 and max(times) < 5, f"the other container stalled: {times}"
+    assert len(times) >= 3 and max(times) < 5, f"the other container stalled: {times}"
     await asyncio.gather(pool.delete_container(c), pool.delete_container(other))
     return f"{r.logs}{r.error or ''}", ("alive" if worker.alive else worker.exit_reason)
 
