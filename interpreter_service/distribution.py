@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.start_cache import prepare_start_cache
+from interpreter_service.start_cache import lock_closure, prepare_start_cache
 
 __all__ = [
     "checked_dist_dir",
@@ -135,17 +135,10 @@ def _fetch_core(dist: Path, log: Log) -> None:
 
 
 def _closure(packages: dict[str, LockEntry], roots: Iterable[str]) -> list[str]:
-    seen: list[str] = []
-    stack = list(roots)
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        if name not in packages:
-            raise SetupError(f"package {name!r} is not in the official Pyodide {PYODIDE_VERSION} lock")
-        seen.append(name)
-        stack.extend(packages[name].get("depends", []))
-    return sorted(seen)
+    names, missing = lock_closure(packages, roots)
+    if missing:
+        raise SetupError(f"package {missing[0]!r} is not in the official Pyodide {PYODIDE_VERSION} lock")
+    return names
 
 
 def pip_download_pure(requirements: list[str], dest: Path, *, no_deps: bool = True) -> list[Path]:

@@ -13,7 +13,14 @@ from typing import Any
 
 from interpreter_service.launch import DEFAULT_PRELOAD, find_deno
 
-__all__ = ["PREPARE_SCRIPT", "START_DIR", "cached_packages", "prepare_start_cache", "start_cache_key"]
+__all__ = [
+    "PREPARE_SCRIPT",
+    "START_DIR",
+    "cached_packages",
+    "lock_closure",
+    "prepare_start_cache",
+    "start_cache_key",
+]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
 START_DIR = (
@@ -21,23 +28,30 @@ START_DIR = (
 )
 
 
-def _closure(lock: dict[str, Any], names: Iterable[str]) -> list[str]:
-    """`names` and every package they depend on, in the lock's terms, sorted."""
-    packages, seen, todo = lock.get("packages", {}), set(), list(names)
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in packages:
+def lock_closure(packages: dict[str, Any], roots: Iterable[str]) -> tuple[list[str], list[str]]:
+    """`roots` and every package they depend on among a lock's `packages`, sorted; and the names met that
+    the lock does not have, in the order met."""
+    seen: set[str] = set()
+    missing: list[str] = []
+    stack = list(roots)
+    while stack:
+        name = stack.pop()
+        if name in seen or name in missing:
+            continue
+        if name not in packages:
+            missing.append(name)
             continue
         seen.add(name)
-        todo.extend(packages[name].get("depends", []))
-    return sorted(seen)
+        stack.extend(packages[name].get("depends", []))
+    return sorted(seen), missing
 
 
 def start_cache_key(dist: Path, packages: Iterable[str] = DEFAULT_PRELOAD) -> str:
     """What the cache was made from: the preparing script, the lock's core build and the lock's entries of
     the packages it holds (those preloaded and their dependencies)."""
     lock = json.loads((Path(dist) / "pyodide-lock.json").read_text())
-    entries = {name: lock["packages"][name] for name in _closure(lock, packages)}
+    names, _ = lock_closure(lock.get("packages", {}), packages)
+    entries = {name: lock["packages"][name] for name in names}
     made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), entries]
     return hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
 
