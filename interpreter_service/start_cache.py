@@ -14,6 +14,7 @@ from typing import Any
 from interpreter_service.launch import DEFAULT_PRELOAD, find_deno
 
 __all__ = [
+    "ARTIST_DOCS",
     "PREPARE_SCRIPT",
     "START_DIR",
     "cached_packages",
@@ -23,9 +24,10 @@ __all__ = [
 ]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
-START_DIR = (
-    "start"  # under the distribution: site/, site.json, python_stdlib.zip, mpl-fontlist.json (prepare.mjs)
-)
+# Under the distribution: site/, site.json, python_stdlib.zip, mpl-fontlist.json, mpl-artist-docs.json
+# (what each holds: runtime/prepare.mjs).
+START_DIR = "start"
+ARTIST_DOCS = "mpl-artist-docs.json"  # matplotlib's Artist docs as its import computes them, recorded
 
 
 def lock_closure(packages: dict[str, Any], roots: Iterable[str]) -> tuple[list[str], list[str]]:

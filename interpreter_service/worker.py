@@ -52,6 +52,7 @@ class WorkerProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.ready_s = 0.0
         self.phases: dict[str, int] = {}  # when each start phase ended, ms since the process started
+        self.start_notes: dict[str, object] = {}  # what the start did (e.g. mpl_docs_replayed/_recorded)
         self.poisoned = False  # must be replaced (memory error, timed-out kill)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Reply]] = {}
@@ -138,6 +139,9 @@ class WorkerProcess:
         phases = ready.get("phases")
         if isinstance(phases, dict):
             self.phases = {str(k): int(v) for k, v in phases.items() if isinstance(v, int | float)}
+        notes = ready.get("notes")
+        if isinstance(notes, dict):
+            self.start_notes = {str(k): v for k, v in notes.items()}
         try:
             self.data_limited = await self._limit_data()
         except BaseException:  # cancelled while its limit was being set: it must not outlive its owner

@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from benchlib import machine_info, percentile, write_json
 from interpreter_service.distribution import default_dist_dir
 from interpreter_service.launch import WorkerConfig
 from interpreter_service.pool import WorkerPool
-from interpreter_service.start_cache import START_DIR
+from interpreter_service.start_cache import ARTIST_DOCS, START_DIR
 from interpreter_service.worker import WorkerProcess
 
 __all__ = ["main"]
@@ -69,9 +70,8 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def font_cache_only(dist: Path, into: Path) -> Path:
-    """A copy of the distribution whose start cache holds matplotlib's font cache only (what workers had
-    before the cache held the packages and the compiled stdlib): the baseline of the start figures."""
+def _linked_copy(dist: Path, into: Path, leave_out: Callable[[str, list[str]], Iterable[str]]) -> Path:
+    """A copy of the distribution (hard links where it can) leaving out what `leave_out` names."""
 
     def link_or_copy(src: str, dst: str) -> None:
         try:
@@ -79,11 +79,25 @@ def font_cache_only(dist: Path, into: Path) -> Path:
         except OSError:
             shutil.copy2(src, dst)
 
+    into.mkdir(parents=True, exist_ok=True)
     copy = into / "pyodide"
-    shutil.copytree(dist, copy, ignore=shutil.ignore_patterns(START_DIR), copy_function=link_or_copy)
+    shutil.copytree(dist, copy, ignore=leave_out, copy_function=link_or_copy)
+    return copy
+
+
+def font_cache_only(dist: Path, into: Path) -> Path:
+    """A copy of the distribution whose start cache holds matplotlib's font cache only (what workers had
+    before the cache held the packages and the compiled stdlib): the baseline of the start figures."""
+    copy = _linked_copy(dist, into, shutil.ignore_patterns(START_DIR))
     (copy / START_DIR).mkdir()
     shutil.copyfile(dist / START_DIR / "mpl-fontlist.json", copy / START_DIR / "mpl-fontlist.json")
     return copy
+
+
+def without_artist_docs(dist: Path, into: Path) -> Path:
+    """A copy of the distribution whose start cache lacks the recorded matplotlib Artist docs (workers
+    compute them on import): what the recording saves, on its own."""
+    return _linked_copy(dist, into, shutil.ignore_patterns(ARTIST_DOCS))
 
 
 async def one_start(dist: Path, preload: tuple[str, ...]) -> dict[str, Any]:
@@ -104,11 +118,14 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
     """Worker start to ready, bare and with numpy + matplotlib: medians of wall time, CPU time (steadier than
     wall time on a busy host), RSS when ready and after a first plot, and of each start phase (when it
     ended, ms after the process started). `start_cache`: what the distribution's start cache holds;
-    `font_cache_only`: the same starts, interleaved, from a copy whose cache holds the font cache alone."""
+    `font_cache_only`: the same starts, interleaved, from a copy whose cache holds the font cache alone;
+    `without_artist_docs`: from a copy whose cache lacks the recorded matplotlib Artist docs."""
     with tempfile.TemporaryDirectory() as tmp:
         dists = {"": dist}
+        if (dist / START_DIR / ARTIST_DOCS).is_file():
+            dists["without_artist_docs"] = without_artist_docs(dist, Path(tmp) / "no-docs")
         if (dist / START_DIR / "mpl-fontlist.json").is_file():
-            dists["font_cache_only"] = font_cache_only(dist, Path(tmp))
+            dists["font_cache_only"] = font_cache_only(dist, Path(tmp) / "fonts")
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(repeats):
             for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):

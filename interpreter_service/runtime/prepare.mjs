@@ -9,7 +9,10 @@
 //               zipimport uses; without it every process compiles every module it imports, Pyodide's own
 //               start included);
 //   site.json   {"packages": {name: wheel file name}}: what site/ holds (a worker marks them loaded);
-//   mpl-fontlist.json  the font cache alone, for a worker that unpacks matplotlib itself.
+//   mpl-fontlist.json  the font cache alone, for a worker that unpacks matplotlib itself;
+//   mpl-artist-docs.json  what importing matplotlib.pyplot computes for its Artist classes' generated `set`
+//               signatures and docstrings (`kwdoc`), in call order: about half of that import's time,
+//               the same in every process; a worker replays it (worker.mjs, MPL_DOCS_REPLAY).
 // Workers boot from this python_stdlib.zip and mount site/ read-only (worker.mjs) instead of unpacking wheels
 // and compiling sources in every process. No user code ever runs here.
 import { createRequire } from "node:module";
@@ -44,6 +47,50 @@ const FS = pyodide.FS;
 FS.mkdirTree("/vr-start");
 FS.mount(FS.filesystems.NODEFS, { root: outDir }, "/vr-start");
 pyodide.globals.set("_VR_WITH_MPL", "matplotlib" in installed);
+// Records, in call order, what matplotlib.artist computes for each Artist class while matplotlib.pyplot is
+// imported the way a worker imports it: the generated set()'s keyword names and docstring, and kwdoc(class)
+// (outside set()). worker.mjs's MPL_DOCS_REPLAY hands the same values back in the same order.
+const MPL_DOCS_RECORD = `
+import json
+import matplotlib.artist as martist
+
+Artist = martist.Artist
+kwdoc0, update0 = martist.kwdoc, Artist.__dict__["_update_set_signature_and_docstring"]
+calls, inside = [], []
+
+def key(cls):
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+def kwdoc(artist):
+    doc = kwdoc0(artist)
+    if isinstance(artist, type) and not inside:
+        calls.append(["kwdoc", key(artist), doc])
+    return doc
+
+def update(cls):
+    inside.append(cls)
+    try:
+        update0.__func__(cls)
+    finally:
+        inside.pop()
+    self, *params = cls.set.__signature__.parameters.values()
+    if any(p.kind is not p.KEYWORD_ONLY or p.default is not martist._UNSET for p in params):
+        raise ValueError(f"{key(cls)}.set: a signature this cache cannot replay")
+    calls.append(["set", key(cls), [p.name for p in params], cls.set.__doc__])
+
+martist.kwdoc = kwdoc
+Artist._update_set_signature_and_docstring = classmethod(update)
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+finally:
+    martist.kwdoc = kwdoc0
+    Artist._update_set_signature_and_docstring = update0
+json.dumps({"matplotlib": matplotlib.__version__, "calls": calls})
+`;
+const mplDocs = "matplotlib" in installed ? pyodide.runPython(MPL_DOCS_RECORD) : null;
+
 const fontlist = pyodide.runPython(`
 import compileall, importlib.util, os, py_compile, shutil, zipfile
 from importlib import _bootstrap_external
@@ -76,3 +123,4 @@ Deno.renameSync(outDir + "site.part", outDir + "site");
 Deno.renameSync(outDir + "python_stdlib.zip.part", outDir + "python_stdlib.zip");
 writeAtomic("site.json", JSON.stringify({ packages: installed }, null, 1) + "\n");
 if (fontlist) writeAtomic("mpl-fontlist.json", fontlist);
+if (mplDocs) writeAtomic("mpl-artist-docs.json", mplDocs);

@@ -5,6 +5,7 @@ a distribution without one, or with only the font cache, still boots."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.launch import WorkerConfig
-from interpreter_service.start_cache import START_DIR, cached_packages, prepare_start_cache
+from interpreter_service.start_cache import ARTIST_DOCS, START_DIR, cached_packages, prepare_start_cache
 from interpreter_service.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
@@ -31,7 +32,14 @@ async def started(dist: Path, preload: tuple[str, ...] = ()) -> WorkerProcess:
 def test_setup_made_a_read_only_start_cache(dist_dir: Path) -> None:
     start = dist_dir / START_DIR
     names = {f.name for f in start.iterdir()}
-    assert {"mpl-fontlist.json", "made-from.sha256", "site", "site.json", "python_stdlib.zip"} <= names
+    assert {
+        "mpl-fontlist.json",
+        ARTIST_DOCS,
+        "made-from.sha256",
+        "site",
+        "site.json",
+        "python_stdlib.zip",
+    } <= names
     every = [start, *start.rglob("*")]
     assert len(every) > 1000  # the packages' files and their bytecode
     writable = [p for p in every if p.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)]
@@ -135,3 +143,48 @@ async def test_with_only_the_font_cache_a_worker_unpacks_its_wheels_and_uses_it(
         r.error,
         r.logs,
     )
+
+
+# What matplotlib's import computes for its Artist classes (the generated set()'s docstring and signature,
+# kwdoc as substituted into docstrings), and the docstrings of pyplot's and Axes' functions built from it.
+MPL_DOCS_CELL = """
+import hashlib, inspect, matplotlib.pyplot as plt
+from matplotlib import artist, _docstring
+from matplotlib.axes import Axes
+seen, todo = [], [artist.Artist]
+while todo:
+    c = todo.pop()
+    seen.append(c)
+    todo.extend(c.__subclasses__())
+parts = sorted(f"{c.__module__}.{c.__qualname__}|{c.set.__doc__}|{inspect.signature(c.set)}" for c in seen)
+parts += sorted(f"{k}={v}" for k, v in dict(_docstring.interpd.params).items())
+parts += sorted(f"{n}|{getattr(plt, n).__doc__}" for n in dir(plt) if callable(getattr(plt, n, None)))
+parts += sorted(f"{n}|{getattr(Axes, n).__doc__}" for n in dir(Axes))
+own = [artist.kwdoc, artist.Artist._update_set_signature_and_docstring.__func__]
+print(len(seen), all(f.__qualname__ in ("kwdoc", "Artist._update_set_signature_and_docstring") for f in own), hashlib.sha256("\\n".join(parts).encode()).hexdigest())
+"""
+
+
+async def test_matplotlib_artist_docs_are_replayed_exactly_as_computed(
+    dist_dir: Path, tmp_path: Path
+) -> None:
+    """A worker hands back the recorded Artist docstrings and signatures (all of them, in step) and ends
+    with exactly what a worker that computes them has; matplotlib's own functions are back in place."""
+    computes = tmp_path / "pyodide"  # the same distribution (hard links) without the recorded docs
+    shutil.copytree(dist_dir, computes, copy_function=os.link, ignore=shutil.ignore_patterns(ARTIST_DOCS))
+    fingerprints, notes = [], []
+    for dist in (dist_dir, computes):
+        w = await started(dist, ("numpy", "matplotlib"))
+        try:
+            r = await w.execute(MPL_DOCS_CELL, timeout_s=60)
+        finally:
+            await w.kill()
+        assert r.ok, r.error
+        fingerprints.append(r.logs)
+        notes.append(w.start_notes)
+    replayed, computed = notes
+    assert replayed["mpl_docs_replayed"] == replayed["mpl_docs_recorded"] > 100, replayed
+    assert computed["mpl_docs_replayed"] == computed["mpl_docs_recorded"] == 0, computed
+    assert fingerprints[0] == fingerprints[1], fingerprints
+    count, restored, _ = fingerprints[0].split()
+    assert int(count) > 100 and restored == "True", fingerprints[0]
