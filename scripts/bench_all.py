@@ -22,7 +22,9 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="bench-results")
-    ap.add_argument("--skip", default="", help="comma-separated: gateway-tiny, default, interpreter, agent")
+    ap.add_argument(
+        "--skip", default="", help="comma-separated: gateway-tiny, default, interpreter, pool-burst, agent"
+    )
     ap.add_argument("--model", action="append", default=[], help="an extra gateway model (path or name)")
     ap.add_argument("--concurrency", default="1,8,32")
     ap.add_argument(
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         "gateway-tiny": [py, HERE / "bench_gateway.py", "--model", "tiny", *gw],
         "default": [py, HERE / "bench_gateway.py", "--model", "default", *gw],
         "interpreter": [py, HERE / "bench_interpreter.py"],
+        "pool-burst": [py, HERE / "bench_pool_burst.py"],
         "agent": [py, HERE / "bench_agent.py", "--model", "tiny"],
     }
     for i, m in enumerate(ns.model):

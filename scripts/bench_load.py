@@ -157,6 +157,7 @@ def summarize(samples: list[Sample], wall_s: float) -> dict[str, Any]:
         key = s.ending or "no ending"
         endings[key] = endings.get(key, 0) + 1
     code = [s for s in admitted if s.code]
+    code_total = [s.total_s for s in code if s.total_s is not None and s.ending == "completed"]
     return {
         "streams": len(samples),
         "admitted": len(admitted),
@@ -170,15 +171,24 @@ def summarize(samples: list[Sample], wall_s: float) -> dict[str, Any]:
         "first_event_ms": {q: _ms(ttfe, float(q[1:])) for q in ("p50", "p90", "p99")},
         "first_event_ms_max": round(max(ttfe) * 1000, 1) if ttfe else None,
         "first_token_ms": {q: _ms(ttft, float(q[1:])) for q in ("p50", "p90", "p99")},
+        "code_turn_ms": {q: _ms(code_total, float(q[1:])) for q in ("p50", "p95")},
+        "code_turn_ms_max": round(max(code_total) * 1000, 1) if code_total else None,
         "wall_s": round(wall_s, 2),
     }
 
 
+def code_streams(n: int, every: int) -> list[bool]:
+    """Which of a level's `n` streams are code turns: one in `every` (and one of any small level above one,
+    so that it has one); `every` 1: all of them, the single stream included."""
+    if every <= 1:
+        return [True] * n
+    return [i % every == every - 1 or (n < every and i == n - 1 and n > 1) for i in range(n)]
+
+
 async def run_level(
-    port: int, model: str, n: int, max_output_tokens: int, timeout: float, forced: bool
+    port: int, model: str, n: int, max_output_tokens: int, timeout: float, forced: bool, code_every: int = 10
 ) -> dict[str, Any]:
-    # One in ten is a code stream (and one of any small level above one, so that it has one).
-    codes = [i % 10 == 9 or (n < 10 and i == n - 1 and n > 1) for i in range(n)]
+    codes = code_streams(n, code_every)
     t0 = time.perf_counter()
     samples = await asyncio.gather(
         *(one_stream(port, request_body(model, c, max_output_tokens, forced), c, timeout) for c in codes)
@@ -193,6 +203,8 @@ def compare(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
         n: {
             "first_event_p50": ratio(lv["first_event_ms"]["p50"], base["first_event_ms"]["p50"]),
             "first_token_p50": ratio(lv["first_token_ms"]["p50"], base["first_token_ms"]["p50"]),
+            "code_turn_p50": ratio(lv["code_turn_ms"]["p50"], base["code_turn_ms"]["p50"]),
+            "code_turn_max": ratio(lv["code_turn_ms_max"], base["code_turn_ms"]["p50"]),
         }
         for n, lv in levels.items()
     }
@@ -206,17 +218,27 @@ def compare(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ),
         "every_code_turn_ran": all(lv["code_turns_ran"] == lv["code_turns"] for lv in levels.values()),
     }
+    if base["code_turn_ms"]["p50"] is not None:  # the single stream was a code turn (--code-every 1)
+        checks["no_code_turn_over_3x_the_single"] = all(
+            (r["code_turn_max"] or 0) <= 3 for r in ratios.values()
+        )
     return {"ratios_to_single_stream": ratios, "checks": checks}
 
 
 async def measure(
-    port: int, model: str, levels: list[int], max_output_tokens: int, timeout: float, forced: bool
+    port: int,
+    model: str,
+    levels: list[int],
+    max_output_tokens: int,
+    timeout: float,
+    forced: bool,
+    code_every: int = 10,
 ) -> dict[str, Any]:
     # Warm-up, not counted: the first code run and the output constraints compiled once.
     await run_level(port, model, 2, max_output_tokens, timeout, forced)
     out: dict[str, dict[str, Any]] = {}
     for n in levels:
-        out[str(n)] = await run_level(port, model, n, max_output_tokens, timeout, forced)
+        out[str(n)] = await run_level(port, model, n, max_output_tokens, timeout, forced, code_every)
         print(f"level {n}: {json.dumps(out[str(n)])}", file=sys.stderr, flush=True)
     return {"levels": out, **compare(out)}
 
@@ -232,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="warm sandbox workers")
     ap.add_argument("--server-args", default="", help="extra flags of ours (quoted)")
     ap.add_argument("--engine-args", default="", help="extra vLLM engine flags (quoted)")
+    ap.add_argument(
+        "--code-every", type=int, default=10, help="one stream in this many is a code turn (1: every one)"
+    )
     ap.add_argument("--quick", action="store_true", help="the tiny model, levels 1 and 4, 16 tokens")
     ap.add_argument("--out", default="bench-results", help="folder for load.json and the server log")
     ns = ap.parse_args(argv)
@@ -258,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": ns.workers,
             "levels": levels,
             "max_output_tokens": ns.max_output_tokens,
-            "code_share": "one stream in ten forces a code-interpreter call",
+            "code_share": f"one stream in {ns.code_every} forces a code-interpreter call",
             "forced_outputs": ns.model == "tiny",
             "client": "this process: asyncio streams, hand-parsed SSE; all streams of a level start at once",
             "quick": ns.quick,
@@ -269,7 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         result["server_ready_s"] = round(server.ready_s, 1)
         served = json.loads(get_text(port, "/v1/models"))["data"][0]["id"]
         forced = ns.model == "tiny"
-        result.update(asyncio.run(measure(port, served, levels, ns.max_output_tokens, ns.timeout, forced)))
+        result.update(
+            asyncio.run(
+                measure(port, served, levels, ns.max_output_tokens, ns.timeout, forced, ns.code_every)
+            )
+        )
         result["metrics_sample"] = _metrics_sample(port)
     path = write_json(ns.out, "load-quick" if ns.quick else "load", result)
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))

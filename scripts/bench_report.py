@@ -1,6 +1,6 @@
 """Turn the benchmarks' JSON into markdown tables and PNG plots, and write them into docs/benchmarks.md.
 
-Reads `gateway-<model>.json` (or `gateway.json`), `interpreter.json` and `agent.json` from the results
+Reads `gateway-<model>.json` (or `gateway.json`), `interpreter.json`, `pool_burst.json` and `agent.json` from the results
 folder; writes `docs/bench/*.png`; replaces the text between the `<!-- bench:begin -->` and
 `<!-- bench:end -->` markers of docs/benchmarks.md (with `--write-doc`), else prints the markdown.
 Run: `python scripts/bench_report.py [--results bench-results] [--write-doc]`.
@@ -168,6 +168,27 @@ def agent_md(d: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def pool_burst_md(d: dict[str, Any]) -> str:
+    """One row per burst size and configuration: first-cell p50 / p95 / max of both bursts (seconds)."""
+    out = [
+        (
+            f"A pool of 1 warm worker (preloaded: {', '.join(d['preload']) or 'nothing'}) given N new containers "
+            f"at once, twice; {d['cores']} cores. Machine: {machine_line(d['machine'])}."
+        ),
+        "",
+        "| burst | configuration | first burst p50 / p95 / max | second burst p50 / p95 / max | spare target after |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for n, configs in d["bursts"].items():
+        for name, c in configs.items():
+            first, second = (
+                " / ".join(_f(c[label][k], 2, unit=" s") for k in ("p50_s", "p95_s", "max_s"))
+                for label in ("first", "second")
+            )
+            out.append(f"| {n} | {name} | {first} | {second} | {c['second']['spare_target_after']} |")
+    return "\n".join(out)
+
+
 def plots(results: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -251,6 +272,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             "![interpreter](bench/interpreter.png)",
             "",
         ]
+    if "pool_burst" in results:
+        parts += ["### Pool bursts (`pool_burst.json`)", "", pool_burst_md(results["pool_burst"]), ""]
     if "agent" in results:
         parts += [
             "### Agent turn (`agent.json`)",

@@ -202,13 +202,19 @@ def test_websocket_quick(tmp_path: Path) -> None:
 
 def test_load_summary_on_set_samples() -> None:
     """The per-level summary and the checks say what the samples say."""
-    from bench_load import Sample, compare, summarize
+    from bench_load import Sample, code_streams, compare, summarize
 
     samples = [
         Sample(code=False, status=200, first_event_s=0.01, first_token_s=0.2, total_s=1, ending="completed"),
         Sample(code=True, status=200, first_event_s=0.03, first_token_s=0.4, total_s=2, ending="failed"),
         Sample(
-            code=True, status=200, first_event_s=0.02, first_token_s=0.3, code_ran=True, ending="completed"
+            code=True,
+            status=200,
+            first_event_s=0.02,
+            first_token_s=0.3,
+            total_s=3,
+            code_ran=True,
+            ending="completed",
         ),
         Sample(code=False, status=429, retry_after="1", total_s=0.01, error="busy"),
     ]
@@ -219,12 +225,27 @@ def test_load_summary_on_set_samples() -> None:
     assert level["first_event_ms"]["p50"] == 20.0 and level["first_event_ms_max"] == 30.0
     single = summarize(samples[:1], 1.0)
     derived = compare({"1": single, "3": level})
-    assert derived["ratios_to_single_stream"]["3"] == {"first_event_p50": 2.0, "first_token_p50": 1.5}
+    assert derived["ratios_to_single_stream"]["3"] == {
+        "first_event_p50": 2.0,
+        "first_token_p50": 1.5,
+        "code_turn_p50": None,  # the single stream was no code turn
+        "code_turn_max": None,
+    }
     assert derived["checks"] == {
         "first_event_p90_le_50ms_every_level": True,
         "no_admitted_stream_failed": False,
         "every_code_turn_ran": False,
     }
+    # only completed code turns count; with a code turn as the single stream, the 3x check
+    assert level["code_turn_ms"] == {"p50": 3000.0, "p95": 3000.0} and level["code_turn_ms_max"] == 3000.0
+    for single_s, within in ((1.5, True), (0.9, False)):
+        one = summarize([Sample(code=True, status=200, total_s=single_s, ending="completed")], 1.0)
+        derived = compare({"1": one, "3": level})
+        assert derived["ratios_to_single_stream"]["3"]["code_turn_max"] == round(3 / single_s, 3)
+        assert derived["checks"]["no_code_turn_over_3x_the_single"] is within
+    assert code_streams(12, 10) == [False] * 9 + [True, False, False]
+    assert code_streams(4, 10) == [False, False, False, True] and code_streams(1, 10) == [False]
+    assert code_streams(3, 1) == [True, True, True]
 
 
 @pytest.mark.slow
@@ -356,6 +377,15 @@ def test_report_renders_quick_results(tmp_path: Path) -> None:
     }
     text = render({"gateway-tiny": gateway})
     assert "| ours /v1/responses | 2 | 10.0 ms | 20.0 ms | 100.0 |" in text
+    burst = {"n": 6, "p50_s": 1.234, "p95_s": 2.0, "max_s": 2.5}
+    pool_burst = {
+        "machine": {"date": "today", "cores": 2},
+        "cores": 2,
+        "preload": ["numpy"],
+        "bursts": {"6": {"adaptive": {"first": burst, "second": {**burst, "spare_target_after": 6}}}},
+    }
+    text = render({"pool_burst": pool_burst})
+    assert "| 6 | adaptive | 1.23 s / 2.00 s / 2.50 s | 1.23 s / 2.00 s / 2.50 s | 6 |" in text, text
 
 
 @pytest.mark.slow
