@@ -31,7 +31,8 @@ def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
 
 def test_spare_target_is_bounded_by_the_budget_and_the_most_containers(dist_dir: Path) -> None:
     """No worker started: the warm target the pool computes from its demand, live containers and budget."""
-    pool = small_pool(dist_dir, max_workers=6, max_spares=8, memory_budget="2g")  # room for 4 workers
+    # At their caps (512 MiB a worker), as the budget counted before it counted use: room for 4 workers.
+    pool = small_pool(dist_dir, max_workers=6, max_spares=8, memory_budget="2g", budget_counts="caps")
     assert pool._target_idle() == 1  # no demand: the warm set
     for _ in range(6):
         pool.demand.note_take()
