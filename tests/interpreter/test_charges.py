@@ -156,3 +156,12 @@ async def test_spares_and_the_floor_follow_the_workers_measured_when_ready(dist_
     assert pool.stats()["worker_reserve_bytes"] == 256 * M and pool._target_idle() == 8
     pool._capacity.live, pool._capacity.live_bytes = 3, 1536 * M
     assert pool._target_idle() == 2  # what the charges leave: 512 MiB
+
+
+def test_the_service_flags_choose_what_the_budget_counts() -> None:
+    from interpreter_service.__main__ import _parser
+
+    args = _parser().parse_args(["serve", "--budget-counts", "caps", "--worker-reserve", "300m"])
+    assert (args.budget_counts, args.worker_reserve) == ("caps", "300m")
+    args = _parser().parse_args(["serve"])
+    assert (args.budget_counts, args.worker_reserve) == ("use", None)
