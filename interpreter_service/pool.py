@@ -217,7 +217,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
 
     def _target_idle(self) -> int:
         """Warm workers to keep: the warm set less the live containers, at least the spare target while the
-        pool may still grow, and only as many as the memory budget leaves room for."""
+        pool may still grow, and only as many as the containers' charges leave room for in the memory budget,
+        at the worker reserve each."""
         live = self._capacity.live
         spares = self.spare_target()
         want = max(self.warm + self.spares - live, min(spares, self.max_containers - live))
