@@ -48,8 +48,23 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--memory-limit", default="1g")
     v.add_argument("--idle-expiry", type=float, default=1200.0)
     v.add_argument("--allow-net", default="", help="comma-separated hosts (default: no network)")
-    v.add_argument("--max-workers", type=int, default=None, help="default: memory budget / worker's memory")
+    v.add_argument(
+        "--max-workers", type=int, default=None, help="default: memory budget / worker reserve (or caps)"
+    )
     v.add_argument("--memory-budget", default=None, help="e.g. '8g'; default: half of the machine's memory")
+    v.add_argument(
+        "--budget-counts",
+        choices=("use", "caps"),
+        default="use",
+        help="what the budget counts of each worker: use (its measured RSS, at least the worker reserve) "
+        "or caps (its WebAssembly + JS heap caps)",
+    )
+    v.add_argument(
+        "--worker-reserve",
+        default=None,
+        help="e.g. '320m': the least a worker is charged with --budget-counts use (default: the largest "
+        "RSS of recently started workers, 320m until one is measured)",
+    )
     v.add_argument("--queue-timeout", type=float, default=60.0, help="seconds to wait for a free container")
     v.add_argument("--user", default=None, help="run workers as this user; default 'nobody' when root")
     v.add_argument(

@@ -107,8 +107,11 @@ class PoolStats(_PoolCounts, total=False):
       `containers_busy`: those running a call now.
     - `workers_idle`: warm workers waiting for a container; `workers_starting`: workers being started.
     - `waiters`: callers queued for a container (`create_container` waiting for room).
-    - `max_containers`, `memory_budget_bytes`: the limits; `memory_reserved_bytes`: the caps (WebAssembly
-      heap + JS heap) of the live containers' and the warm workers' processes, which the budget bounds.
+    - `max_containers`, `memory_budget_bytes`: the limits; `memory_reserved_bytes`: what the budget charges
+      the live containers' and the warm and starting workers' processes together, which it bounds: each
+      one's measured RSS, at least `worker_reserve_bytes` (the floor; a starting worker is charged that),
+      or with `budget_counts="caps"` each one's caps (WebAssembly heap + JS heap, the floor then too);
+      `memory_used_bytes`: the workers' RSS as last measured (the watchdog reads it every 250 ms).
     - `restarts`: workers replaced under a container, by cause: "crash" (the process died), "timeout"
       (killed when the code did not yield to an interrupt), "memory" (recycled after a MemoryError),
       "cancelled" (killed when the caller went away and the code did not yield).
@@ -118,7 +121,8 @@ class PoolStats(_PoolCounts, total=False):
     - `spare_target`: warm spares the pool keeps now (its configured spares, more while demand is high);
       `demand_peak`: the most workers taken within one start time lately; `start_limit`: the most worker
       starts at once.
-    The keys from `isolation` on may be missing (a service older than them). They are declared in a
+    The keys from `isolation` on, `memory_used_bytes` and `worker_reserve_bytes` may be missing (a service
+    older than them). They are declared in a
     `total=False` class, not as `NotRequired`: under `from __future__ import annotations` Python 3.11 counts
     a `NotRequired` key as required at run time (`__required_keys__`, which the HTTP client checks).
     """
@@ -128,6 +132,8 @@ class PoolStats(_PoolCounts, total=False):
     spare_target: int  # not from a service older than the adaptive spares
     demand_peak: int
     start_limit: int
+    memory_used_bytes: int  # not from a service older than the budget that counts use
+    worker_reserve_bytes: int
 
 
 def data_path(path: str) -> str:

@@ -1,9 +1,10 @@
 """Container admission: a count and a memory budget, a FIFO of callers waiting for room, memory tiers.
 
-A container's cost is what its worker may use at most: its WebAssembly heap cap (the `memory_limit` tier)
-plus the JS heap cap. The pool grants a container only while the number of live containers stays within
-`max_live` and their summed cost within the budget; otherwise the caller waits its turn (first come, first
-served) until a container goes away or an idle one can be evicted, for at most the queue timeout.
+Each container is charged in the budget (see `charges.py`: what its worker uses, at least a floor, or its
+caps). The pool grants a container only while the number of live containers stays within `max_live` and
+their summed charges plus the newcomer's within the budget; otherwise the caller waits its turn (first come,
+first served) until room appears (a container goes away, a charge drops) or an idle one can be evicted, for
+at most the queue timeout. A container whose caps alone exceed the whole budget is refused.
 """
 
 from __future__ import annotations
@@ -75,17 +76,18 @@ def default_memory_budget() -> int:
 
 @dataclass
 class _Waiter:
-    cost: int
+    charge: int
     granted: asyncio.Future[None]
 
 
 class Capacity:
     """Grants room for containers (`acquire`) in arrival order; `release` gives it back.
 
-    When a request does not fit, idle containers may make room: `evictable()` lists their costs, the one to
+    When a request does not fit, idle containers may make room: `evictable()` lists their charges, the one to
     evict first first; only if evicting some of them would make room does `evict()` get called, as many
     times as needed (each call frees the first one, calling `release` for it). Call `wake()` whenever room
-    may have appeared (a container deleted or expired, or one that became idle and so evictable).
+    may have appeared (a container deleted or expired, or one that became idle and so evictable);
+    `adjust` (a live container's charge changed) wakes when the charges dropped.
     """
 
     def __init__(
@@ -94,7 +96,7 @@ class Capacity:
         self.max_live = max_live
         self.budget = budget
         self.live = 0  # granted containers
-        self.live_bytes = 0  # their summed cost
+        self.live_bytes = 0  # their summed charges
         self._evictable = evictable
         self._evict = evict
         self._queue: collections.deque[_Waiter] = collections.deque()
@@ -104,31 +106,38 @@ class Capacity:
     def waiting(self) -> int:
         return sum(1 for w in self._queue if not w.granted.done())
 
-    def _fits(self, cost: int, live: int | None = None, live_bytes: int | None = None) -> bool:
+    def _fits(self, charge: int, live: int | None = None, live_bytes: int | None = None) -> bool:
         live = self.live if live is None else live
         live_bytes = self.live_bytes if live_bytes is None else live_bytes
-        return live < self.max_live and live_bytes + cost <= self.budget
+        return live < self.max_live and live_bytes + charge <= self.budget
 
-    def _room_for(self, cost: int) -> bool:
-        """Whether `cost` fits, evicting idle containers if (and only if) that makes it fit."""
-        if self._fits(cost):
+    def _room_for(self, charge: int) -> bool:
+        """Whether `charge` fits, evicting idle containers if (and only if) that makes it fit."""
+        if self._fits(charge):
             return True
         live, live_bytes, needed = self.live, self.live_bytes, 0
         for idle in self._evictable():
             live, live_bytes, needed = live - 1, live_bytes - idle, needed + 1
-            if self._fits(cost, live, live_bytes):
+            if self._fits(charge, live, live_bytes):
                 for _ in range(needed):
                     self._evict()
-                return self._fits(cost)
+                return self._fits(charge)
         return False
 
-    def _grant(self, cost: int) -> None:
+    def _grant(self, charge: int) -> None:
         self.live += 1
-        self.live_bytes += cost
+        self.live_bytes += charge
 
-    def release(self, cost: int) -> None:
+    def release(self, charge: int) -> None:
         self.live -= 1
-        self.live_bytes -= cost
+        self.live_bytes -= charge
+
+    def adjust(self, delta: int) -> None:
+        """The live containers' charges changed by `delta` bytes: a rise makes later requests wait (nothing
+        running is stopped for it), a drop may let waiters in."""
+        self.live_bytes += delta
+        if delta < 0:
+            self.wake()
 
     def wake(self) -> None:
         """Grant the waiters at the head of the queue for whom there is room now (in order)."""
@@ -141,10 +150,10 @@ class Capacity:
                 if head.granted.done():  # gave up
                     self._queue.popleft()
                     continue
-                if not self._room_for(head.cost):
+                if not self._room_for(head.charge):
                     break
                 self._queue.popleft()
-                self._grant(head.cost)
+                self._grant(head.charge)
                 head.granted.set_result(None)
         finally:
             self._waking = False
@@ -164,16 +173,18 @@ class Capacity:
                 w.granted.set_exception(exc)
         self._queue.clear()
 
-    async def acquire(self, cost: int, timeout_s: float, what: str) -> None:
-        """Reserve room for one container of `cost` bytes, waiting up to `timeout_s` behind earlier callers.
+    async def acquire(self, cost: int, timeout_s: float, what: str, *, charge: int | None = None) -> None:
+        """Reserve room for one container whose caps cost `cost` bytes and that is charged `charge` (default:
+        `cost`), waiting up to `timeout_s` behind earlier callers.
 
-        Raises `MemoryLimitRefused` when it could never fit the budget, `PoolExhausted` on timeout. A caller
+        Raises `MemoryLimitRefused` when its caps exceed the whole budget, `PoolExhausted` on timeout. A caller
         cancelled while waiting leaves the queue (room granted meanwhile is given back)."""
         self.check(cost, what)
-        if not self._queue and self._room_for(cost):
-            self._grant(cost)
+        charge = cost if charge is None else charge
+        if not self._queue and self._room_for(charge):
+            self._grant(charge)
             return
-        waiter = _Waiter(cost, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(charge, asyncio.get_running_loop().create_future())
         self._queue.append(waiter)
         self.wake()  # evictions may make room at once
         granted = False
@@ -190,7 +201,7 @@ class Capacity:
             if not granted:
                 fut = waiter.granted
                 if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    self.release(cost)  # granted just as it gave up
+                    self.release(charge)  # granted just as it gave up
                 else:
                     waiter.granted.cancel()
                 with contextlib.suppress(ValueError):
@@ -199,18 +210,31 @@ class Capacity:
 
 
 def pool_sizing(
-    workers: int, spares: int, max_workers: int | None, memory_budget: str | int | None, cost: int
+    workers: int,
+    spares: int,
+    max_workers: int | None,
+    memory_budget: str | int | None,
+    cost: int,
+    charge: int | None = None,
 ) -> tuple[int, int]:
     """The memory budget in bytes (default: a share of the machine's memory) and the most containers at once
-    (`max_workers`, or as many workers of `cost` as the budget holds); `ValueError` when the budget cannot
-    hold the warm workers or the most is under `workers`."""
+    (`max_workers`, or as many workers charged `charge` as the budget holds). A worker's caps cost `cost`
+    bytes and it is charged `charge` (default: `cost`). `ValueError` when the budget cannot hold one worker's
+    caps or the warm workers' charges, or the most is under `workers`."""
     budget = parse_size(memory_budget) if memory_budget is not None else default_memory_budget()
-    if (workers + spares) * cost > budget:
+    charge = cost if charge is None else charge
+    if cost > budget:
+        raise ValueError(
+            f"the memory budget ({format_size(budget)}) is smaller than one worker's caps "
+            f"({format_size(cost)}: memory limit + JS heap)"
+        )
+    if (workers + spares) * charge > budget:
+        what = "memory limit + JS heap" if charge == cost else "their expected use"
         raise ValueError(
             f"the memory budget ({format_size(budget)}) is too small for {workers + spares} warm "
-            f"workers of {format_size(cost)} each (memory limit + JS heap)"
+            f"workers of {format_size(charge)} each ({what})"
         )
-    most = max_workers if max_workers is not None else budget // cost
+    most = max_workers if max_workers is not None else budget // charge
     if most < workers:
         raise ValueError(f"max_workers ({most}) must be >= workers ({workers})")
     return budget, most

@@ -31,7 +31,8 @@ class Container:
     last_active_at: float
     name: str | None
     memory_limit: str | None
-    cost: int  # bytes reserved in the memory budget: the worker's WebAssembly heap cap + JS heap cap
+    cost: int  # the worker's caps: its WebAssembly heap cap + JS heap cap
+    charge: int  # bytes charged in the memory budget now (`charges.Charges.of`)
     tier: int  # the WebAssembly heap cap
     worker: WorkerProcess | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

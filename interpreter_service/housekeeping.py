@@ -41,11 +41,11 @@ class IdleContainers:
             self._replenish()  # the spare target falls as demand ages out of its window
 
     def _evictable(self) -> list[int]:
-        """Costs of the containers that may be evicted (idle, unpinned), least recently used first."""
+        """Charges of the containers that may be evicted (idle, unpinned), least recently used first."""
         if not self.evict_idle:
             return []
         idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
-        return [c.cost for c in sorted(idle, key=lambda c: c.last_active_at)]
+        return [c.charge for c in sorted(idle, key=lambda c: c.last_active_at)]
 
     def _evict_one(self) -> None:
         """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""

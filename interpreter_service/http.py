@@ -254,6 +254,8 @@ def serve(args: argparse.Namespace) -> int:
         max_starting=args.max_starting,
         max_workers=args.max_workers,
         memory_budget=args.memory_budget,
+        budget_counts=args.budget_counts,
+        worker_reserve=args.worker_reserve,
         queue_timeout_s=args.queue_timeout,
         user=args.user,
         isolation=args.isolation,

@@ -22,6 +22,7 @@ from interpreter_service.api import (
     PoolStats,
 )
 from interpreter_service.capacity import Capacity, growth_sizing, memory_tier, pool_sizing
+from interpreter_service.charges import Charges
 from interpreter_service.confine import detect
 from interpreter_service.container import Container, ContainerFiles, FileRequest
 from interpreter_service.demand import Demand
@@ -53,9 +54,12 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     last `demand_window_s`), up to `max_spares` (default: 4 per core). At most `max_starting` workers start
     at once (default: one per core).
 
-    At most `max_workers` containers live at once, and their workers' memory caps (plus those of the warm
-    spares) stay within `memory_budget`; a `create_container` past either waits its turn (FIFO) up to
-    `queue_timeout_s`, evicting idle unpinned containers (least recently used first) when `evict_idle`.
+    At most `max_workers` containers live at once (default: as many as the budget holds at the worker
+    reserve), and what their workers are charged (plus the warm spares') stays within `memory_budget`: with
+    `budget_counts="use"` the larger of a worker's measured RSS and `worker_reserve` (default: the largest
+    RSS of recently ready workers), with `"caps"` its heaps' caps (see `charges.Charges`). A
+    `create_container` past either waits its turn (FIFO) up to `queue_timeout_s`, evicting idle unpinned
+    containers (least recently used first) when `evict_idle`.
     Workers run as `user` (default: "nobody" when this process is root; "" keeps our own user) from a
     neutral sandbox folder (`sandbox_dir`). `on_execution(seconds, outcome)`, when set, is called after
     every `execute`.
@@ -71,6 +75,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         max_starting: int | None = None,
         demand_window_s: float = 120.0,
         memory_budget: str | int | None = None,
+        budget_counts: str = "use",
+        worker_reserve: str | int | None = None,
         queue_timeout_s: float = 60.0,
         user: str | None = None,
         timeout_s: float = 30.0,
@@ -98,7 +104,10 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         tier = memory_tier(memory_limit)
         self._js_heap_mb = js_heap_mb
         self._default_cost = cost = heaps_cost(tier, js_heap_mb)
-        self.budget, self.max_containers = pool_sizing(workers, spares, max_workers, memory_budget, cost)
+        self._charges = Charges(budget_counts, cost, worker_reserve)
+        self.budget, self.max_containers = pool_sizing(
+            workers, spares, max_workers, memory_budget, cost, self._charges.reserve
+        )
         self.max_spares, self.max_starting = growth_sizing(spares, max_spares, max_starting)
         self.demand = Demand(window_s=demand_window_s)
         cfg = WorkerConfig(
@@ -114,7 +123,11 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         )
         self.on_execution: ExecutionHook | None = None
         self._warm = WarmWorkers(
-            cfg, self._target_idle, max_starting=self.max_starting, on_started=self.demand.note_start
+            cfg,
+            self._target_idle,
+            max_starting=self.max_starting,
+            on_started=self.demand.note_start,
+            on_ready=lambda w: self._charges.note_ready(w.last_rss),
         )
         self._capacity = Capacity(
             max_live=self.max_containers, budget=self.budget, evictable=self._evictable, evict=self._evict_one
@@ -126,7 +139,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self._started = self._closed = False
         self._restarts: collections.Counter[str] = collections.Counter()
         self.isolation_mode = isolation
-        self._watchdog = Watchdog(self._workers)
+        self._watchdog = Watchdog(self._workers, on_checked=self._recharge)
         self._watching: asyncio.Task[None] | None = None
 
     @property
@@ -204,12 +217,28 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
 
     def _target_idle(self) -> int:
         """Warm workers to keep: the warm set less the live containers, at least the spare target while the
-        pool may still grow, and only as many as the memory budget leaves room for."""
+        pool may still grow, and only as many as the containers' charges leave room for in the memory budget,
+        at the worker reserve each."""
         live = self._capacity.live
         spares = self.spare_target()
         want = max(self.warm + self.spares - live, min(spares, self.max_containers - live))
-        room = (self.budget - self._capacity.live_bytes) // self._default_cost
+        room = (self.budget - self._capacity.live_bytes) // self._charges.reserve
         return min(want, room)
+
+    @property
+    def budget_counts(self) -> str:
+        """What the budget counts of each worker: "use" (its measured RSS, at least the reserve) or "caps"."""
+        return self._charges.counts
+
+    def _recharge(self) -> None:
+        """Charge each container what its worker uses now (after each watchdog round, which measured them);
+        when the charges dropped, waiters may get in."""
+        delta = 0
+        for c in self._containers.values():
+            charge = self._charges.of(c.worker, c.cost)
+            delta, c.charge = delta + charge - c.charge, charge
+        if delta:
+            self._capacity.adjust(delta)
 
     def _replenish(self) -> None:
         if not self._closed:
@@ -264,8 +293,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             raise InterpreterError("the pool is not running")
         tier = memory_tier(memory_limit) if memory_limit is not None else self.cfg.memory_limit
         cost = heaps_cost(tier, self._js_heap_mb)
+        charge = self._charges.of(None, cost)
         await self._capacity.acquire(
-            cost, self.queue_timeout_s, f"memory_limit {memory_limit or self.memory_limit!r}"
+            cost, self.queue_timeout_s, f"memory_limit {memory_limit or self.memory_limit!r}", charge=charge
         )
         now = time.time()
         c = Container(
@@ -275,6 +305,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             name=name,
             memory_limit=memory_limit,
             cost=cost,
+            charge=charge,
             tier=tier,
             worker=None,
             expires_after_s=expires_after_s,
@@ -286,7 +317,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
                 c.worker = await self._take_worker(tier)
             except BaseException:
                 if self._containers.pop(c.id, None) is not None:
-                    self._capacity.release(cost)
+                    self._capacity.release(c.charge)
                 self._capacity.wake()
                 self._replenish()
                 raise
@@ -308,7 +339,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             c.worker.interrupt()
         self._warm.discard(c.worker)
         c.worker = None
-        self._capacity.release(c.cost)
+        self._capacity.release(c.charge)
 
     async def delete_container(self, container_id: str) -> None:
         self._remove(self._get(container_id))
@@ -424,16 +455,21 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         await self._warm.wait_started(timeout_s or self.cfg.start_timeout_s + 10)
 
     def stats(self) -> PoolStats:
-        idle, starting = self._warm.idle_count, len(self._warm.starting)
+        idle = [w for w in self._warm.idle if w.alive]
+        starting = len(self._warm.starting)
+        spares = sum(self._charges.of(w, w.cfg.cost) for w in idle)
+        spares += starting * self._charges.of(None, self._default_cost)
         return PoolStats(
             containers_live=len(self._containers),
             containers_busy=sum(1 for c in self._containers.values() if c.lock.locked()),
-            workers_idle=idle,
+            workers_idle=len(idle),
             workers_starting=starting,
             waiters=self._capacity.waiting,
             max_containers=self.max_containers,
             memory_budget_bytes=self.budget,
-            memory_reserved_bytes=self._capacity.live_bytes + (idle + starting) * self._default_cost,
+            memory_reserved_bytes=self._capacity.live_bytes + spares,
+            memory_used_bytes=sum(w.last_rss for w in self._workers() if w.alive),
+            worker_reserve_bytes=self._charges.reserve,
             restarts=dict(self._restarts),
             start_failures=self._warm.start_failures,
             isolation=self.cfg.confiner.name,

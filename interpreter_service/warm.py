@@ -24,7 +24,8 @@ class WarmWorkers:
     an idle worker only when nobody waits. At most `max_starting` workers start at once (the rest of the
     target waits for a start to end): starts share the CPU, so more at once only makes each one slower.
     Workers that fail to start are counted (`start_failures`) and logged with the reason (`start_errors`
-    keeps the last ones); `on_started(seconds)` is told how long each successful start took."""
+    keeps the last ones); `on_started(seconds)` is told how long each successful start of a warm worker took,
+    and `on_ready(worker)` sees every worker started here (warm or not) once it is ready."""
 
     def __init__(
         self,
@@ -33,6 +34,7 @@ class WarmWorkers:
         *,
         max_starting: int = 1 << 30,
         on_started: Callable[[float], None] | None = None,
+        on_ready: Callable[[WorkerProcess], None] | None = None,
     ) -> None:
         if max_starting < 1:
             raise ValueError("max_starting must be >= 1")
@@ -41,6 +43,7 @@ class WarmWorkers:
         self.max_starting = max_starting
         self.peak_starting = 0  # the most starts ever in progress at once
         self._on_started = on_started
+        self._on_ready = on_ready
         self.idle: list[WorkerProcess] = []
         self.starting: set[asyncio.Task[None]] = set()
         self.start_errors: list[str] = []
@@ -94,6 +97,8 @@ class WarmWorkers:
             if isinstance(e, WorkerDied):
                 raise
             raise WorkerDied(reason) from e
+        if self._on_ready is not None:
+            self._on_ready(w)
         if not w.data_limited and not self._said_no_data_limit:
             self._said_no_data_limit = True
             log.warning(

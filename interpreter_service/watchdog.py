@@ -36,11 +36,19 @@ class Watchdog:
     background threads count only beyond `V8_HELPERS_SHARE` of a core).
 
     Where the kernel enforces the limits (a cgroup per worker) the memory and thread checks only come second;
-    where it cannot, they are the limit, checked this often (a fast allocation can overshoot in between)."""
+    where it cannot, they are the limit, checked this often (a fast allocation can overshoot in between).
+    The RSS it reads is kept as each worker's `last_rss` (what the pool's budget charges), and `on_checked`,
+    when given, is called after each round."""
 
-    def __init__(self, workers: Callable[[], Iterable[WorkerProcess]], interval_s: float = 0.25) -> None:
+    def __init__(
+        self,
+        workers: Callable[[], Iterable[WorkerProcess]],
+        interval_s: float = 0.25,
+        on_checked: Callable[[], None] | None = None,
+    ) -> None:
         self._workers = workers
         self.interval_s = interval_s
+        self._on_checked = on_checked
         self._seen: dict[int, _Seen] = {}
         self.kills = 0
 
@@ -63,9 +71,12 @@ class Watchdog:
                 log.warning("sandbox worker %s killed: %s", w.pid, reason)
                 await w.kill_for(reason)
         self._seen = seen
+        if self._on_checked is not None:
+            self._on_checked()
 
     def _verdict(self, w: WorkerProcess, seen: dict[int, _Seen]) -> str | None:
         st = proc_status(w.pid)
+        w.last_rss = st.rss_bytes
         limits = w.cfg.limits()
         if st.rss_bytes > limits.memory_bytes:
             return f"its memory ({st.rss_bytes >> 20} MiB) passed the limit ({limits.memory_bytes >> 20} MiB)"

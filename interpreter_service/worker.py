@@ -64,6 +64,8 @@ class WorkerProcess:
         self.kill_reason: str | None = None  # why the pool's limits killed it (said when it is reported dead)
         self.group: WorkerGroup | None = None  # its cgroup(s), when the host gives us one
         self.data_limited = False  # whether its RLIMIT_DATA could be set
+        # Its resident memory as last read from /proc: when it became ready, then at each watchdog round.
+        self.last_rss = 0
 
     @property
     def pid(self) -> int | None:
@@ -142,17 +144,18 @@ class WorkerProcess:
         notes = ready.get("notes")
         if isinstance(notes, dict):
             self.start_notes = {str(k): v for k, v in notes.items()}
+        held = proc_status(self.pid)
+        self.last_rss = held.rss_bytes
         try:
-            self.data_limited = await self._limit_data()
+            self.data_limited = await self._limit_data(held.data_bytes)
         except BaseException:  # cancelled while its limit was being set: it must not outlive its owner
             await self.kill()
             raise
 
-    async def _limit_data(self) -> bool:
-        """Cap what the process may map writable (RLIMIT_DATA) at what it holds now plus its heaps' caps:
-        off-heap buffers and extra WebAssembly memories then fail to allocate, on any host. Whether it was
-        set (the pool says so once if not)."""
-        held = proc_status(self.pid).data_bytes
+    async def _limit_data(self, held: int) -> bool:
+        """Cap what the process may map writable (RLIMIT_DATA) at what it holds now (`held`, its VmData) plus
+        its heaps' caps: off-heap buffers and extra WebAssembly memories then fail to allocate, on any host.
+        Whether it was set (the pool says so once if not)."""
         if self.pid is None or not held:
             return False
         return await limit_data(self.pid, held + self.cfg.cost, self.cfg.user)

@@ -98,6 +98,8 @@ ENV_VALUES = {
     "--code-interpreter-max-workers": ("6", 6),
     "--code-interpreter-max-spares": ("3", 3),
     "--code-interpreter-memory-budget": ("8g", "8g"),
+    "--code-interpreter-budget-counts": ("caps", "caps"),
+    "--code-interpreter-worker-reserve": ("300m", "300m"),
     "--code-interpreter-queue-timeout": ("2.5", 2.5),
     "--code-interpreter-user": ("", ""),
     "--code-interpreter-isolation": ("none", "none"),
@@ -201,12 +203,15 @@ def test_sandbox_pool_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr("vllm_responses.server.run", lambda config: seen.append(config) or 0)
     argv = ["serve", "--model", str(tmp_path / "m"), "--code-interpreter-max-workers", "5"]
     argv += ["--code-interpreter-memory-budget", "6g", "--code-interpreter-queue-timeout", "7"]
+    argv += ["--code-interpreter-budget-counts", "caps", "--code-interpreter-worker-reserve", "300m"]
     assert cli.main([*argv, "--code-interpreter-user", "daemon"]) == 0
     assert cli.main(["serve", "--model", str(tmp_path / "m"), "--code-interpreter-user", ""]) == 0
     first, second = seen
     assert (first.code_interpreter_max_workers, first.code_interpreter_memory_budget) == (5, "6g")
     assert first.code_interpreter_queue_timeout == 7.0 and first.code_interpreter_user == "daemon"
+    assert (first.code_interpreter_budget_counts, first.code_interpreter_worker_reserve) == ("caps", "300m")
     assert second.code_interpreter_user == "" and second.code_interpreter_max_workers is None
+    assert (second.code_interpreter_budget_counts, second.code_interpreter_worker_reserve) == ("use", None)
 
 
 def test_mcp_flags_reach_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -191,7 +191,7 @@ class Config:
     code_interpreter_max_workers: int | None = setting(
         None,
         "--code-interpreter-max-workers",
-        "Most sandbox containers at once (default: memory budget / one worker's memory).",
+        "Most sandbox containers at once (default: memory budget / one worker's reserve, or its caps).",
         parse=int,
     )
     code_interpreter_max_spares: int | None = setting(
@@ -204,6 +204,20 @@ class Config:
         None,
         "--code-interpreter-memory-budget",
         "Memory all sandbox workers may use together, e.g. 8g (default: half of the machine's RAM).",
+        to_config=_empty_is_none,
+    )
+    code_interpreter_budget_counts: str = setting(
+        "use",
+        "--code-interpreter-budget-counts",
+        "What the sandbox memory budget counts of each worker: use (its measured RSS, at least the worker "
+        "reserve) or caps (its WebAssembly + JS heap caps).",
+        choices=("use", "caps"),
+    )
+    code_interpreter_worker_reserve: str | None = setting(
+        None,
+        "--code-interpreter-worker-reserve",
+        "The least each sandbox worker is charged in the budget when it counts use, e.g. 320m (default: "
+        "the largest RSS of recently started workers).",
         to_config=_empty_is_none,
     )
     code_interpreter_queue_timeout: float = setting(

@@ -55,6 +55,8 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
         max_workers=config.code_interpreter_max_workers,
         max_spares=config.code_interpreter_max_spares,
         memory_budget=config.code_interpreter_memory_budget,
+        budget_counts=config.code_interpreter_budget_counts,
+        worker_reserve=config.code_interpreter_worker_reserve,
         queue_timeout_s=config.code_interpreter_queue_timeout,
         user=config.code_interpreter_user,
         isolation=config.code_interpreter_isolation,

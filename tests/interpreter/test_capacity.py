@@ -141,3 +141,53 @@ def test_memory_tiers_and_sizes() -> None:
     with open("/proc/meminfo") as f:
         total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
     assert default_memory_budget() == total // 2
+
+
+M = 1 << 20
+
+
+async def test_charges_admit_what_caps_would_not_and_a_grown_charge_makes_newcomers_wait() -> None:
+    """Containers whose caps cost 1.5 GiB each, charged 300 MiB: six fit a 2 GiB budget (their caps, one).
+    Once they grew (`adjust`), the next waits; nothing running is stopped; a drop lets it in."""
+    cap = capacity(max_live=10, budget=2 * G)
+    for _ in range(6):
+        await cap.acquire(1536 * M, 0.05, "x", charge=300 * M)
+    assert (cap.live, cap.live_bytes) == (6, 1800 * M)
+    with pytest.raises(PoolExhausted, match="1800m of the 2g memory budget"):  # 2100 MiB would not fit
+        await cap.acquire(1536 * M, 0.05, "x", charge=300 * M)
+    cap.adjust(-100 * M)  # one used less than its charge said: room for a seventh
+    await cap.acquire(1536 * M, 0.05, "x", charge=300 * M)
+    cap.adjust(+400 * M)  # they grew past the budget: the count stays, newcomers wait
+    assert (cap.live, cap.live_bytes) == (7, 2400 * M)
+    waiter = asyncio.create_task(cap.acquire(1536 * M, 30, "x", charge=300 * M))
+    await asyncio.sleep(0.01)
+    assert cap.waiting == 1 and not waiter.done()
+    cap.adjust(-200 * M)  # 2200 MiB: still no room, still waiting
+    await asyncio.sleep(0.01)
+    assert cap.waiting == 1
+    cap.release(500 * M)  # a container went: the pool wakes the queue
+    cap.wake()
+    await waiter
+    assert (cap.live, cap.live_bytes) == (7, 2000 * M)
+
+
+async def test_a_dropped_charge_wakes_the_waiters_by_itself() -> None:
+    cap = capacity(max_live=10, budget=G)
+    await cap.acquire(512 * M, 0.05, "x", charge=900 * M)  # a worker that grew to 900 MiB
+    waiter = asyncio.create_task(cap.acquire(512 * M, 30, "x", charge=300 * M))
+    await asyncio.sleep(0.01)
+    assert cap.waiting == 1
+    cap.adjust(-600 * M)  # its worker was killed: charged the floor again
+    await asyncio.wait_for(waiter, 1)
+    assert (cap.live, cap.live_bytes) == (2, 600 * M)
+
+
+async def test_evicting_idle_containers_frees_their_charges_and_caps_still_bound_a_request() -> None:
+    idle = [500 * M, 200 * M]  # charges of idle containers, the first evicted first
+    cap = capacity(max_live=10, budget=2 * G, evictable=idle)
+    for charge in (500 * M, 200 * M, 1000 * M):
+        await cap.acquire(1536 * M, 0.05, "x", charge=charge)
+    await cap.acquire(1536 * M, 0.05, "x", charge=600 * M)  # 2300 MiB: the 500 MiB idle one is evicted
+    assert idle == [200 * M] and (cap.live, cap.live_bytes) == (3, 1800 * M)
+    with pytest.raises(MemoryLimitRefused, match="needs 3g .* whole memory budget of 2g"):
+        await cap.acquire(3 * G, 0.05, "memory_limit '2560m'", charge=100 * M)  # its caps never fit

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from interpreter_service.api import PoolExhausted
 from interpreter_service.pool import WorkerPool
 
 
@@ -31,7 +32,8 @@ def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
 
 def test_spare_target_is_bounded_by_the_budget_and_the_most_containers(dist_dir: Path) -> None:
     """No worker started: the warm target the pool computes from its demand, live containers and budget."""
-    pool = small_pool(dist_dir, max_workers=6, max_spares=8, memory_budget="2g")  # room for 4 workers
+    # At their caps (512 MiB a worker), as the budget counted before it counted use: room for 4 workers.
+    pool = small_pool(dist_dir, max_workers=6, max_spares=8, memory_budget="2g", budget_counts="caps")
     assert pool._target_idle() == 1  # no demand: the warm set
     for _ in range(6):
         pool.demand.note_take()
@@ -73,3 +75,36 @@ async def test_a_burst_is_answered_raises_the_spares_and_they_fall_back(dist_dir
         stats = pool.stats()
         assert stats["spare_target"] == 0 and stats["demand_peak"] == 0 and stats["workers_idle"] == 1
         assert pool._warm.peak_starting <= 2 and stats["start_limit"] == 2
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+async def test_a_budget_that_counts_use_admits_several_where_counting_caps_admits_one(dist_dir: Path) -> None:
+    """A 2 GiB budget, workers with a 1 GiB heap (caps: 1.5 GiB). Counting caps, one container fits and a
+    second waits in vain; counting use (a bare worker holds a few hundred MiB), four live at once, each runs
+    code, and what they are charged stays within the budget."""
+    sizes: dict[str, object] = {"memory_limit": "1g", "js_heap_mb": 512, "memory_budget": "2g"}
+    sizes |= {"max_workers": None, "max_spares": 0}
+    async with (
+        asyncio.timeout(400),
+        small_pool(dist_dir, budget_counts="caps", queue_timeout_s=1, **sizes) as caps,
+    ):
+        assert caps.max_containers == 1  # 2 GiB / 1.5 GiB
+        held = await caps.create_container()
+        caps.pin(held.id)
+        with pytest.raises(PoolExhausted, match=r"all 1 in use, 1536m of the 2g memory budget"):
+            await caps.create_container()
+    async with asyncio.timeout(400), small_pool(dist_dir, **sizes) as use:
+        assert use.max_containers == 6  # 2 GiB / 320 MiB, the reserve before any worker was measured
+        ids = [(await use.create_container()).id for _ in range(4)]
+        for cid in ids:
+            use.pin(cid)  # in use: none is evicted for another
+        results = await asyncio.gather(*(use.execute(cid, "sum(range(10**6))") for cid in ids))
+        assert [r.logs for r in results] == ["499999500000\n"] * 4
+        await asyncio.sleep(0.6)  # a watchdog round or two: each worker measured and charged
+        stats = use.stats()
+        assert stats["containers_live"] == 4 and stats["waiters"] == 0
+        assert 0 < stats["worker_reserve_bytes"] < 1536 << 20  # the largest RSS of the workers when ready,
+        assert stats["worker_reserve_bytes"] != 320 << 20  # no longer the reserve assumed before
+        assert 4 * stats["worker_reserve_bytes"] <= stats["memory_reserved_bytes"] <= 2 << 30
+        assert 0 < stats["memory_used_bytes"] <= stats["memory_reserved_bytes"]

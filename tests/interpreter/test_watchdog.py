@@ -20,6 +20,7 @@ INTERVAL = 0.25
 @dataclass
 class FakeWorker:
     pid: int = 4242
+    last_rss: int = 0
     busy: bool = False
     alive: bool = True
     cfg: WorkerConfig = field(default_factory=lambda: WorkerConfig(dist_dir=Path("/nonexistent")))
@@ -54,6 +55,15 @@ async def run_checks(dog: Watchdog, clock: Clock, n: int, *, other: float, helpe
         clock.other += other * INTERVAL
         clock.helpers += helpers * INTERVAL
         await dog.check()
+
+
+async def test_each_round_keeps_the_rss_it_read_and_then_tells_the_pool(clock: Clock) -> None:
+    w = FakeWorker()
+    rounds: list[int] = []
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL, on_checked=lambda: rounds.append(w.last_rss))
+    await dog.check()
+    await dog.check()
+    assert rounds == [1 << 20, 1 << 20]  # what the fake /proc says
 
 
 async def test_cpu_left_running_with_no_call_is_killed(clock: Clock) -> None:

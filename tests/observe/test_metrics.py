@@ -121,6 +121,7 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
         "isolation": "cgroup1",
         "watchdog_kills": 3,
         "spare_target": 5,
+        "memory_used_bytes": 3 << 28,
     }
     live = LiveCollector(
         LiveSources(
@@ -147,6 +148,7 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
     assert value(samples, "vllm_responses_sandbox_isolation", mechanism="cgroup1") == 1
     assert value(samples, "vllm_responses_sandbox_watchdog_kills_total") == 3
     assert value(samples, "vllm_responses_sandbox_spare_target") == 5
+    assert value(samples, "vllm_responses_sandbox_memory_used_bytes") == 3 << 28
 
 
 def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:

@@ -196,6 +196,13 @@ class LiveCollector(Collector):
                 "vllm_responses_sandbox_waiters", "Code calls waiting for a sandbox container.", waiters
             )
         yield from _isolation(stats)
+        used = _stat(stats, "memory_used_bytes")
+        if used is not None:
+            yield _gauge(
+                "vllm_responses_sandbox_memory_used_bytes",
+                "Resident memory of the sandbox workers (warm and in containers) as last measured.",
+                used,
+            )
         restarts = stats.get("restarts")
         if isinstance(restarts, dict):
             family = CounterMetricFamily(
