@@ -50,11 +50,12 @@ def thread_cpu(pid: int | None) -> dict[str, float]:
     except OSError:
         return out
     for tid in tids:
-        try:
-            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        try:  # "tid (name) state ...": the name as /comm has it, which may itself hold ")"
+            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except OSError:
             continue  # the thread ended
+        head, _, rest = text.rpartition(")")
+        name, stat = head.partition("(")[2], rest.split()
         out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / _TICK
     return out
 

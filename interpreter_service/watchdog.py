@@ -25,7 +25,9 @@ V8_HELPERS_SHARE = 1.0
 @dataclass
 class _Seen:
     cpu_s: float  # the process's CPU time
-    helpers_s: float  # of which V8's platform threads
+    helpers_s: float | None = (
+        None  # of which V8's platform threads (read only when the process was not quiet)
+    )
     strikes: int = 0
 
 
@@ -84,15 +86,29 @@ class Watchdog:
             return f"it ran {st.tasks} threads, over the limit of {limits.tasks}"
         assert w.pid is not None
         before = self._seen.get(w.pid)
-        now = seen[w.pid] = _Seen(st.cpu_s, thread_cpu(w.pid).get(V8_HELPERS, 0.0))
+        now = seen[w.pid] = _Seen(st.cpu_s)
         if before is None or w.busy:
             return None
-        helpers = max(0.0, now.helpers_s - before.helpers_s)
-        idle = max(0.0, now.cpu_s - before.cpu_s - helpers) + max(
-            0.0, helpers - V8_HELPERS_SHARE * self.interval_s
-        )
-        if idle > IDLE_CPU_SHARE * self.interval_s:
-            now.strikes = before.strikes + 1
+        return self._idle_verdict(w.pid, before, now)
+
+    def _idle_verdict(self, pid: int, before: _Seen, now: _Seen) -> str | None:
+        """Strikes for CPU used with no call in flight. A quiet worker (the whole process under the share)
+        costs one /proc read: its threads are read only when it was not, to tell V8's helpers apart. Where
+        their figure at the last check is missing (it was quiet, or busy), only what even V8's share cannot
+        explain counts, and otherwise the strikes stand as they were: a worker left spinning is struck from
+        its second check on."""
+        spent = now.cpu_s - before.cpu_s
+        share = IDLE_CPU_SHARE * self.interval_s
+        if spent <= share:
+            return None  # strikes start again
+        now.helpers_s = thread_cpu(pid).get(V8_HELPERS, 0.0)
+        if before.helpers_s is None:
+            idle = max(0.0, spent - V8_HELPERS_SHARE * self.interval_s)
+            now.strikes = before.strikes + 1 if idle > share else before.strikes
+        else:
+            helpers = max(0.0, now.helpers_s - before.helpers_s)
+            idle = max(0.0, spent - helpers) + max(0.0, helpers - V8_HELPERS_SHARE * self.interval_s)
+            now.strikes = before.strikes + 1 if idle > share else 0
         if now.strikes >= IDLE_STRIKES:
             return "it kept running with no call in flight (threads or timers its code left behind)"
         return None

@@ -1,9 +1,11 @@
 """The watchdog's idle verdict from /proc figures (fed here, no Deno needed): CPU with no call in flight kills
-a worker after `IDLE_STRIKES` checks, V8's own background threads count only beyond their share of a core,
-and a call in flight resets nothing."""
+a worker after `IDLE_STRIKES` checks (one more when its threads were not read at the check before), V8's own
+background threads count only beyond their share of a core, a call in flight resets nothing, and the threads
+of a quiet or busy worker are not read."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,7 @@ class Clock:
 
     other: float = 0.0
     helpers: float = 0.0
+    thread_reads: int = 0
 
 
 @pytest.fixture
@@ -45,7 +48,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     monkeypatch.setattr(
         watchdog, "proc_status", lambda pid: ProcStatus(rss_bytes=1 << 20, tasks=9, cpu_s=c.other + c.helpers)
     )
-    monkeypatch.setattr(watchdog, "thread_cpu", lambda pid: {"deno": c.other, V8_HELPERS: c.helpers})
+
+    def thread_cpu(pid: int) -> dict[str, float]:
+        c.thread_reads += 1
+        return {"deno": c.other, V8_HELPERS: c.helpers}
+
+    monkeypatch.setattr(watchdog, "thread_cpu", thread_cpu)
     return c
 
 
@@ -70,8 +78,19 @@ async def test_cpu_left_running_with_no_call_is_killed(clock: Clock) -> None:
     w = FakeWorker()
     dog = Watchdog(lambda: [w], interval_s=INTERVAL)
     await dog.check()
+    # 0.5 of a core could be V8's at the first check (no figure of its threads before): struck from the second
     await run_checks(dog, clock, IDLE_STRIKES, other=0.5, helpers=0.0)
+    assert w.alive
+    await run_checks(dog, clock, 1, other=0.5, helpers=0.0)
     assert not w.alive and "no call in flight" in w.reasons[0]
+
+
+async def test_a_spinning_worker_past_what_v8_could_use_is_struck_at_once(clock: Clock) -> None:
+    w = FakeWorker()
+    dog = Watchdog(lambda: [w], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, IDLE_STRIKES, other=1.5, helpers=0.0)
+    assert not w.alive
 
 
 async def test_v8_helpers_compiling_after_a_call_are_not_killed(clock: Clock) -> None:
@@ -97,7 +116,29 @@ async def test_a_busy_worker_is_never_idle_killed(clock: Clock) -> None:
     await run_checks(dog, clock, IDLE_STRIKES * 2, other=1.0, helpers=1.0)
     assert w.alive
     w.busy = False
-    await run_checks(dog, clock, IDLE_STRIKES - 1, other=1.0, helpers=0.0)
-    assert w.alive  # strikes start when the call ends
+    await run_checks(dog, clock, IDLE_STRIKES, other=1.0, helpers=0.0)
+    assert w.alive  # strikes start when the call ends (from the second check: a core could be V8's)
     await run_checks(dog, clock, 1, other=1.0, helpers=0.0)
     assert not w.alive
+
+
+async def test_threads_are_read_only_for_an_idle_worker_using_cpu(clock: Clock) -> None:
+    """A worker under the idle share, or with a call in flight, costs one read of its /proc status."""
+    quiet, busy = FakeWorker(pid=1), FakeWorker(pid=2, busy=True)
+    dog = Watchdog(lambda: [quiet, busy], interval_s=INTERVAL)
+    await dog.check()
+    await run_checks(dog, clock, 5, other=0.1, helpers=0.0)  # a tenth of a core: quiet
+    assert clock.thread_reads == 0 and quiet.alive and busy.alive
+    busy.busy = False
+    await run_checks(dog, clock, 1, other=0.1, helpers=0.5)  # both over the share: their threads are read
+    assert clock.thread_reads == 2
+
+
+def test_thread_cpu_reads_this_process_threads_by_name() -> None:
+    """The real /proc: threads named as /comm has them, CPU seconds summed per name; nothing for no process."""
+    from interpreter_service.procfs import thread_cpu
+
+    spent = thread_cpu(os.getpid())
+    name = Path("/proc/self/comm").read_text().strip()
+    assert name in spent and spent[name] >= 0.0, spent
+    assert thread_cpu(None) == {}
