@@ -8,7 +8,8 @@ median of 5 lone streams', measured just before: the baseline), how many streams
 and the server's own admission-wait histogram (/metrics). The target: every stream's first event within
 50 ms. `--ours-tree PATH` runs our server from another source tree (`-P`: that path first), e.g. a commit
 from before queued streams opened at once, for a before/after on one machine. Loopback only. Run:
-`python scripts/bench_first_event.py [--streams 32] [--slots 2] [--quick] [--ours-tree PATH] [--out DIR]`.
+`python scripts/bench_first_event.py [--streams 32] [--slots 2] [--free] [--quick] [--ours-tree PATH] [--out DIR]`
+(`--free`: answers not forced, so no per-request grammar check: what requests without structured outputs cost).
 """
 
 from __future__ import annotations
@@ -64,16 +65,20 @@ class Sample:
     error: str | None = None
 
 
-def request_body(model: str, i: int) -> dict[str, Any]:
-    return {
+def request_body(model: str, i: int, forced: bool = True) -> dict[str, Any]:
+    """Stream `i`'s request: its answer forced (a regex, which the server checks before the stream opens),
+    or free (`forced=False`: what the random-weight model samples, 16 tokens, no grammar to check)."""
+    body = {
         "model": model,
         "input": f"Count from one to ten in words ({i}).",
         "stream": True,
         "store": False,
         "temperature": 0,
-        "max_output_tokens": 64,
-        "structured_outputs": [exactly(FORCED_TEXT)],
+        "max_output_tokens": 64 if forced else 16,
     }
+    if forced:
+        body["structured_outputs"] = [exactly(FORCED_TEXT)]
+    return body
 
 
 def _event_type(block: bytes) -> str:
@@ -144,19 +149,23 @@ def summarize(samples: list[Sample], wall_s: float) -> dict[str, Any]:
     }
 
 
-async def burst(port: int, model: str, n: int, timeout: float) -> dict[str, Any]:
+async def burst(port: int, model: str, n: int, timeout: float, forced: bool = True) -> dict[str, Any]:
     t0 = time.perf_counter()
-    samples = await asyncio.gather(*(one_stream(port, request_body(model, i), timeout) for i in range(n)))
+    samples = await asyncio.gather(
+        *(one_stream(port, request_body(model, i, forced), timeout) for i in range(n))
+    )
     return summarize(list(samples), time.perf_counter() - t0)
 
 
-async def measure(port: int, model: str, n: int, timeout: float) -> dict[str, Any]:
+async def measure(port: int, model: str, n: int, timeout: float, forced: bool = True) -> dict[str, Any]:
     """Lone streams first, one after another (the baseline: nobody queued; their median), then the burst."""
-    await burst(port, model, 2, timeout)  # warm-up, not counted: the output constraint compiled once
-    alone = [(await one_stream(port, request_body(model, i), timeout)).first_event_s for i in range(LONE)]
+    await burst(port, model, 2, timeout, forced)  # warm-up, not counted: the output constraint compiled once
+    alone = [
+        (await one_stream(port, request_body(model, i, forced), timeout)).first_event_s for i in range(LONE)
+    ]
     return {
         "single_stream_first_event_ms": _ms([s for s in alone if s is not None], 50),
-        **await burst(port, model, n, timeout),
+        **await burst(port, model, n, timeout, forced),
     }
 
 
@@ -179,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one stream may take")
     ap.add_argument("--max-model-len", type=int, default=1024)
     ap.add_argument("--ours-tree", default=None, help="our server from this source tree (e.g. a git archive)")
+    ap.add_argument(
+        "--free",
+        action="store_true",
+        help="answers not forced: no grammar for the server to check per request",
+    )
     ap.add_argument("--quick", action="store_true", help="8 streams")
     ap.add_argument("--out", default="bench-results", help="folder for first_event.json and the server log")
     ns = ap.parse_args(argv)
@@ -205,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             "server_args": server_args,
             "ours_tree": ns.ours_tree,
             "streams": ns.streams,
-            "forced_outputs": True,
+            "forced_outputs": not ns.free,
             "client": "this process: asyncio streams, hand-parsed SSE; all streams start at once; times from "
             "each request's sending",
             "quick": ns.quick,
@@ -215,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     with ServerProcess("ours", argv_, port, env, out / "logs" / "first-event-ours.log") as server:
         result["server_ready_s"] = round(server.ready_s, 1)
         served = json.loads(get_text(port, "/v1/models"))["data"][0]["id"]
-        result.update(asyncio.run(measure(port, served, ns.streams, ns.timeout)))
+        result.update(asyncio.run(measure(port, served, ns.streams, ns.timeout, not ns.free)))
         result["admission_wait"] = admission_wait(port)
     path = write_json(ns.out, "first_event-quick" if ns.quick else "first_event", result)
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
