@@ -181,9 +181,13 @@ class Interpreter(ABC):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        wait_for_worker: bool = True,
     ) -> ContainerInfo:
         """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
         when none can be had in time, `MemoryLimitRefused` for a `memory_limit` that can never be granted.
+        `wait_for_worker=False`: answer once its room is granted, with its worker got in the background (a
+        cold start, when none is warm); its first call waits for it, and reports in its result when none
+        could be had. A response does so, and streams the model's code meanwhile.
         `expires_after_s`: the container's own idle expiry (capped at the pool's), kept with the container so
         that every client of a shared pool sees it. `owner`: an opaque label kept with it and given back in
         its `ContainerInfo` (a gateway keeps tenants apart by it), likewise seen by every client."""

@@ -219,13 +219,16 @@ class HTTPInterpreter(Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        wait_for_worker: bool = True,
     ) -> ContainerInfo:
-        body = {
+        body: dict[str, object] = {
             "name": name,
             "memory_limit": memory_limit,
             "expires_after_s": expires_after_s,
             "owner": owner,
         }
+        if not wait_for_worker:  # a service from before it is told nothing new (and waits, as it did)
+            body["wait_for_worker"] = False
         r = await self._call(
             "POST",
             "/v1/containers",

@@ -109,6 +109,7 @@ class _Handlers:
             memory_limit=body.get("memory_limit"),
             expires_after_s=body.get("expires_after_s"),
             owner=_owner(body.get("owner")),
+            wait_for_worker=body.get("wait_for_worker") is not False,
         )
         return JSONResponse(to_json(info), status_code=201)
 

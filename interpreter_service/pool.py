@@ -52,7 +52,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     """Containers, each owning one Deno/Pyodide worker; `workers + spares` warm processes kept ready, and
     more spares while demand is high: as many as the recent peak of takes within one start time (over the
     last `demand_window_s`), up to `max_spares` (default: 4 per core). At most `max_starting` workers start
-    at once (default: one per core).
+    at once (default: one per core). A start that callers wait for imports nothing ahead (their code imports
+    what it uses) unless `preload_on_demand`; warm workers started ahead of need import `preload`.
 
     At most `max_workers` containers live at once (default: as many as the budget holds at the worker
     reserve), and what their workers are charged (plus the warm spares') stays within `memory_budget`: with
@@ -92,6 +93,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         preload: Sequence[str] = DEFAULT_PRELOAD,
         evict_idle: bool = True,
         isolation: str = "auto",
+        preload_on_demand: bool = False,
     ) -> None:
         if workers < 1 or spares < 0:
             raise ValueError("workers must be >= 1 and spares >= 0")
@@ -128,6 +130,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             max_starting=self.max_starting,
             on_started=self.demand.note_start,
             on_ready=lambda w: self._charges.note_ready(w.last_rss),
+            preload_on_demand=preload_on_demand,
         )
         self._capacity = Capacity(
             max_live=self.max_containers, budget=self.budget, evictable=self._evictable, evict=self._evict_one
@@ -140,6 +143,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         self._restarts: collections.Counter[str] = collections.Counter()
         self.isolation_mode = isolation
         self._watchdog = Watchdog(self._workers, on_checked=self._recharge)
+        self._binding: set[asyncio.Task[None]] = set()  # containers getting their worker (`_bind_later`)
         self._watching: asyncio.Task[None] | None = None
 
     @property
@@ -179,7 +183,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     async def aclose(self) -> None:
         self._closed = True
         self._capacity.close(InterpreterError("the code-interpreter pool is shutting down"))
-        tasks = [t for t in (self._reaper, self._watching) if t is not None]
+        tasks = [t for t in (self._reaper, self._watching, *self._binding) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -247,8 +251,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     async def _take_worker(self, tier: int) -> WorkerProcess:
         """A fresh warm worker (waits for one being started), or a dedicated one for another memory cap."""
         cfg = self._warm.cfg
-        if tier != cfg.memory_limit:
-            return await self._warm.start_worker(dataclasses.replace(cfg, memory_limit=tier))
+        if tier != cfg.memory_limit:  # a caller waits for this start: as lean as `WarmWorkers`' own
+            return await self._warm.start_worker(dataclasses.replace(self._warm.lean_cfg, memory_limit=tier))
         self.demand.note_take()
         try:
             return await self._warm.take(cfg.start_timeout_s + 10)
@@ -288,6 +292,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        wait_for_worker: bool = True,
     ) -> ContainerInfo:
         if not self._started or self._closed:
             raise InterpreterError("the pool is not running")
@@ -312,6 +317,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             owner=owner,
         )
         self._containers[c.id] = c  # the lock keeps the reaper and evictions off while it gets a worker
+        if not wait_for_worker:
+            self._bind_later(c)
+            return self._info(c)
         async with c.lock:
             try:
                 c.worker = await self._take_worker(tier)
@@ -324,6 +332,38 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             c.last_active_at = time.time()
         self._replenish()
         return self._info(c)
+
+    def _bind_later(self, c: Container) -> None:
+        """Get `c` its worker in the background (`create_container(wait_for_worker=False)`); its calls and
+        file requests queue on its lock meanwhile, and it is pinned until the lock is held (no eviction in
+        between). A worker that cannot be had leaves it without one: its first call tries again and, failing
+        too, says why in its result."""
+
+        async def bind() -> None:
+            try:
+                async with c.lock:
+                    c.pins -= 1
+                    if self._containers.get(c.id) is not c or c.worker is not None:
+                        return
+                    try:
+                        w = await self._take_worker(c.tier)
+                    except InterpreterError as e:
+                        log.warning(
+                            "container %s got no worker yet (its first call tries again): %s", c.id, e
+                        )
+                        return
+                    if self._containers.get(c.id) is c:
+                        c.worker, c.last_active_at = w, time.time()
+                    else:  # deleted or the pool closed meanwhile
+                        self._warm.discard(w)
+            finally:
+                self._capacity.wake()
+                self._replenish()
+
+        c.pins += 1
+        t = asyncio.create_task(bind(), name="pool-bind-worker")
+        self._binding.add(t)
+        t.add_done_callback(self._binding.discard)
 
     async def get_container(self, container_id: str) -> ContainerInfo:
         return self._info(self._get(container_id))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -25,7 +26,12 @@ class WarmWorkers:
     target waits for a start to end): starts share the CPU, so more at once only makes each one slower.
     Workers that fail to start are counted (`start_failures`) and logged with the reason (`start_errors`
     keeps the last ones); `on_started(seconds)` is told how long each successful start of a warm worker took,
-    and `on_ready(worker)` sees every worker started here (warm or not) once it is ready."""
+    and `on_ready(worker)` sees every worker started here (warm or not) once it is ready.
+
+    A start that callers wait for (more of them waiting than workers starting) runs without `cfg.preload`
+    unless `preload_on_demand`: the caller's code imports what it needs, from the start cache, at about the
+    cost the preload would have had, and code that needs none of it does not wait for it (a bare worker is
+    ready in under half the time). Starts ahead of demand (spares) preload."""
 
     def __init__(
         self,
@@ -35,10 +41,12 @@ class WarmWorkers:
         max_starting: int = 1 << 30,
         on_started: Callable[[float], None] | None = None,
         on_ready: Callable[[WorkerProcess], None] | None = None,
+        preload_on_demand: bool = False,
     ) -> None:
         if max_starting < 1:
             raise ValueError("max_starting must be >= 1")
         self.cfg = cfg
+        self.preload_on_demand = preload_on_demand
         self._target = target
         self.max_starting = max_starting
         self.peak_starting = 0  # the most starts ever in progress at once
@@ -52,6 +60,11 @@ class WarmWorkers:
         self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
         self._said_no_data_limit = False
+
+    @property
+    def lean_cfg(self) -> WorkerConfig:
+        """What a start a caller waits for runs: `cfg` without its preloads, unless `preload_on_demand`."""
+        return self.cfg if self.preload_on_demand else dataclasses.replace(self.cfg, preload=())
 
     @property
     def waiting(self) -> int:
@@ -79,7 +92,10 @@ class WarmWorkers:
             self._spawn()
 
     def _spawn(self) -> None:
-        t = asyncio.create_task(self._start_one(), name="pool-start-worker")
+        # A start a caller waits for (more callers wait than workers start) imports nothing ahead: the code
+        # imports what it uses, from the start cache as fast as a preload would (`lean_cfg`).
+        cfg = self.lean_cfg if self.waiting > len(self.starting) else self.cfg
+        t = asyncio.create_task(self._start_one(cfg), name="pool-start-worker")
         self.starting.add(t)
         t.add_done_callback(self.starting.discard)
         self.peak_starting = max(self.peak_starting, len(self.starting))
@@ -107,10 +123,10 @@ class WarmWorkers:
             )
         return w
 
-    async def _start_one(self) -> None:
+    async def _start_one(self, cfg: WorkerConfig) -> None:
         t0 = time.monotonic()
         try:
-            w = await self.start_worker(self.cfg)
+            w = await self.start_worker(cfg)
         except WorkerDied:
             return
         if self._on_started is not None:

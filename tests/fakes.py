@@ -256,6 +256,7 @@ class FakeInterpreter(Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        wait_for_worker: bool = True,
     ) -> ContainerInfo:
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,7 +24,15 @@ pytestmark = pytest.mark.sandbox
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_http_api_in_process(pool: WorkerPool) -> None:
+async def test_http_api_in_process(pool: WorkerPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[object] = []  # what each create asked of the pool (wait_for_worker)
+    create = pool.create_container
+
+    async def spy(**kw: Any) -> Any:
+        waits.append(kw.get("wait_for_worker"))
+        return await create(**kw)
+
+    monkeypatch.setattr(pool, "create_container", spy)
     transport = httpx.ASGITransport(app=create_app(pool, manage_lifecycle=False))
     async with asyncio.timeout(60), HTTPInterpreter("http://sandbox", transport=transport) as client:
         info = await client.create_container(name="http")
@@ -46,7 +55,9 @@ async def test_http_api_in_process(pool: WorkerPool) -> None:
             assert await client.list_files(info.id) == []
             with pytest.raises(InterpreterError):
                 await client.delete_file(info.id, "a.txt")
-            other = await client.create_container()
+            other = await client.create_container(wait_for_worker=False)  # its worker in the background
+            assert waits == [True, False]
+            assert (await client.execute(other.id, "print(2)")).logs == "2\n"
             try:
                 async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as raw:
                     health = (await raw.get("/health")).json()

@@ -108,3 +108,45 @@ async def test_a_budget_that_counts_use_admits_several_where_counting_caps_admit
         assert stats["worker_reserve_bytes"] != 320 << 20  # no longer the reserve assumed before
         assert 4 * stats["worker_reserve_bytes"] <= stats["memory_reserved_bytes"] <= 2 << 30
         assert 0 < stats["memory_used_bytes"] <= stats["memory_reserved_bytes"]
+
+
+@pytest.mark.sandbox
+async def test_a_container_may_get_its_worker_in_the_background(dist_dir: Path) -> None:
+    """`wait_for_worker=False` with no warm worker: the container is answered while its worker is still
+    starting, its first call waits for it and runs; one deleted while its worker starts leaves no worker."""
+    async with asyncio.timeout(300), small_pool(dist_dir) as pool:
+        await pool.wait_warm()
+        first = await pool.create_container()  # takes the only warm worker
+        assert pool.stats()["workers_idle"] == 0
+        later = await pool.create_container(wait_for_worker=False)
+        assert pool._containers[later.id].worker is None  # answered before any worker was had
+        assert pool.stats()["workers_starting"] >= 1
+        r = await pool.execute(later.id, "x = 6 * 7\nprint(x)")
+        assert r.logs == "42\n" and not r.worker_restarted, (r.error, r.logs)
+        assert (await pool.execute(later.id, "print(x + 1)")).logs == "43\n"  # the same worker kept
+        gone = await pool.create_container(wait_for_worker=False)
+        await pool.delete_container(gone.id)
+        await pool._warm.wait_started(120)
+        await asyncio.gather(*pool._binding)
+        live = {id(c.worker) for c in pool._containers.values()}
+        assert set(pool._containers) == {first.id, later.id} and len(live) == 2
+        assert pool.stats()["containers_live"] == 2
+
+
+@pytest.mark.sandbox
+async def test_a_start_a_caller_waits_for_imports_nothing_ahead(dist_dir: Path) -> None:
+    """The warm worker imported the preload; the one a caller waited for did not (its code imports what it
+    uses, and it works); the spare started once nobody waits imports it again."""
+    async with asyncio.timeout(300), small_pool(dist_dir, preload=("numpy",), max_spares=0) as pool:
+        await pool.wait_warm()
+        warm = await pool.create_container()
+        cold = await pool.create_container()  # no warm worker left: waits for a start
+        workers = {cid: pool._containers[cid].worker for cid in (warm.id, cold.id)}
+        assert "import_numpy" in workers[warm.id].phases, workers[warm.id].phases
+        assert "import_numpy" not in workers[cold.id].phases, workers[cold.id].phases
+        r = await pool.execute(cold.id, "import numpy\nprint(numpy.arange(4).sum())")
+        assert r.logs == "6\n", (r.error, r.logs)
+        await pool.delete_container(warm.id)
+        await pool.delete_container(cold.id)
+        await pool.wait_warm()
+        assert [("import_numpy" in w.phases) for w in pool._warm.idle] == [True]

@@ -82,7 +82,8 @@ async def container_resolver(
                 return str(earlier)
             except ContainerNotFound:
                 pass
-        info = await containers.create(memory_limit=memory, project=project)
+        # the worker comes in the background: the model's code streams meanwhile, its run waits for it
+        info = await containers.create(memory_limit=memory, project=project, wait_for_worker=False)
         chosen.append(info.id)
         return info.id
 

@@ -117,11 +117,17 @@ class ContainerService:
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         project: str = DEFAULT_PROJECT,
+        wait_for_worker: bool = True,
     ) -> ContainerInfo:
         """A new container of `project` (unnamed: a response's `auto` container). `PoolExhausted` when every
-        sandbox is busy running code; `InterpreterError` when none could be started."""
+        sandbox is busy running code; `InterpreterError` when none could be started. `wait_for_worker=False`:
+        its worker is got in the background, and its first call waits for it (`Interpreter.create_container`)."""
         return await self._interp().create_container(
-            name=name, memory_limit=memory_limit, expires_after_s=expires_after_s, owner=project
+            name=name,
+            memory_limit=memory_limit,
+            expires_after_s=expires_after_s,
+            owner=project,
+            wait_for_worker=wait_for_worker,
         )
 
     async def list_all(self, project: str = DEFAULT_PROJECT) -> list[ContainerInfo]:
