@@ -85,6 +85,18 @@ def _linked_copy(dist: Path, into: Path, leave_out: Callable[[str, list[str]], I
     return copy
 
 
+def anon_mib(pid: int | None) -> float | None:
+    """A process's anonymous memory (`Anonymous:` of `smaps_rollup`: its heaps, WebAssembly memory and JS
+    heap), MiB: what one more worker adds on a host where others run. RSS also counts the pages of the Deno
+    binary it has touched, which every worker shares (a lone worker's count them as private)."""
+    try:
+        rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return None
+    kib = sum(int(r.split()[1]) for r in rows if r.startswith("Anonymous:"))
+    return round(kib / 1024, 1)
+
+
 def font_cache_only(dist: Path, into: Path) -> Path:
     """A copy of the distribution whose start cache holds matplotlib's font cache only (what workers had
     before the cache held the packages and the compiled stdlib): the baseline of the start figures."""
@@ -106,6 +118,7 @@ async def one_start(dist: Path, preload: tuple[str, ...]) -> dict[str, Any]:
     await w.start()
     try:
         out = {"ready": w.ready_s, "cpu": cpu_seconds(w.pid), "rss": (w.rss_bytes() or 0) / 2**20}
+        out["anon"] = anon_mib(w.pid)
         out["phases"] = w.phases
         r = await w.execute(PLOT_CELL, timeout_s=120)
         out["rss_plot"] = (w.rss_bytes() or 0) / 2**20 if r.ok else None
@@ -139,6 +152,7 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
             "ready_s_p50": round(statistics.median(s["ready"] for s in starts), 2),
             "cpu_s_p50": round(statistics.median(s["cpu"] for s in starts), 2),
             "rss_mib": round(max(s["rss"] for s in starts), 1),
+            "anon_mib": max((s["anon"] for s in starts if s["anon"] is not None), default=None),
             "rss_after_plot_mib": round(max(plots), 1) if plots else None,
             "phases_ms_p50": {
                 k: statistics.median(s["phases"].get(k, 0) for s in starts) for k in starts[0]["phases"]
@@ -161,6 +175,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
         await pool.wait_warm()
         c = await pool.create_container()
         rss_warm = max(pool.worker_rss_bytes(), default=0) / 2**20
+        anon_warm = max((anon_mib(w.pid) or 0 for w in pool._workers()), default=None)
         await timed_calls(pool, c.id, "print(1)", 20)  # warm-up
         prints = await timed_calls(pool, c.id, "print(1)", n_print)
         numpy_first = await timed_calls(pool, c.id, NUMPY_CELL, 1)
@@ -171,6 +186,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
         png = len(r.images[0]) if r.images else 0
         plots = await timed_calls(pool, c.id, PLOT_CELL, n_cells)
         rss_after = max(pool.worker_rss_bytes(), default=0) / 2**20
+        anon_after = max((anon_mib(w.pid) or 0 for w in pool._workers()), default=None)
         t0 = time.perf_counter()
         r = await pool.execute(c.id, "while True: pass", timeout_s=0.5)
         timeout = {"returned_after_ms": round((time.perf_counter() - t0) * 1000), "error_kind": r.error_kind}
@@ -186,6 +202,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
             "png_bytes": png,
         },
         "rss_mib": {"warm_idle": round(rss_warm, 1), "after_plots": round(rss_after, 1)},
+        "anon_mib": {"warm_idle": anon_warm, "after_plots": anon_after},
         "timeout_0_5s": timeout,
     }
 

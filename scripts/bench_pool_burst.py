@@ -1,13 +1,16 @@
 """Pool burst benchmark (issue 30): first-cell latency when many new containers arrive at once.
 
-A pool of 1 warm worker gets a burst of N new containers at once (each: create_container, then a tiny cell;
-its latency is from the burst's start to that cell's result), then, once the pool has settled (no start in
-progress) and a short pause, a second burst of N. Configurations, each a fresh pool (workers=1, spares=0):
-`before` (fixed spares, every needed worker starting at once: the pool before issue 30), `start_limit`
-(fixed spares, at most one start per core) and `adaptive` (the defaults: spares that follow demand, and
-the start limit). Reported per burst: first-cell p50 / p95 / max, and the pool's spare target after it.
-[Issue target: a burst of 6 on a pool of 1 warm worker answered at first-cell p50 <= 3 s.]
-Run: `python scripts/bench_pool_burst.py [--quick] [--bursts 6,32] [--out bench-results]`.
+A pool of 1 warm worker gets a burst of N new containers at once (each: create_container, then its first
+cell, `--cell`: `print(1)` by default, or one importing numpy or plotting with matplotlib; its latency is
+from the burst's start to that cell's result), then, once the pool has settled (no start in progress) and a
+short pause, a second burst of N. Configurations, each a fresh pool (workers=1, spares=0): `before` (fixed
+spares, every needed worker starting at once: the pool before issue 30), `start_limit` (fixed spares, at
+most one start per core), `adaptive_preloaded` (spares that follow demand and the start limit, every start
+preloading numpy and matplotlib) and `adaptive` (the defaults: as the former, but a start a caller waits for
+imports nothing ahead). Reported per burst: first-cell p50 / p95 / max, and the pool's spare target after
+it. [Issue target: a burst of 6 on a pool of 1 warm worker answered at first-cell p50 <= 3 s.]
+Run: `python scripts/bench_pool_burst.py [--quick] [--bursts 6,32] [--cell print|numpy|matplotlib]
+[--configs before,start_limit,adaptive_preloaded,adaptive] [--out bench-results]`.
 """
 
 from __future__ import annotations
@@ -32,9 +35,16 @@ __all__ = ["main", "summary"]
 
 UNBOUNDED = 1 << 30
 CONFIGS: dict[str, dict[str, Any]] = {
-    "before": {"max_spares": 0, "max_starting": UNBOUNDED},
-    "start_limit": {"max_spares": 0},
+    "before": {"max_spares": 0, "max_starting": UNBOUNDED, "preload_on_demand": True},
+    "start_limit": {"max_spares": 0, "preload_on_demand": True},
+    "adaptive_preloaded": {"preload_on_demand": True},
     "adaptive": {},
+}
+# The first cell of each container (each prints 1): the code a burst runs, with the imports it needs.
+CELLS = {
+    "print": "print(1)",
+    "numpy": "import numpy\nprint(int(numpy.ones(1).sum()))",
+    "matplotlib": "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint(1)",
 }
 
 
@@ -52,13 +62,13 @@ def summary(latencies: list[float]) -> dict[str, Any]:
     }
 
 
-async def burst(pool: WorkerPool, n: int) -> tuple[list[float], list[str]]:
-    """N containers at once, each running `print(1)`: their first-cell latencies and ids."""
+async def burst(pool: WorkerPool, n: int, cell: str = CELLS["print"]) -> tuple[list[float], list[str]]:
+    """N containers at once, each running `cell`: their first-cell latencies and ids."""
     t0 = time.perf_counter()
 
     async def one() -> tuple[float, str]:
         info = await pool.create_container()
-        r = await pool.execute(info.id, "print(1)")
+        r = await pool.execute(info.id, cell)
         if r.error or r.logs.strip() != "1":
             raise RuntimeError(f"the cell failed: {r.error or r.logs!r}")
         return time.perf_counter() - t0, info.id
@@ -67,7 +77,9 @@ async def burst(pool: WorkerPool, n: int) -> tuple[list[float], list[str]]:
     return [s for s, _ in done], [cid for _, cid in done]
 
 
-async def run_config(name: str, n: int, pause_s: float, preload: tuple[str, ...]) -> dict[str, Any]:
+async def run_config(
+    name: str, n: int, pause_s: float, preload: tuple[str, ...], cell: str = CELLS["print"]
+) -> dict[str, Any]:
     """A fresh pool of 1 warm worker in configuration `name`: two bursts of `n`, settled and paused between."""
     dist = default_dist_dir()
     pool = WorkerPool(
@@ -86,7 +98,7 @@ async def run_config(name: str, n: int, pause_s: float, preload: tuple[str, ...]
     out: dict[str, Any] = {"max_spares": pool.max_spares, "max_starting": min(pool.max_starting, n)}
     async with pool:
         for label in ("first", "second"):
-            lat, ids = await burst(pool, n)
+            lat, ids = await burst(pool, n, cell)
             stats = pool.stats()
             out[label] = {**summary(lat), "spare_target_after": stats.get("spare_target")}
             out[label]["peak_starts_at_once"] = pool._warm.peak_starting
@@ -100,7 +112,9 @@ async def run_config(name: str, n: int, pause_s: float, preload: tuple[str, ...]
     return out
 
 
-async def bench(quick: bool, sizes: list[int], configs: list[str], pause_s: float) -> dict[str, Any]:
+async def bench(
+    quick: bool, sizes: list[int], configs: list[str], pause_s: float, cell: str = "print"
+) -> dict[str, Any]:
     preload: tuple[str, ...] = () if quick else ("numpy", "matplotlib")
     result: dict[str, Any] = {
         "benchmark": "pool_burst",
@@ -108,13 +122,14 @@ async def bench(quick: bool, sizes: list[int], configs: list[str], pause_s: floa
         "quick": quick,
         "cores": available_cores(),
         "preload": list(preload),
+        "cell": cell,
         "bursts": {},
     }
     for n in sizes:
         result["bursts"][str(n)] = {}
         for name in configs:
             print(f"burst of {n}: {name} ...", file=sys.stderr, flush=True)
-            result["bursts"][str(n)][name] = await run_config(name, n, pause_s, preload)
+            result["bursts"][str(n)][name] = await run_config(name, n, pause_s, preload, CELLS[cell])
     six = result["bursts"].get("6", {}).get("adaptive")
     if six is not None:
         result["checks"] = {"burst_6_first_p50_le_3s": six["first"]["p50_s"] <= 3}
@@ -129,12 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bursts", default="6,32", help="comma-separated burst sizes")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"some of {','.join(CONFIGS)}")
     ap.add_argument("--pause", type=float, default=2.0, help="seconds between bursts, once the pool settled")
+    ap.add_argument("--cell", default="print", choices=sorted(CELLS), help="each container's first cell")
     ap.add_argument("--out", default="bench-results", help="folder for pool_burst.json")
     ns = ap.parse_args(argv)
     sizes = [3] if ns.quick else [int(x) for x in ns.bursts.split(",")]
     configs = ["before", "adaptive"] if ns.quick else ns.configs.split(",")
-    result = asyncio.run(bench(ns.quick, sizes, configs, ns.pause))
-    path = write_json(ns.out, "pool_burst-quick" if ns.quick else "pool_burst", result)
+    result = asyncio.run(bench(ns.quick, sizes, configs, ns.pause, ns.cell))
+    name = "pool_burst" if ns.cell == "print" else f"pool_burst-{ns.cell}"
+    path = write_json(ns.out, f"{name}-quick" if ns.quick else name, result)
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
     print(f"wrote {path}")
     return 0

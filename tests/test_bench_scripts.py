@@ -131,6 +131,7 @@ def test_interpreter_quick(tmp_path: Path) -> None:
     new = single["new_container_ms"]
     assert new["n"] == 2 and 0 < new["p50"] <= new["max"] < 2000, new
     assert single["rss_mib"]["warm_idle"] > 0
+    assert 0 < single["anon_mib"]["warm_idle"] < single["rss_mib"]["warm_idle"], single  # the binary's pages
     timeout = single["timeout_0_5s"]
     assert timeout["error_kind"] == "timeout" and 500 <= timeout["returned_after_ms"] < 10_000, timeout
     for label, rates in data["scaling"].items():
