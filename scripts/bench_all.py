@@ -1,7 +1,7 @@
 """Run every benchmark one after another, then write the plots and tables into docs/benchmarks.md.
 
 JSON goes to `bench-results/` (git-ignored), plots to `docs/bench/*.png`, tables between the markers of
-docs/benchmarks.md. Run on a quiet machine: `python scripts/bench_all.py` (about 15-20 minutes on 2 CPU
+docs/benchmarks.md. Run on a quiet machine: `python scripts/bench_all.py` (about 25-30 minutes on 2 CPU
 cores); `--skip default` leaves out the default-model gateway run; `--model PATH` adds a gateway run on
 another model (e.g. a real model on a GPU host).
 """
