@@ -313,3 +313,23 @@ async def test_think_templates_split_reasoning(engine):
     assert text_of(events) == "It is 42."
     assert events[-1].usage.reasoning_tokens == len("six sevens")
     assert not engine.reasoning
+
+
+async def test_prechecks_and_the_call_tokenize_the_prompt_once(engine, monkeypatch):
+    """A response's prechecks (the first call, and it with a later constraint) and the call itself render the
+    same prompt: it is tokenized once, and all three see the same length."""
+    seen: list[str] = []
+    tokenize = engine._tokenize
+
+    def counted(text: str) -> list[int]:
+        seen.append(text)
+        return tokenize(text)
+
+    monkeypatch.setattr(engine._recent_ids, "_encode", counted)
+    first = GenerateRequest("once-1", (Message("user", "Tokenized once? (a prompt of its own)"),))
+    later = GenerateRequest(first.request_id, first.turns, sampling=Sampling(structured={"regex": "ok"}))
+    lengths = [await engine.precheck(first), await engine.precheck(later), await engine.count_tokens(first)]
+    events = await collect(engine, GenerateRequest("once-2", first.turns, sampling=Sampling(max_tokens=2)))
+    assert len(set(lengths)) == 1 and lengths[0] > 0
+    assert isinstance(events[-1], Finish) and events[-1].usage.input_tokens == lengths[0]
+    assert len(seen) == 1, seen

@@ -40,6 +40,7 @@ from vllm_responses.engine.prompt import (
     render_prompt,
     should_prefill_code,
 )
+from vllm_responses.engine.recent_ids import RecentIds
 from vllm_responses.engine.sampling import (
     GENERATION_DEFAULTS,
     MARKDOWN_FORMATS,
@@ -138,6 +139,7 @@ class VLLMEngine:
         self.chat_template = chat_template
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         self._images = bool(getattr(llm.model_config, "is_multimodal_model", False))
+        self._recent_ids = RecentIds(self._tokenize)  # a response's prechecks and first call: one tokenizing
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
         template = template if isinstance(template, str) else None
         self.parser_name = choose_parser(tool_parser, template, model_name)
@@ -222,6 +224,9 @@ class VLLMEngine:
         return dict(self._default_sampling)
 
     def _encode(self, text: str) -> list[int]:
+        return self._recent_ids.ids(text)
+
+    def _tokenize(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def render(self, request: GenerateRequest, prefill: str = "", forced: Sequence[ToolSpec] = ()) -> str:
@@ -412,7 +417,7 @@ class VLLMEngine:
             for delta in tally.see(aligner.attach(last) if aligner is not None else last):
                 yield delta
             finish: FinishReason = "length" if reason == "length" else "tool_calls" if tally.calls else "stop"
-            thought = len(self._encode("".join(tally.reasoning))) if tally.reasoning else 0
+            thought = len(self._tokenize("".join(tally.reasoning))) if tally.reasoning else 0
             yield Finish(finish, Usage(prompt_tokens, output_tokens, cached, min(thought, output_tokens)))
         except (asyncio.CancelledError, GeneratorExit, EngineError):
             raise
