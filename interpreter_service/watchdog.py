@@ -25,9 +25,8 @@ V8_HELPERS_SHARE = 1.0
 @dataclass
 class _Seen:
     cpu_s: float  # the process's CPU time
-    helpers_s: float | None = (
-        None  # of which V8's platform threads (read only when the process was not quiet)
-    )
+    # of which V8's platform threads (read only when the process was not quiet)
+    helpers_s: float | None = None
     strikes: int = 0
 
 

@@ -34,4 +34,4 @@ class RecentIds:
             self._ids[text] = array.array("q", ids)  # 8 bytes a token, not a Python int each
             while len(self._ids) > self._kept:
                 self._ids.popitem(last=False)
-        return list(ids)
+        return ids  # the caller's own: what is kept is a copy
