@@ -19,6 +19,7 @@ from typing import Any
 from interpreter_service.api import ErrorKind, ExecutionResult, InterpreterError
 from interpreter_service.confine import WorkerGroup
 from interpreter_service.launch import (
+    WORKER_ENV,
     WorkerConfig,
     child_setup,
     deno_command,
@@ -110,7 +111,7 @@ class WorkerProcess:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={},
+                env=dict(WORKER_ENV),
                 cwd=str(self.cfg.cwd or "/"),
                 limit=STREAM_LIMIT,
                 start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call

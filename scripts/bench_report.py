@@ -86,12 +86,18 @@ def interpreter_md(d: dict[str, Any]) -> str:
         (
             "worker start to ready, numpy + matplotlib",
             f"{pre['ready_s_p50']} s, RSS {pre['rss_mib']} MiB",
-            "",
-            None,
+            "≤ 1.5 s",
+            ok.get("ready_with_numpy_matplotlib_le_1_5s"),
         ),
         (
-            "RSS of a pool worker (warm idle / after plots)",
-            f"{s['rss_mib']['warm_idle']} / {s['rss_mib']['after_plots']} MiB",
+            "RSS of a pool worker, warm idle",
+            f"{s['rss_mib']['warm_idle']} MiB",
+            "≤ 200 MiB",
+            ok.get("idle_rss_le_200mib"),
+        ),
+        (
+            "RSS of a pool worker after plots (at once / idle)",
+            f"{s['rss_mib']['after_plots']} / {s['rss_mib'].get('after_plots_idle', '-')} MiB",
             "≤ 300 MB",
             ok["rss_le_300mb"],
         ),

@@ -50,7 +50,9 @@ def assert_interpreter_checks(data: dict[str, Any]) -> None:
         "print_p50_le_2ms": s["print_ms"]["p50"] <= 2,
         "matplotlib_png_le_300ms": s["matplotlib_png_ms"]["p50"] <= 300,
         "new_container_le_50ms": s["new_container_ms"]["p50"] <= 50,
-        "rss_le_300mb": all(s["rss_mib"][k] * 2**20 <= 300e6 for k in ("warm_idle", "after_plots")),
+        "rss_le_300mb": all(v * 2**20 <= 300e6 for v in s["rss_mib"].values()),
+        "idle_rss_le_200mib": s["rss_mib"]["warm_idle"] <= 200,
+        "ready_with_numpy_matplotlib_le_1_5s": data["worker_start"]["numpy_matplotlib"]["ready_s_p50"] <= 1.5,
         f"cpu_scaling_at_{top}_ge_0_8_linear": cpu[str(top)]["ratio_to_1"] >= 0.8 * top,
     }
     assert all(type(v) is bool for v in data["checks"].values()), data["checks"]
@@ -89,17 +91,20 @@ def test_interpreter_checks_follow_the_figures(monkeypatch: pytest.MonkeyPatch) 
         "print_ms": {"p50": 1.5},
         "matplotlib_png_ms": {"p50": 310.0},
         "new_container_ms": {"p50": 12.0},
-        "rss_mib": {"warm_idle": 200.0, "after_plots": 290.0},  # 290 MiB is 304 MB: over the target
+        "rss_mib": {"warm_idle": 200.5, "after_plots": 290.0},  # 290 MiB is 304 MB: over the target
     }
+    start = {"numpy_matplotlib": {"ready_s_p50": 1.5}}
     scaling = {"cpu": {"1": {"ratio_to_1": 1.0}, "2": {"ratio_to_1": 1.7}, "4": {"ratio_to_1": 2.0}}}
     monkeypatch.setattr("os.cpu_count", lambda: 2)  # 4 workers on 2 cores: scaling is judged at 2
-    data = {"machine": {"cores": 2}, "single_worker": single, "scaling": scaling}
+    data = {"machine": {"cores": 2}, "single_worker": single, "scaling": scaling, "worker_start": start}
     data["checks"] = checks(data)
     assert data["checks"] == {
         "print_p50_le_2ms": True,
         "matplotlib_png_le_300ms": False,
         "new_container_le_50ms": True,
         "rss_le_300mb": False,
+        "idle_rss_le_200mib": False,
+        "ready_with_numpy_matplotlib_le_1_5s": True,
         "cpu_scaling_at_2_ge_0_8_linear": True,
     }
     assert_interpreter_checks(data)
@@ -130,7 +135,8 @@ def test_interpreter_quick(tmp_path: Path) -> None:
     # A container comes from the warm pool: it takes some time, but nowhere near a worker start (seconds).
     new = single["new_container_ms"]
     assert new["n"] == 2 and 0 < new["p50"] <= new["max"] < 2000, new
-    assert single["rss_mib"]["warm_idle"] > 0
+    assert single["rss_mib"]["warm_idle"] > 0 and single["rss_mib"]["after_plots_idle"] > 0
+    assert data["worker_start"]["numpy_matplotlib"]["rss_idle_mib"] > 0
     assert 0 < single["anon_mib"]["warm_idle"] < single["rss_mib"]["warm_idle"], single  # the binary's pages
     timeout = single["timeout_0_5s"]
     assert timeout["error_kind"] == "timeout" and 500 <= timeout["returned_after_ms"] < 10_000, timeout

@@ -112,6 +112,27 @@ async def test_other_packages_load_as_before_and_share_the_cached_numpy(dist_dir
     assert "json/decoder.py" in tb.logs and "self.raw_decode(s" in tb.logs, tb.logs
 
 
+async def test_the_standard_library_is_read_in_place_from_the_read_only_start_cache(dist_dir: Path) -> None:
+    """A worker holds no copy of the standard library zip: the path Python imports it from links to the start
+    cache's file through the read-only mount; imports and their tracebacks work, and code cannot write it."""
+    w = await started(dist_dir)
+    try:
+        r = await w.execute(
+            "import os, sys\nzip = next(p for p in sys.path if p.endswith('.zip'))\nprint(zip, os.readlink(zip))\n"
+            "import statistics, email.message\nprint(statistics.mean([1, 2, 3]))",
+            timeout_s=30,
+        )
+        write = await w.execute("open('/opt/start/python_stdlib.zip', 'r+b').write(b'x')", timeout_s=30)
+        tb = await w.execute("import json\njson.loads('{')", timeout_s=30)
+    finally:
+        await w.kill()
+    assert r.logs.splitlines() == ["/lib/python312.zip /opt/start/python_stdlib.zip", "2"], (r.error, r.logs)
+    assert write.error_kind == "exception" and write.error.startswith(("PermissionError", "OSError")), (
+        write.error
+    )
+    assert "json/decoder.py" in tb.logs and "self.raw_decode(s" in tb.logs, tb.logs
+
+
 async def test_a_distribution_without_a_start_cache_still_boots(dist_dir: Path, tmp_path: Path) -> None:
     dist = tmp_path / "pyodide"
     shutil.copytree(dist_dir, dist, ignore=shutil.ignore_patterns(START_DIR))
