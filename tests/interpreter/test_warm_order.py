@@ -94,3 +94,52 @@ async def test_a_worker_handed_to_a_cancelled_caller_passes_to_the_next() -> Non
     await asyncio.sleep(0)
     assert second.done() and (await second).n == 0  # type: ignore[attr-defined]
     await warm.aclose()
+
+
+class KindWarm(GatedWarm):
+    """A pool's warm workers preloading numpy, with a spare target and one start at a time; records what each
+    start ran (its preload) and which starts were stopped."""
+
+    def __init__(self, spares: int) -> None:
+        super().__init__()
+        self.cfg = WorkerConfig(dist_dir=Path("/nonexistent"), preload=("numpy",))
+        self._target = lambda: spares
+        self.max_starting = 1
+        self.preloads: list[tuple[str, ...]] = []
+        self.stopped: list[int] = []
+
+    async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
+        n = len(self.preloads)
+        self.preloads.append(tuple(cfg.preload))
+        try:
+            return await super().start_worker(cfg)
+        except asyncio.CancelledError:
+            self.stopped.append(n)
+            raise
+
+
+async def test_a_young_spare_start_gives_its_slot_to_a_caller_s_lean_start() -> None:
+    warm = KindWarm(spares=1)
+    warm.replenish()  # the spare: a full start
+    await settle()
+    caller = asyncio.create_task(warm.take(30))  # arrives at once, the only slot taken by the spare
+    await settle()
+    assert warm.preloads == [("numpy",), ()] and warm.stopped == [0]
+    await warm.release(1)
+    assert (await caller).n == 1  # type: ignore[attr-defined]
+    assert warm.preloads == [("numpy",), (), ("numpy",)]  # nobody waits: the spare is started again
+    assert warm.peak_starting == 1
+    await warm.aclose()
+
+
+async def test_an_older_spare_start_is_kept_for_the_caller() -> None:
+    warm = KindWarm(spares=1)
+    warm.preempt_within_s = 0.0  # every start under way counts as too far along to stop
+    warm.replenish()
+    await settle()
+    caller = asyncio.create_task(warm.take(30))
+    await settle()
+    assert warm.preloads == [("numpy",)] and warm.stopped == []  # the caller waits for the spare's start
+    await warm.release(0)
+    assert (await caller).n == 0  # type: ignore[attr-defined]
+    await warm.aclose()
