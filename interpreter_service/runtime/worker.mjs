@@ -6,9 +6,15 @@
 // (files travel in chunks: write_file {path, data_b64, append, max_bytes}, read_file {path, offset, length})
 // and {op: "interrupt"} (no reply; handled on a helper thread so it reaches a busy interpreter).
 // Replies: {id, ok: true, ...} or {id, ok: false, error}. Startup: {event: "ready"} or {event: "fatal"}.
-import { createRequire } from "node:module";
-
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
+// pyodide.asm.wasm, compiled on V8's background threads from the first moment, while this thread sets up
+// Deno's Node compatibility (~30 ms), evaluates Pyodide's JS and reads its files: loadPyodide instantiates
+// this module instead of compiling the same bytes itself (`loadingPyodide`).
+const pyodideWasm = (() => {
+  const bytes = Deno.readFileSync(distDir + "pyodide.asm.wasm"); // V8 copies them: not kept here
+  return { size: bytes.length, module: WebAssembly.compile(bytes).catch(() => null) };
+})();
+const { createRequire } = await import("node:module");
 const preload = (Deno.args[1] ?? "numpy,matplotlib").split(",").filter((p) => p && p !== "-");
 const dataDir = Deno.args[2];
 if (!dataDir?.startsWith("/")) throw new Error("usage: worker.mjs <dist_dir> <preload|-> <absolute data_dir>");
@@ -369,14 +375,19 @@ function evaluatePyodideAsmJs() {
   (0, eval)(`${Deno.readTextFileSync(file)}\n//# sourceURL=${new URL("file://" + file).href}`);
 }
 
-// Runs `load()` (loadPyodide) emptying the wasm binary's buffer once it is instantiated: Pyodide's settings
-// keep a promise of it (10 MB) for the life of the process, and V8 keeps its own copy of the bytes it compiled.
-// Only a buffer the view spans whole is emptied (ArrayBuffer.prototype.transfer detaches it).
-async function releasingWasmBinary(load) {
+// Runs `load()` (loadPyodide) with its instantiation of pyodide.asm.wasm taking the module compiled ahead
+// (`pyodideWasm`; if that failed, the bytes are compiled as before), and the bytes Pyodide read emptied once
+// instantiated: its settings keep a promise of them (10 MB) for the life of the process, and V8 keeps its own
+// copy of what it compiled. Only a buffer the view spans whole is emptied (ArrayBuffer.prototype.transfer).
+async function loadingPyodide(load) {
   const instantiate = WebAssembly.instantiate;
   WebAssembly.instantiate = async function (source, ...rest) {
-    const out = await instantiate.call(this, source, ...rest);
     const whole = ArrayBuffer.isView(source) && source.byteOffset === 0 && source.byteLength === source.buffer.byteLength;
+    const module = whole && source.byteLength === pyodideWasm.size ? await pyodideWasm.module : null;
+    notes.wasm_compiled_ahead = Boolean(module);
+    const out = module
+      ? { module, instance: await instantiate.call(this, module, ...rest) }
+      : await instantiate.call(this, source, ...rest);
     if (whole && source.byteLength > 1 << 20) source.buffer.transfer(0);
     return out;
   };
@@ -392,7 +403,7 @@ async function boot() {
   mark("import_pyodide_mjs");
   evaluatePyodideAsmJs();
   const stdlibFromStart = startCacheHas("python_stdlib.zip");
-  pyodide = await releasingWasmBinary(() => loadPyodide({
+  pyodide = await loadingPyodide(() => loadPyodide({
     indexURL: distDir,
     lockFileURL: distDir + "pyodide-lock.json",
     stdout: (s) => errWrite(s),
