@@ -62,7 +62,9 @@ async def test_a_worker_with_matplotlib_uses_the_font_cache_and_plots(dist_dir: 
     expected = (dist_dir / START_DIR / "mpl-fontlist.json").read_text()
     assert same.logs == f"{len(expected)}\n", (same.error, same.logs)
     assert {"load_pyodide", "load_packages", "import_matplotlib"} <= set(w.phases)
-    assert w.start_notes.get("wasm_compiled_ahead") is True, w.start_notes  # pyodide.asm.wasm, off the main thread
+    assert w.start_notes.get("wasm_compiled_ahead") is True, (
+        w.start_notes
+    )  # pyodide.asm.wasm, off the main thread
 
 
 async def test_preloaded_packages_come_from_the_read_only_tree_and_code_cannot_change_it(
