@@ -118,6 +118,7 @@ class GatedWarm(WarmWorkers):
             max_starting=max_starting,
             on_started=self.durations.append,
         )
+        self.preempt_within_s = 0.0  # a caller's start taking a spare's slot: test_warm_order.py
 
     async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
         n, gate = len(self.gates), asyncio.Event()
