@@ -34,7 +34,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
 TOKEN = "replica-test-token"
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
-LEASE_S = 4
+# Heartbeats every 0.5 s. 4 s proved too short under a full CI run on 2 cores: B's sweep failed a background
+# response A had just created (2 s old) as abandoned, once, and once found A's kill later than 39 s.
+LEASE_S = 8
 
 
 class Replica:
