@@ -38,8 +38,9 @@ DEFAULT_PRELOAD = ("numpy", "matplotlib")  # what a worker imports before it is 
 # default (128 KiB). Left alone, glibc raises it to the size of the largest buffer freed so far (the 10 MB
 # wasm binary, the 6.4 MB standard library zip, at the start), after which V8's buffers of up to that size
 # come from the heap, which does not give pages back: measured, a worker ready with numpy and matplotlib held
-# 194 MiB resident instead of 211 (183 with the start's other changes), cells' garbage went back too, and the
-# start's time did not change beyond noise. Sandboxed code cannot read it (no --allow-env).
+# 194 MiB resident instead of 211 (183 with the start's other changes), and cells' garbage went back too; the
+# start takes 3-4 % longer (more mmap and munmap calls; docs/sandbox.md, "Memory"). Sandboxed code cannot
+# read it (no --allow-env).
 WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 RUNTIME_MEMORY = 256 << 20  # a worker's memory outside its two heaps' caps: Deno's code, V8's other spaces
 

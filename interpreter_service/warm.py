@@ -89,7 +89,7 @@ class WarmWorkers:
             return
         self.idle = [w for w in self.idle if w.alive]
         target = max(0, self._target()) + self.waiting
-        starting = [t for t in self.starting if not t.cancelling()]
+        starting = self._live_starts()
         excess = len(self.idle) + len(starting) - target
         for t in starting[: max(0, excess)]:  # not needed any more: stop those first (nothing warm is lost)
             t.cancel()
@@ -105,7 +105,7 @@ class WarmWorkers:
         begun less than `preempt_within_s` ago, each replaced at once by a lean start."""
         if self.preload_on_demand:
             return
-        live = [t for t in self.starting if not t.cancelling()]
+        live = self._live_starts()
         lean = sum(1 for t in live if t in self._lean)
         uncovered = self.waiting - lean - max(0, self.max_starting - len(self.starting))
         now = time.monotonic()
@@ -118,7 +118,7 @@ class WarmWorkers:
         # A start a caller waits for (more callers wait than workers start) imports nothing ahead: the code
         # imports what it uses, from the start cache as fast as a preload would (`lean_cfg`).
         if lean is None:
-            lean = self.waiting > len([t for t in self.starting if not t.cancelling()])
+            lean = self.waiting > len(self._live_starts())
         t = asyncio.create_task(
             self._start_one(self.lean_cfg if lean else self.cfg), name="pool-start-worker"
         )
@@ -127,8 +127,11 @@ class WarmWorkers:
         if lean:
             self._lean.add(t)
         t.add_done_callback(self._forget_start)
-        live = sum(1 for t in self.starting if not t.cancelling())  # a stopped start is only dying
-        self.peak_starting = max(self.peak_starting, live)
+        self.peak_starting = max(self.peak_starting, len(self._live_starts()))
+
+    def _live_starts(self) -> list[asyncio.Task[None]]:
+        """The starts in progress, not those stopped (only dying)."""
+        return [t for t in self.starting if not t.cancelling()]
 
     def _forget_start(self, t: asyncio.Task[None]) -> None:
         self.starting.discard(t)

@@ -367,7 +367,7 @@ function importMatplotlib() {
 // Evaluates pyodide.asm.js (1.2 MB, which defines globalThis._createPyodideModule) as a plain script, so that
 // loadPyodide finds the function and does not import the file: Deno's module loader parses what it imports
 // with its own parser to list its imports (and to find CommonJS exports) unless its cache (DENO_DIR) already
-// holds the answer, which a worker, writing nowhere, never does. That parse took ~0.2 s of each start and
+// holds the answer, which a worker, writing nowhere, never does. That parse took ~0.1 s of each start and
 // left 20-30 MiB of the worker's malloc arenas behind. V8 compiles the script lazily as it would the module.
 // (An indirect eval, not node:vm, whose scripts cannot import(): the file imports node:fs and others.)
 function evaluatePyodideAsmJs() {
@@ -566,9 +566,9 @@ async function handle(req) {
 }
 
 // A full collection once the worker has sat idle for IDLE_GC_MS after its start or after a call that ran
-// something: V8 leaves garbage of the start (the booting's buffers, the imports' proxies) and of each cell for
-// later, so a warm worker idling in the pool held 10-35 MiB more than it needs (measured: 199-230 MiB
-// against 186-196 MiB resident after the start). A call that arrives first cancels it; one takes ~16 ms.
+// something: V8 leaves the garbage of the start and of each cell (buffers, proxies) for later, and held it
+// while the worker idled (a cell's 48 MiB of JS buffers: test_worker_memory.py). A call that arrives first
+// cancels it; one takes ~16 ms.
 const IDLE_GC_MS = 300;
 let idleGc = null;
 function collectWhenIdle() {
