@@ -55,10 +55,6 @@ class Replica:
         self.heartbeat_s = max(heartbeat_s, 0.05)
         self.lease_s = max(lease_s, 2 * heartbeat_s)
         self._held: set[str] = set()
-        # Runs this replica cancelled for another one: once only. Cancelled again on the next heartbeat (the
-        # lease still flags it until the run ends), a run storing its end was cut short there: its task ended,
-        # its lease went, and another replica's sweep failed the response before its record said cancelled.
-        self._cancelled: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._releasing: set[asyncio.Task[None]] = set()
 
@@ -82,7 +78,6 @@ class Replica:
             logger.warning("could not release the lease of response %s", response_id, exc_info=True)
         finally:
             self._held.discard(response_id)
-            self._cancelled.discard(response_id)
 
     async def start(self) -> None:
         """Sweep once (the responses of a dead replica, or of this one's previous life), then beat."""
@@ -113,9 +108,8 @@ class Replica:
         if self._held:
             for rid in await self.store.renew_leases(self.id, time.time() + self.lease_s):
                 run = self.runs.get(rid)
-                if run is None or run.done.is_set() or rid in self._cancelled:
+                if run is None or run.done.is_set() or run.cancel_asked:  # the lease flags it until it ends
                     continue
-                self._cancelled.add(rid)
                 if await self.store.get(rid) is None:  # deleted through another replica: as a local delete
                     self.runs.pop(rid, None)  # (the run's end is then not stored)
                 logger.info("response %s cancelled through another replica", rid)

@@ -35,6 +35,7 @@ class Run:
         self.unadmitted = False
         # Set by `end`: the error the response is ended with when its task is cancelled.
         self.ending: APIError | None = None
+        self.cancel_asked = False  # `cancel` was called: later calls do nothing
         self._followers: set[asyncio.Queue[Any]] = set()
 
     @property
@@ -94,7 +95,11 @@ class Run:
             self._followers.discard(q)
 
     def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
+        """Cancel the run's task, once. Cancelled again while it stores its end (a client's second cancel, a
+        replica's next heartbeat), the task ended before its last record was written: its lease then went
+        first, and another replica's sweep failed the response."""
+        if self.task is not None and not self.task.done() and not self.cancel_asked:
+            self.cancel_asked = True
             self.task.cancel("response cancelled")
 
     def end(self, error: APIError) -> None:
