@@ -333,3 +333,33 @@ async def test_prechecks_and_the_call_tokenize_the_prompt_once(engine, monkeypat
     assert len(set(lengths)) == 1 and lengths[0] > 0
     assert isinstance(events[-1], Finish) and events[-1].usage.input_tokens == lengths[0]
     assert len(seen) == 1, seen
+
+
+async def test_prechecks_convert_a_constraint_once(engine, monkeypatch):
+    """Two prechecks with the same constraint convert its grammar once (vLLM starts a thread for each
+    conversion of a regex); a refused constraint is refused each time; a known one with a bad other parameter
+    is still refused."""
+    from vllm.v1.structured_output import backend_xgrammar
+
+    converted: list[str | None] = []
+    convert = backend_xgrammar.validate_xgrammar_grammar
+
+    def counted(params):
+        converted.append(params.structured_outputs.regex)
+        return convert(params)
+
+    monkeypatch.setattr(backend_xgrammar, "validate_xgrammar_grammar", counted)
+    forced = Sampling(structured={"regex": regex_escape("converted once")})
+    for n in range(2):
+        assert await engine.precheck(GenerateRequest(f"conv-{n}", USER, sampling=forced)) > 0
+    assert len(converted) == 1
+    for n in range(2):
+        with pytest.raises(EngineRejected):
+            await engine.precheck(
+                GenerateRequest(f"bad-{n}", USER, sampling=Sampling(structured={"regex": "(x"}))
+            )
+    assert converted[1:] == ["(x", "(x"]
+    with pytest.raises(EngineRejected):
+        biased = Sampling(structured=forced.structured, logit_bias={10**7: 1.0})
+        await engine.precheck(GenerateRequest("bias", USER, sampling=biased))
+    assert len(converted) == 3

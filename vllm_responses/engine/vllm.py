@@ -18,6 +18,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.call_shapes import call_shape
 from vllm_responses.engine.call_tally import CallTally, Prepared
+from vllm_responses.engine.checked_grammars import CheckedGrammars
 from vllm_responses.engine.logprobs import TokenAligner
 from vllm_responses.engine.parser_names import (
     THINK_REASONING_PARSERS,
@@ -140,6 +141,7 @@ class VLLMEngine:
         self.caps: TemplateCaps = probe_template(self._tokenizer, chat_template)
         self._images = bool(getattr(llm.model_config, "is_multimodal_model", False))
         self._recent_ids = RecentIds(self._tokenize)  # a response's prechecks and first call: one tokenizing
+        self._checked = CheckedGrammars()  # a constraint's grammar converted once, not per precheck
         template = chat_template or getattr(self._tokenizer, "chat_template", None)
         template = template if isinstance(template, str) else None
         self.parser_name = choose_parser(tool_parser, template, model_name)
@@ -362,17 +364,21 @@ class VLLMEngine:
 
     def _precheck(self, request: GenerateRequest) -> int:
         prompt, _prefill, _parser, params = self._call(request)
-        config = self._llm.vllm_config
         try:
-            params.verify(
-                self._llm.model_config,
-                config.speculative_config,
-                config.structured_outputs_config,
-                self._tokenizer,
-            )
+            self._checked.verify(params, self._verify)
         except (VLLMClientError, ValueError) as exc:
             raise EngineRejected(f"vLLM rejected the request: {exc}", code="invalid_request") from exc
         return self._prompt_length(prompt)
+
+    def _verify(self, params: SamplingParams) -> None:
+        """vLLM's own checks of `params`, as `AsyncLLM.add_request` makes them."""
+        config = self._llm.vllm_config
+        params.verify(
+            self._llm.model_config,
+            config.speculative_config,
+            config.structured_outputs_config,
+            self._tokenizer,
+        )
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
