@@ -368,3 +368,40 @@ async def test_queued_websocket_and_non_streamed_creates(server: LiveServer, eng
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert answer.status_code == 200 and answer.json()["status"] == "completed" and answer.json()["output"]
     await eventually(lambda: (adm.running, adm.queued) == (0, 0))
+
+
+async def test_context_management_under_its_threshold_is_queued_like_any_other(
+    server: LiveServer, engine: FakeEngine
+) -> None:
+    """A `context_management` request whose context is under its threshold (no compaction, so no model call
+    before the response begins) opens at once as queued; one whose compaction is due waits for its slot first,
+    its stream not open yet (its summary is a model call)."""
+    adm = admission(server)
+
+    def managed(threshold: int) -> dict[str, Any]:  # ~33 tokens to the scripted engine; an older turn
+        entry = {"type": "compaction", "compact_threshold": threshold}
+        turns = [("user", "hi " * 40), ("assistant", "ok"), ("user", "and now?")]
+        return {
+            **STREAM,
+            "input": [{"role": r, "content": c} for r, c in turns],
+            "context_management": [entry],
+        }
+
+    async with client_of(server) as client:
+        started = [start(client) for _ in range(2)]  # both slots held
+        await eventually(lambda: adm.running == 2)
+        under, under_task = start(client, managed(1000))
+        await eventually(lambda: len(under.events) >= 2)
+        assert under.types == ["response.created", "response.queued"] and adm.queued == 1
+        due, due_task = start(client, managed(5))
+        await eventually(lambda: adm.queued == 2)
+        await asyncio.sleep(0.2)
+        assert due.status is None and not due.events  # waiting for its slot, unheard
+        let_go(engine)
+        await asyncio.gather(under_task, due_task, *(t for _, t in started))
+    assert under.types[2] == "response.in_progress" and under.types[-1] == "response.completed"
+    assert due.types[0] == "response.created" and due.types[-1] == "response.completed"
+    assert "compaction" in [
+        e["item"]["type"] for e in due.events if e["type"] == "response.output_item.added"
+    ]
+    await eventually(lambda: (adm.running, adm.queued) == (0, 0))

@@ -4,8 +4,8 @@ The conversation's items split in three (`split`): system / developer messages, 
 items, summarised by one call to the served model (`_summarise`); the recent items, from the last user
 message on (the question being answered and the tool calls and outputs of the work on it), kept
 verbatim. The compacted context is `[*kept messages, compaction item, *recent items]`. `POST
-/v1/responses/compact` returns it as its `output`; `context_management` on create (`compact_over_threshold`)
-replaces the model's context with it once the context passes `compact_threshold` tokens.
+/v1/responses/compact` returns it as its `output`; `context_management` on create replaces the
+model's context with it once the context passes `compact_threshold` tokens (`over_threshold`, then `compact`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
     "Compaction",
     "compact",
     "compact_loop",
-    "compact_over_threshold",
+    "over_threshold",
     "split",
     "transcript",
 ]
@@ -170,15 +170,10 @@ async def compact(
     return Compaction([*kept, dict(item), *recent], item, usage)
 
 
-async def compact_over_threshold(
-    engine: Engine, entry: ContextManagement, items: list[dict[str, Any]], first_call: GenerateRequest
-) -> Compaction | None:
-    """`context_management` on create: the items compacted when `first_call` (the response's first model
-    call over them, as `Engine.count_tokens` renders it) passes `compact_threshold` tokens; None otherwise."""
-    if await engine.count_tokens(first_call) <= entry.compact_threshold:
-        return None
-    done = await compact(engine, items, structured=entry.structured_outputs)
-    return done if done.item is not None else None
+async def over_threshold(engine: Engine, entry: ContextManagement, first_call: GenerateRequest) -> bool:
+    """Whether `first_call` (the response's first model call, as `Engine.count_tokens` renders it) passes
+    `compact_threshold` tokens: a create's compaction is due."""
+    return await engine.count_tokens(first_call) > entry.compact_threshold
 
 
 async def compact_loop(

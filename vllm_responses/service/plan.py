@@ -19,7 +19,7 @@ from typing import Any
 
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
-from vllm_responses.context.compaction import Compaction, compact_over_threshold
+from vllm_responses.context.compaction import Compaction, compact, over_threshold
 from vllm_responses.context.images import ImageLimits, check_input_images
 from vllm_responses.context.reasoning import Opener, check_sealed_reasoning
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
@@ -159,12 +159,18 @@ class Planner:
         return Resolved(history, input_items, turns, tools, search, finder)
 
     async def plan(
-        self, req: CreateResponseRequest, resolved: Resolved, project: str = DEFAULT_PROJECT
+        self,
+        req: CreateResponseRequest,
+        resolved: Resolved,
+        project: str = DEFAULT_PROJECT,
+        *,
+        compact: bool = False,
     ) -> ResponsePlan:
-        """The response's plan: its context compacted when `context_management` asks (a model call), its
-        code interpreter's container (`project`'s) checked and resolved on first use, its sampling and echo."""
+        """The response's plan: its context compacted when `compact` (`compaction_due` said so: a model call),
+        its code interpreter's container (`project`'s) checked and resolved on first use, its sampling and
+        echo."""
         context, turns = resolved.items, resolved.turns
-        compacted = await self._compacted(req, resolved)
+        compacted = await self._compacted(req, resolved) if compact else None
         if compacted is not None:
             context, turns = compacted.items, _turns(req, compacted.items, self.open_sealed)
         container = (
@@ -258,13 +264,21 @@ class Planner:
         budget = max_output_tokens(req, self.engine.default_sampling)
         return list(await fit_context(self.engine, first, budget))
 
-    async def _compacted(self, req: CreateResponseRequest, resolved: Resolved) -> Compaction | None:
-        """`context_management`: the context compacted once the first model call passes the threshold
-        (context/compaction.py); None when the request asks for none, or none was needed."""
+    async def compaction_due(self, req: CreateResponseRequest, resolved: Resolved) -> bool:
+        """Whether `plan` will compact the context (`context_management` and its threshold passed): a model
+        call before the response begins, made once the response holds a running slot."""
         if not req.context_management:
-            return None
+            return False
         first = self.first_call(req, resolved.turns, resolved.tools)
-        return await compact_over_threshold(self.engine, req.context_management[0], resolved.items, first)
+        return await over_threshold(self.engine, req.context_management[0], first)
+
+    async def _compacted(self, req: CreateResponseRequest, resolved: Resolved) -> Compaction | None:
+        """`context_management`, its threshold passed: the context compacted (context/compaction.py); None when
+        nothing came of it."""
+        assert req.context_management
+        entry = req.context_management[0]
+        done = await compact(self.engine, resolved.items, structured=entry.structured_outputs)
+        return done if done.item is not None else None
 
 
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]], open_sealed: Opener | None) -> list[Turn]:

@@ -90,14 +90,17 @@ class ResponsesService:
         model call passed the engine's up-front checks (else a 4xx), before it is returned: a queued one's
         stream opens at once with `response.created` (status `queued`) and `response.queued`, and goes on
         with `response.in_progress` once admitted (a background one is acknowledged `queued`). It holds its
-        place until its run ends (a compaction waits for its slot first: its summary is a model call). One
+        place until its run ends (a compaction that is due waits for its slot first: its summary is a model call;
+        a `context_management` request under its threshold is placed as any other). One
         with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
         The response is `project`'s, and what it continues, references or runs code in must be too."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
         resolved = await self.planner.resolve(req, local, project)
-        ticket = await self.admission.acquire() if generate and req.context_management else None
+        # a compaction is a model call: it waits for its slot first (silently: its stream is not open yet)
+        due = generate and await self.planner.compaction_due(req, resolved)
+        ticket = await self.admission.acquire() if due else None
         try:
-            plan = await self.planner.plan(req, resolved, project)
+            plan = await self.planner.plan(req, resolved, project, compact=due)
             builder = ResponseBuilder(
                 plan.echo,
                 include_outputs=req.wants_outputs,
