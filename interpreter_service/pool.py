@@ -252,7 +252,9 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         """A fresh warm worker (waits for one being started), or a dedicated one for another memory cap."""
         cfg = self._warm.cfg
         if tier != cfg.memory_limit:  # a caller waits for this start: as lean as `WarmWorkers`' own
-            return await self._warm.start_worker(dataclasses.replace(self._warm.lean_cfg, memory_limit=tier))
+            return await self._warm.start_dedicated(
+                dataclasses.replace(self._warm.lean_cfg, memory_limit=tier)
+            )
         self.demand.note_take()
         try:
             return await self._warm.take(cfg.start_timeout_s + 10)

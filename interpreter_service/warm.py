@@ -66,6 +66,8 @@ class WarmWorkers:
         self.start_failures = 0
         self.closed = False
         self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
+        self._dedicated = 0  # `start_dedicated` starts in progress (they hold start slots too)
+        self._dedicated_turns: collections.deque[asyncio.Future[None]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
         self._said_no_data_limit = False
 
@@ -84,9 +86,11 @@ class WarmWorkers:
         return sum(1 for w in self.idle if w.alive)
 
     def replenish(self) -> None:
-        """Start workers up to the target, or kill the surplus."""
+        """Start workers up to the target, or kill the surplus (a dedicated start waiting for a slot gets it
+        first)."""
         if self.closed:
             return
+        self._grant_dedicated()
         self.idle = [w for w in self.idle if w.alive]
         target = max(0, self._target()) + self.waiting
         starting = self._live_starts()
@@ -97,8 +101,11 @@ class WarmWorkers:
             self.discard(self.idle.pop())
             excess -= 1
         self._preempt_spares()
-        for _ in range(min(-excess, self.max_starting - len(self.starting))):
+        for _ in range(min(-excess, self._free_slots())):
             self._spawn()
+
+    def _free_slots(self) -> int:
+        return self.max_starting - len(self.starting) - self._dedicated
 
     def _preempt_spares(self) -> None:
         """Callers wait beyond the lean starts under way and no start slot is free: stop the spares' starts
@@ -107,12 +114,13 @@ class WarmWorkers:
             return
         live = self._live_starts()
         lean = sum(1 for t in live if t in self._lean)
-        uncovered = self.waiting - lean - max(0, self.max_starting - len(self.starting))
+        uncovered = self.waiting - lean + self._dedicated_waiting() - max(0, self._free_slots())
         now = time.monotonic()
         young = [t for t in live if t not in self._lean and now - self._begun[t] < self.preempt_within_s]
         for t in sorted(young, key=self._begun.__getitem__, reverse=True)[: max(0, uncovered)]:
             t.cancel()
-            self._spawn(lean=True)
+            if not self._grant_dedicated(1):
+                self._spawn(lean=True)
 
     def _spawn(self, lean: bool | None = None) -> None:
         # A start a caller waits for (more callers wait than workers start) imports nothing ahead: the code
@@ -127,7 +135,10 @@ class WarmWorkers:
         if lean:
             self._lean.add(t)
         t.add_done_callback(self._forget_start)
-        self.peak_starting = max(self.peak_starting, len(self._live_starts()))
+        self._note_peak()
+
+    def _note_peak(self) -> None:
+        self.peak_starting = max(self.peak_starting, len(self._live_starts()) + self._dedicated)
 
     def _live_starts(self) -> list[asyncio.Task[None]]:
         """The starts in progress, not those stopped (only dying)."""
@@ -137,6 +148,56 @@ class WarmWorkers:
         self.starting.discard(t)
         self._lean.discard(t)
         self._begun.pop(t, None)
+        self._grant_dedicated()  # a stopped or failed start's slot
+
+    async def start_dedicated(self, cfg: WorkerConfig) -> WorkerProcess:
+        """`start_worker(cfg)` for a caller that needs a worker of another configuration (a container's own
+        memory cap), within the same `max_starting`: it waits for a free start slot, first come first served
+        and ahead of the spares (a young spare's start gives its slot, as to a lean start)."""
+        await self._dedicated_slot()
+        try:
+            return await self.start_worker(cfg)
+        finally:
+            self._dedicated -= 1
+            self.replenish()  # its slot: to the next dedicated start waiting, or the spares
+
+    async def _dedicated_slot(self) -> None:
+        """Hold a start slot for a dedicated start (`_dedicated` counts it), waiting for one if none is free."""
+        if not self._dedicated_turns and self._free_slots() > 0:
+            self._dedicated += 1
+            self._note_peak()
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._dedicated_turns.append(turn)
+        self._preempt_spares()
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled() and turn.exception() is None:  # granted as it gave up
+                self._dedicated -= 1
+                self.replenish()  # the slot goes on
+            elif not turn.done():
+                turn.cancel()
+                self._dedicated_turns.remove(turn)
+            raise
+
+    def _dedicated_waiting(self) -> int:
+        return sum(1 for turn in self._dedicated_turns if not turn.done())
+
+    def _grant_dedicated(self, slots: int | None = None) -> int:
+        """Give free start slots (or `slots` more, one just freed by a stopped spare) to the dedicated starts
+        waiting, first come first served; how many were given."""
+        given = 0
+        while self._dedicated_turns and (self._free_slots() > 0 if slots is None else given < slots):
+            turn = self._dedicated_turns.popleft()
+            if turn.done():
+                continue
+            self._dedicated += 1
+            turn.set_result(None)
+            given += 1
+        if given:
+            self._note_peak()
+        return given
 
     async def start_worker(self, cfg: WorkerConfig) -> WorkerProcess:
         """Start one worker of `cfg` (not kept here). Raises `WorkerDied` with the reason, after logging it."""
@@ -241,6 +302,10 @@ class WarmWorkers:
     async def aclose(self) -> None:
         """Stop starting workers and kill the idle ones (and those being killed)."""
         self.closed = True
+        while self._dedicated_turns:
+            turn = self._dedicated_turns.popleft()
+            if not turn.done():
+                turn.set_exception(WorkerDied("the pool is closing"))
         tasks = [*self.starting, *self._bg]
         for t in self.starting:
             t.cancel()

@@ -4,13 +4,14 @@ longest waiting caller, never to a newcomer (stand-in workers whose starts the t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from interpreter_service.launch import WorkerConfig
 from interpreter_service.warm import WarmWorkers
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.worker import WorkerDied, WorkerProcess
 
 
 class StubWorker:
@@ -143,3 +144,66 @@ async def test_an_older_spare_start_is_kept_for_the_caller() -> None:
     await warm.release(0)
     assert (await caller).n == 0  # type: ignore[attr-defined]
     await warm.aclose()
+
+
+def other_cap(warm: WarmWorkers) -> WorkerConfig:
+    """What the pool starts for a container with its own memory cap: the lean configuration, another cap."""
+    return dataclasses.replace(warm.lean_cfg, memory_limit=warm.cfg.memory_limit * 2)
+
+
+async def test_a_dedicated_start_waits_for_a_start_slot() -> None:
+    """A container with its own memory cap starts its worker within the same start limit: behind a spare's
+    start too far along to stop, not beside it."""
+    warm = KindWarm(spares=1)
+    warm.preempt_within_s = 0.0
+    warm.replenish()
+    await settle()
+    dedicated = asyncio.create_task(warm.start_dedicated(other_cap(warm)))
+    await settle()
+    assert warm.preloads == [("numpy",)]  # waits for the one slot
+    await warm.release(0)
+    assert warm.preloads == [("numpy",), ()] and warm.idle_count == 1  # the spare is kept, not restarted
+    await warm.release(1)
+    assert (await dedicated).n == 1  # type: ignore[attr-defined]
+    assert warm.peak_starting == 1
+    await warm.aclose()
+
+
+async def test_a_young_spare_start_gives_its_slot_to_a_dedicated_start() -> None:
+    warm = KindWarm(spares=1)
+    warm.replenish()
+    await settle()
+    dedicated = asyncio.create_task(warm.start_dedicated(other_cap(warm)))
+    await settle()
+    assert warm.preloads == [("numpy",), ()] and warm.stopped == [0]
+    await warm.release(1)
+    assert (await dedicated).n == 1  # type: ignore[attr-defined]
+    await settle()
+    assert warm.preloads == [("numpy",), (), ("numpy",)]  # the spare is started again
+    assert warm.peak_starting == 1
+    await warm.aclose()
+
+
+async def test_dedicated_starts_wait_first_come_first_served() -> None:
+    """Waiting dedicated starts get slots in order; one whose caller gave up leaves the line, and the
+    closing pool refuses those still waiting."""
+    warm = KindWarm(spares=1)
+    warm.preempt_within_s = 0.0
+    warm.replenish()
+    await settle()
+    first, second, third = (asyncio.create_task(warm.start_dedicated(other_cap(warm))) for _ in range(3))
+    await settle()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await warm.release(0)  # the spare's slot goes to the second: the first left
+    assert len(warm.gates) == 2 and not third.done()
+    await warm.release(1)
+    assert (await second).n == 1 and len(warm.gates) == 3  # type: ignore[attr-defined]
+    fourth = asyncio.create_task(warm.start_dedicated(other_cap(warm)))
+    await settle()
+    await warm.aclose()
+    with pytest.raises(WorkerDied, match="closing"):
+        await fourth
+    await warm.release(2)  # one under way is its caller's to finish
+    assert (await third).n == 2  # type: ignore[attr-defined]
