@@ -239,3 +239,19 @@ def test_a_killed_replicas_foreground_response_is_failed(
 
 
 # --- the real thing: two `vllm-responses serve` on the tiny model and one Postgres ----------------------------
+
+
+def test_a_queued_response_is_seen_running_from_another_replica_once_admitted(
+    durable_db: str, servers: list[LiveServer]
+) -> None:
+    """A background response queued on A (its one slot taken) is `queued` to B, then `in_progress` once A
+    admits it: its record is written again at admission, not only when it ends."""
+    servers += [_replica(durable_db, _slow_engine(), max_concurrent_responses=1), _replica(durable_db)]
+    a, b = (_client(s) for s in servers)
+    first = a.responses.create(model=MODEL, input="take your time", background=True)
+    waiting = a.responses.create(model=MODEL, input="after it", background=True)
+    assert waiting.status == "queued" and b.responses.retrieve(waiting.id).status == "queued"
+    a.responses.cancel(first.id)  # its slot goes to the queued one
+    _eventually(lambda: b.responses.retrieve(waiting.id).status == "in_progress", 10)
+    assert a.responses.cancel(waiting.id).status == "cancelled"
+    _eventually(lambda: b.responses.retrieve(waiting.id).status == "cancelled", 10)

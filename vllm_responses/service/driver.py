@@ -22,7 +22,7 @@ from vllm_responses.runs.records import generated, keep_record, response_record
 from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Ticket
 from vllm_responses.service.conversations import ConversationService
-from vllm_responses.store.base import ResponseStore
+from vllm_responses.store.base import ResponseStore, StoredResponse
 
 __all__ = ["APPENDING_STATUSES", "RUN_RETENTION_S", "RunDriver", "after_admission", "no_generation"]
 
@@ -63,13 +63,17 @@ class RunDriver:
         The last event (`response.completed` / `incomplete` / `failed`) is published only once the response
         is kept, so a client that saw it finds the response in the store, `local` and its conversation.
         A background response's events are also written to the store as they go (`EventLog`, the last one
-        before the response is), so that any replica can re-stream it."""
+        before the response is), so that any replica can re-stream it. A response acknowledged `queued` has
+        its record written again once admitted (`in_progress`), so that other replicas see it run."""
         builder = run.builder
         meter = ResponseMeter()
         ending: list[Event] = []
         log = EventLog(self.store, run.id) if req.background and req.store else None
+        written = acknowledged  # the record's last write under way: each waits for the one before
+        queued = False
 
         def emit(event: Event) -> None:
+            nonlocal written, queued
             meter.see(event)
             if log is not None:
                 log.add(event)
@@ -77,6 +81,11 @@ class RunDriver:
                 ending.append(event)
             else:
                 run.publish(event)
+            queued = queued or event["type"] == "response.queued"
+            if queued and event["type"] == "response.in_progress" and written is not None:
+                # acknowledged `queued`: other replicas read it running from now on
+                record = response_record(run, req.wants_outputs, context, input_items)
+                written = asyncio.ensure_future(self._rewrite(run, written, record))
 
         try:
             await _play(run, loop, events, emit, acknowledged)
@@ -85,12 +94,19 @@ class RunDriver:
             try:
                 if log is not None:  # its events, the terminal one included, before the ended response
                     await asyncio.shield(log.aclose())
-                await self._keep(run, req, context, input_items, local, acknowledged)
+                await self._keep(run, req, context, input_items, local, written)
             finally:
                 for event in ending:
                     run.publish(event)
                 run.close()
                 asyncio.get_running_loop().call_later(RUN_RETENTION_S, self.runs.pop, run.id, None)
+
+    async def _rewrite(self, run: Run, before: asyncio.Future[None], record: StoredResponse) -> None:
+        """Write `run`'s `record` once the write `before` it ended (so that they land in order), unless the
+        response was deleted meanwhile."""
+        await asyncio.wait({before})
+        if self.runs.get(run.id) is run:
+            await keep_record(self.store, record)
 
     async def _keep(
         self,
@@ -107,7 +123,7 @@ class RunDriver:
             if local is not None:  # before anything awaits: whoever saw the end finds it there
                 await local.save(record)
             if req.store and self.runs.get(run.id) is run:  # (not when the response was deleted meanwhile)
-                if acknowledged is not None:  # the first record's write ends before this one's starts
+                if acknowledged is not None:  # the earlier records' writes end before this one's starts
                     await asyncio.wait({acknowledged})
                 await asyncio.shield(keep_record(self.store, record))
         if req.conversation and run.builder.status in APPENDING_STATUSES:
