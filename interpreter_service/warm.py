@@ -163,13 +163,11 @@ class WarmWorkers:
 
     async def _dedicated_slot(self) -> None:
         """Hold a start slot for a dedicated start (`_dedicated` counts it), waiting for one if none is free."""
-        if not self._dedicated_turns and self._free_slots() > 0:
-            self._dedicated += 1
-            self._note_peak()
-            return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._dedicated_turns.append(turn)
-        self._preempt_spares()
+        self._grant_dedicated()  # at once when a slot is free and nobody waits before it
+        if not turn.done():
+            self._preempt_spares()
         try:
             await turn
         except BaseException:
