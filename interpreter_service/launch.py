@@ -19,11 +19,13 @@ from interpreter_service.confine import Confiner, Limits, write_control
 from interpreter_service.sandbox_dir import WorkerUser
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_PRELOAD",
     "RUNTIME_MEMORY",
     "WORKER_SCRIPT",
     "WorkerConfig",
     "child_setup",
+    "codegen_flags",
     "deno_command",
     "find_deno",
     "heaps_cost",
@@ -34,6 +36,7 @@ __all__ = [
 WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
 DEFAULT_PRELOAD = ("numpy", "matplotlib")  # what a worker imports before it is ready
+DEFAULT_MEMORY_LIMIT = 1 << 30  # a worker's WebAssembly heap cap unless asked otherwise ('1g')
 # A worker's whole environment: nothing of the server's, only glibc's malloc threshold for mmap fixed at its
 # default (128 KiB). Left alone, glibc raises it to the size of the largest buffer freed so far (the 10 MB
 # wasm binary, the 6.4 MB standard library zip, at the start), after which V8's buffers of up to that size
@@ -71,7 +74,7 @@ def heaps_cost(memory_limit: int, js_heap_mb: int) -> int:
 @dataclass(frozen=True)
 class WorkerConfig:
     dist_dir: Path
-    memory_limit: int = 1 << 30  # WebAssembly heap (Python objects live there)
+    memory_limit: int = DEFAULT_MEMORY_LIMIT  # WebAssembly heap (Python objects live there)
     js_heap_mb: int = 512  # V8 old space (JS side: proxies, output buffers)
     # V8 young generation: 1 MB semi-spaces instead of V8's default (up to 16 MB), measured: RSS of a warm
     # worker with numpy + matplotlib 288 -> 261 MiB, round trips unchanged (little JS runs here).
@@ -103,9 +106,15 @@ class WorkerConfig:
         return Limits(memory_bytes=self.cost + RUNTIME_MEMORY, tasks=self.max_tasks, cpus=self.cpus)
 
 
+def codegen_flags(memory_limit: int) -> list[str]:
+    """The V8 flags of a worker with this WebAssembly heap cap that V8 checks a code cache against (a cache
+    made with others is refused); the heap sizes are not among them."""
+    return [f"--wasm-max-mem-pages={max(256, memory_limit // WASM_PAGE)}", "--expose-gc"]
+
+
 def deno_command(cfg: WorkerConfig) -> list[str]:
-    pages = max(256, cfg.memory_limit // WASM_PAGE)
     dist = str(Path(cfg.dist_dir).resolve())
+    pages, gc = codegen_flags(cfg.memory_limit)
     cmd = [
         cfg.deno_bin or find_deno(),
         "run",
@@ -117,8 +126,8 @@ def deno_command(cfg: WorkerConfig) -> list[str]:
         "--no-code-cache",
         f"--allow-read={dist}",
         (
-            f"--v8-flags=--wasm-max-mem-pages={pages},--max-old-space-size={cfg.js_heap_mb},"
-            f"--max-semi-space-size={cfg.semi_space_mb},--expose-gc"
+            f"--v8-flags={pages},--max-old-space-size={cfg.js_heap_mb},"
+            f"--max-semi-space-size={cfg.semi_space_mb},{gc}"
         ),
     ]
     if cfg.allow_net:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from interpreter_service.launch import DEFAULT_PRELOAD, find_deno
+from interpreter_service.launch import DEFAULT_MEMORY_LIMIT, DEFAULT_PRELOAD, codegen_flags, find_deno
 
 __all__ = [
     "ARTIST_DOCS",
@@ -24,8 +24,8 @@ __all__ = [
 ]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
-# Under the distribution: site/, site.json, python_stdlib.zip, mpl-fontlist.json, mpl-artist-docs.json
-# (what each holds: runtime/prepare.mjs).
+# Under the distribution: site/, site.json, python_stdlib.zip, pyodide.asm.js (+ .v8cache), asm.json,
+# mpl-fontlist.json, mpl-artist-docs.json (what each holds: runtime/prepare.mjs).
 START_DIR = "start"
 ARTIST_DOCS = "mpl-artist-docs.json"  # matplotlib's Artist docs as its import computes them, recorded
 
@@ -48,14 +48,22 @@ def lock_closure(packages: dict[str, Any], roots: Iterable[str]) -> tuple[list[s
     return sorted(seen), missing
 
 
-def start_cache_key(dist: Path, packages: Iterable[str] = DEFAULT_PRELOAD) -> str:
-    """What the cache was made from: the preparing script, the lock's core build and the lock's entries of
-    the packages it holds (those preloaded and their dependencies)."""
+def start_cache_key(dist: Path, packages: Iterable[str] = DEFAULT_PRELOAD, runtime: str = "") -> str:
+    """What the cache was made from: the preparing script, the lock's core build, the lock's entries of the
+    packages it holds (those preloaded and their dependencies) and `runtime` (the Deno that made it and the
+    V8 flags its code cache was made with, `_runtime`)."""
     lock = json.loads((Path(dist) / "pyodide-lock.json").read_text())
     names, _ = lock_closure(lock.get("packages", {}), packages)
     entries = {name: lock["packages"][name] for name in names}
-    made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), entries]
+    made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), entries, runtime]
     return hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
+
+
+def _runtime(deno: str) -> str:
+    """The Deno version and the V8 flags of a default worker: V8 refuses a code cache made by another
+    version or with other flags, so either changing remakes the cache."""
+    version = subprocess.run([deno, "--version"], env={}, capture_output=True, text=True, timeout=60).stdout
+    return f"{version.strip()} {','.join(codegen_flags(DEFAULT_MEMORY_LIMIT))}"
 
 
 def cached_packages(dist: Path) -> dict[str, str]:
@@ -99,7 +107,8 @@ def prepare_start_cache(
     is removed first, so a failed run leaves none (workers then boot without it)."""
     packages = tuple(packages)
     out = Path(dist).resolve() / START_DIR
-    key = start_cache_key(out.parent, packages)
+    deno = deno_bin or find_deno()
+    key = start_cache_key(out.parent, packages, _runtime(deno))
     stamp = out / "made-from.sha256"
     if stamp.is_file() and stamp.read_text().strip() == key:
         log(f"start cache present in {out}")
@@ -107,13 +116,14 @@ def prepare_start_cache(
     _remove(out)
     out.mkdir()
     cmd = [
-        deno_bin or find_deno(),
+        deno,
         "run",
         "--no-prompt",
         "--no-config",
         "--no-lock",
         "--no-remote",
         "--no-npm",
+        "--v8-flags=" + ",".join(codegen_flags(DEFAULT_MEMORY_LIMIT)),
         f"--allow-read={out.parent}",
         f"--allow-write={out}",
         str(PREPARE_SCRIPT),

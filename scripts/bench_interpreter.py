@@ -114,6 +114,17 @@ def without_artist_docs(dist: Path, into: Path) -> Path:
     return _linked_copy(dist, into, shutil.ignore_patterns(ARTIST_DOCS))
 
 
+def without_pyodide_js(dist: Path, into: Path) -> Path:
+    """A copy of the distribution whose start cache lacks its copy of pyodide.asm.js and V8's code cache of
+    it (workers evaluate the distribution's file, its dynamic linker unpatched): what those two save."""
+    names = {"pyodide.asm.js", "pyodide.asm.js.v8cache"}
+
+    def leave_out(folder: str, files: list[str]) -> list[str]:
+        return [f for f in files if f in names] if Path(folder).name == START_DIR else []
+
+    return _linked_copy(dist, into, leave_out)
+
+
 async def one_start(dist: Path, preload: tuple[str, ...]) -> dict[str, Any]:
     """One worker start: ready, CPU time, RSS when ready and after a plot, the phases."""
     w = WorkerProcess(WorkerConfig(dist_dir=dist, preload=preload))
@@ -136,13 +147,16 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
     wall time on a busy host), RSS when ready and after a first plot, and of each start phase (when it
     ended, ms after the process started). `start_cache`: what the distribution's start cache holds;
     `font_cache_only`: the same starts, interleaved, from a copy whose cache holds the font cache alone;
-    `without_artist_docs`: from a copy whose cache lacks the recorded matplotlib Artist docs."""
+    `without_artist_docs`: from a copy whose cache lacks the recorded matplotlib Artist docs;
+    `without_pyodide_js`: from a copy whose cache lacks its pyodide.asm.js and that file's V8 code cache."""
     with tempfile.TemporaryDirectory() as tmp:
         dists = {"": dist}
         if (dist / START_DIR / ARTIST_DOCS).is_file():
             dists["without_artist_docs"] = without_artist_docs(dist, Path(tmp) / "no-docs")
         if (dist / START_DIR / "mpl-fontlist.json").is_file():
             dists["font_cache_only"] = font_cache_only(dist, Path(tmp) / "fonts")
+        if (dist / START_DIR / "pyodide.asm.js").is_file():
+            dists["without_pyodide_js"] = without_pyodide_js(dist, Path(tmp) / "no-js")
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(repeats):
             for label, preload in (("bare", ()), ("numpy_matplotlib", ("numpy", "matplotlib"))):

@@ -147,6 +147,9 @@ def test_interpreter_quick(tmp_path: Path) -> None:
         assert rates["2"]["ratio_to_1"] == pytest.approx(two / one, abs=0.02), label
     assert_interpreter_checks(data)
     assert data["worker_start"]["bare"]["ready_s_p50"] > 0
+    # the same starts without the start cache's pyodide.asm.js and its V8 code cache, interleaved
+    assert data["worker_start"]["without_pyodide_js"]["numpy_matplotlib"]["ready_s_p50"] > 0
+    assert "pyodide.asm.js.v8cache" in data["worker_start"]["start_cache"]
 
 
 @pytest.mark.slow

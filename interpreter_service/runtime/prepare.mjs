@@ -7,7 +7,13 @@
 //               matplotlib's font cache (which matplotlib otherwise rebuilds on every worker's first import);
 //   python_stdlib.zip  the distribution's, with each module's bytecode beside it (x.pyc by x.py, which
 //               zipimport uses; without it every process compiles every module it imports, Pyodide's own
-//               start included);
+//               start included), the bytecode stored uncompressed (inflating it was ~4 % of a start);
+//   pyodide.asm.js  Pyodide's JS with Emscripten's dynamic linker made to check only the symbols it has not
+//               resolved yet after each library it loads (LINKER_PATCHES), or the file as it is when the
+//               patches do not match it;
+//   pyodide.asm.js.v8cache  V8's code cache of that file, made after Pyodide booted and imported the
+//               packages here, with the V8 flags a default worker runs with (`launch.codegen_flags`; V8
+//               refuses a cache made with other flags, and a worker then compiles the file as before);
 //   site.json   {"packages": {name: wheel file name}}: what site/ holds (a worker marks them loaded);
 //   mpl-fontlist.json  the font cache alone, for a worker that unpacks matplotlib itself;
 //   mpl-artist-docs.json  what importing matplotlib.pyplot computes for its Artist classes' generated `set`
@@ -16,6 +22,7 @@
 // Workers boot from this python_stdlib.zip and mount site/ read-only (worker.mjs) instead of unpacking wheels
 // and compiling sources in every process. No user code ever runs here.
 import { createRequire } from "node:module";
+import vm from "node:vm";
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
 const packages = (Deno.args[1] ?? "").split(",").filter(Boolean);
@@ -30,6 +37,42 @@ function writeAtomic(name, data) {
   else Deno.writeFileSync(tmp, data);
   Deno.renameSync(tmp, outDir + name);
 }
+
+// Emscripten's dynamic linker (Pyodide's build) checks every entry of its global offset table (GOT, ~10 600
+// WebAssembly.Global objects once numpy is in, each read through V8's API) after each library it loads, ten
+// times by the end of a worker's start: ~80 ms. These patches keep the names of the entries created unset
+// and check only those that are still unset: the same entries end up resolved, in the same order. Each
+// pattern must occur exactly once, or the file is used as it is.
+const LINKER_PATCHES = [
+  [
+    'var GOTHandler={get(obj,symName){var rtn=GOT[symName];if(!rtn){rtn=GOT[symName]=new WebAssembly.Global({"value":"i32","mutable":true})}',
+    'var vrUnset=new Set;var GOTHandler={get(obj,symName){var rtn=GOT[symName];if(!rtn){rtn=GOT[symName]=new WebAssembly.Global({"value":"i32","mutable":true});vrUnset.add(symName)}',
+  ],
+  [
+    'GOT[symName]||=new WebAssembly.Global({"value":"i32","mutable":true});if(replace||GOT[symName].value==0){',
+    'var vrNew=!GOT[symName];if(vrNew){GOT[symName]=new WebAssembly.Global({"value":"i32","mutable":true});vrUnset.add(symName)}if(replace||vrNew||GOT[symName].value==0){',
+  ],
+  [
+    "var reportUndefinedSymbols=()=>{for(var[symName,entry]of Object.entries(GOT)){if(entry.value==0){",
+    "var reportUndefinedSymbols=()=>{for(var symName of vrUnset){var entry=GOT[symName];if(entry.value!=0){vrUnset.delete(symName);continue}{",
+  ],
+];
+function patchLinker(src) {
+  let out = src;
+  for (const [find, replace] of LINKER_PATCHES) {
+    if (out.split(find).length !== 2) return { src, patched: false };
+    out = out.replace(find, () => replace);
+  }
+  return { src: out, patched: true };
+}
+
+// Workers evaluate start/pyodide.asm.js the same way (worker.mjs, evaluatePyodideAsmJs), with this cache.
+const asm = patchLinker(Deno.readTextFileSync(distDir + "pyodide.asm.js"));
+const asmScript = new vm.Script(asm.src, {
+  filename: new URL("file://" + outDir + "pyodide.asm.js").href,
+  importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+});
+asmScript.runInThisContext();
 
 const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
 const pyodide = await loadPyodide({
@@ -116,11 +159,16 @@ with zipfile.ZipFile(stdlib) as src, zipfile.ZipFile("/vr-start/python_stdlib.zi
         except SyntaxError:
             continue  # test data; zipimport compiles (and fails on) it as before
         pyc = _bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
-        out.writestr(info.filename + "c", pyc, zipfile.ZIP_DEFLATED)
+        out.writestr(info.filename + "c", pyc, zipfile.ZIP_STORED)  # read at every start: not inflated
 fontlist
 `);
+// After the boot and the imports above, the cache holds the functions they compiled (V8 adds every function
+// compiled so far); those a worker calls later are compiled as they would have been.
+writeAtomic("pyodide.asm.js", asm.src);
+writeAtomic("pyodide.asm.js.v8cache", asmScript.createCachedData());
 Deno.renameSync(outDir + "site.part", outDir + "site");
 Deno.renameSync(outDir + "python_stdlib.zip.part", outDir + "python_stdlib.zip");
 writeAtomic("site.json", JSON.stringify({ packages: installed }, null, 1) + "\n");
 if (fontlist) writeAtomic("mpl-fontlist.json", fontlist);
 if (mplDocs) writeAtomic("mpl-artist-docs.json", mplDocs);
+writeAtomic("asm.json", JSON.stringify({ linker_patched: asm.patched }) + "\n");

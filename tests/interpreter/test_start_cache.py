@@ -5,14 +5,17 @@ a distribution without one, or with only the font cache, still boots."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import stat
+import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from interpreter_service.launch import WorkerConfig
+from interpreter_service.launch import WorkerConfig, find_deno
 from interpreter_service.start_cache import ARTIST_DOCS, START_DIR, cached_packages, prepare_start_cache
 from interpreter_service.worker import WorkerProcess
 
@@ -39,6 +42,9 @@ def test_setup_made_a_read_only_start_cache(dist_dir: Path) -> None:
         "site",
         "site.json",
         "python_stdlib.zip",
+        "pyodide.asm.js",
+        "pyodide.asm.js.v8cache",
+        "asm.json",
     } <= names
     every = [start, *start.rglob("*")]
     assert len(every) > 1000  # the packages' files and their bytecode
@@ -46,6 +52,11 @@ def test_setup_made_a_read_only_start_cache(dist_dir: Path) -> None:
     assert not writable, writable[:5]
     assert {"numpy", "matplotlib", "pyparsing"} <= {n.lower() for n in cached_packages(dist_dir)}
     assert next((start / "site" / "numpy").rglob("*.pyc"), None) is not None
+    with zipfile.ZipFile(start / "python_stdlib.zip") as z:  # bytecode stored as is, sources beside it
+        kinds = {(i.filename.rsplit(".", 1)[-1], i.compress_type) for i in z.infolist() if "." in i.filename}
+    assert ("pyc", zipfile.ZIP_STORED) in kinds and ("pyc", zipfile.ZIP_DEFLATED) not in kinds, kinds
+    assert ("py", zipfile.ZIP_DEFLATED) in kinds, kinds
+    assert json.loads((start / "asm.json").read_text()) == {"linker_patched": True}
     messages: list[str] = []
     prepare_start_cache(dist_dir, log=messages.append)  # unchanged inputs: kept, not remade
     assert any("start cache present" in m for m in messages), messages
@@ -65,6 +76,81 @@ async def test_a_worker_with_matplotlib_uses_the_font_cache_and_plots(dist_dir: 
     assert w.start_notes.get("wasm_compiled_ahead") is True, (
         w.start_notes
     )  # pyodide.asm.wasm, off the main thread
+    # Pyodide's JS from the start cache, with V8's code cache of it (made with a default worker's flags)
+    assert w.start_notes.get("asm") == "start cache", w.start_notes
+    assert w.start_notes.get("asm_code_cache") == "used", w.start_notes
+
+
+async def test_a_worker_with_other_v8_flags_compiles_pyodides_js_itself(dist_dir: Path) -> None:
+    """V8 refuses the code cache of a worker whose WebAssembly heap cap (a V8 flag) is not the default's;
+    the worker then compiles the script as without a cache and works the same."""
+    w = WorkerProcess(WorkerConfig(dist_dir=dist_dir, preload=("numpy",), memory_limit=512 << 20))
+    try:
+        async with asyncio.timeout(120):
+            await w.start()
+        r = await w.execute("import numpy\nprint(int(numpy.arange(5).sum()))", timeout_s=60)
+    finally:
+        await w.kill()
+    assert w.start_notes.get("asm") == "start cache", w.start_notes
+    assert w.start_notes.get("asm_code_cache") == "refused", w.start_notes
+    assert r.logs == "10\n", (r.error, r.logs)
+
+
+async def test_the_preloaded_imports_are_frozen_and_the_collector_is_on_for_code(dist_dir: Path) -> None:
+    """The preloaded packages are imported with Python's cyclic collector off; what they made is then
+    frozen (out of later passes) and the collector is back on: code's cycles are collected."""
+    cell = (
+        "import gc\nprint(gc.isenabled(), gc.get_freeze_count() > 50000)\n"
+        "class C: pass\na = C(); a.me = a; del a\nprint(gc.collect() >= 1)"
+    )
+    logs = []
+    for preload in (("numpy", "matplotlib"), ()):
+        w = await started(dist_dir, preload)
+        try:
+            r = await w.execute(cell, timeout_s=30)
+        finally:
+            await w.kill()
+        logs.append(r.logs)
+    assert logs == ["True True\nTrue\n", "True False\nTrue\n"], logs
+
+
+# Loads Pyodide from the given copy of pyodide.asm.js (the distribution's, or the start cache's, whose dynamic
+# linker checks only the symbols still unresolved), loads packages with many shared libraries and writes
+# each GOT entry: whether it is resolved and whether a library required it.
+GOT_SCRIPT = """
+import { createRequire } from "node:module";
+const [distDir, asmFile, outFile] = Deno.args;
+globalThis.require = createRequire(import.meta.url);
+globalThis.__dirname = distDir.replace(/\\/+$/, "");
+const src = Deno.readTextFileSync(asmFile).replace("var GOTHandler={", "globalThis.vrGot=()=>GOT;var GOTHandler={");
+(0, eval)(src);
+const { loadPyodide } = await import(new URL("file://" + distDir + "/pyodide.mjs").href);
+const py = await loadPyodide({ indexURL: distDir + "/", lockFileURL: distDir + "/pyodide-lock.json" });
+await py.loadPackage(["numpy", "matplotlib", "scipy"], { messageCallback: () => {} });
+py.runPython("import numpy, matplotlib.pyplot, scipy.linalg, scipy.optimize, scipy.sparse.linalg");
+const got = globalThis.vrGot();
+const out = Object.fromEntries(Object.keys(got).map((k) => [k, [got[k].value !== 0, Boolean(got[k].required)]]));
+Deno.writeTextFileSync(outFile, JSON.stringify(out));
+"""
+
+
+def test_the_patched_linker_resolves_the_same_symbols(dist_dir: Path, tmp_path: Path) -> None:
+    """Pyodide's JS with the start cache's linker patches ends with the same GOT entries, resolved and
+    required alike, as the distribution's own, after loading numpy, matplotlib and scipy's libraries."""
+    script = tmp_path / "got.mjs"
+    script.write_text(GOT_SCRIPT)
+    tables = []
+    for asm in (dist_dir / "pyodide.asm.js", dist_dir / START_DIR / "pyodide.asm.js"):
+        out = tmp_path / f"{asm.parent.name}.json"
+        cmd = [find_deno(), "run", f"--allow-read={dist_dir}", f"--allow-write={out}", str(script)]
+        proc = subprocess.run(
+            [*cmd, str(dist_dir), str(asm), str(out)], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        tables.append(json.loads(out.read_text()))
+    original, patched = tables
+    assert "vrUnset" in (dist_dir / START_DIR / "pyodide.asm.js").read_text()
+    assert len(original) > 10000 and patched == original
 
 
 async def test_preloaded_packages_come_from_the_read_only_tree_and_code_cannot_change_it(
