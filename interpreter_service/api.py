@@ -106,7 +106,9 @@ class PoolStats(_PoolCounts, total=False):
     - `containers_live`: containers that exist (each owns a worker, or is getting one);
       `containers_busy`: those running a call now.
     - `workers_idle`: warm workers waiting for a container; `workers_starting`: workers being started.
-    - `waiters`: callers queued for a container (`create_container` waiting for room).
+    - `waiters`: callers queued for a container (`create_container` waiting for room);
+      `worker_waiters`: containers with room waiting for a worker to finish starting (none was warm);
+      `workers_started`: workers started since the pool began (warm, spare, on demand), a counter.
     - `max_containers`, `memory_budget_bytes`: the limits; `memory_reserved_bytes`: what the budget charges
       the live containers' and the warm and starting workers' processes together, which it bounds: each
       one's measured RSS, at least `worker_reserve_bytes` (the floor; a starting worker is charged that),
@@ -121,7 +123,8 @@ class PoolStats(_PoolCounts, total=False):
     - `spare_target`: warm spares the pool keeps now (its configured spares, more while demand is high);
       `demand_peak`: the most workers taken within one start time lately; `start_limit`: the most worker
       starts at once.
-    The keys from `isolation` on, `memory_used_bytes` and `worker_reserve_bytes` may be missing (a service
+    The keys from `isolation` on, `memory_used_bytes`, `worker_reserve_bytes`, `worker_waiters` and
+    `workers_started` may be missing (a service
     older than them). They are declared in a
     `total=False` class, not as `NotRequired`: under `from __future__ import annotations` Python 3.11 counts
     a `NotRequired` key as required at run time (`__required_keys__`, which the HTTP client checks).
@@ -134,6 +137,8 @@ class PoolStats(_PoolCounts, total=False):
     start_limit: int
     memory_used_bytes: int  # not from a service older than the budget that counts use
     worker_reserve_bytes: int
+    worker_waiters: int  # not from a service older than these two
+    workers_started: int
 
 
 def data_path(path: str) -> str:

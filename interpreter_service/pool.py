@@ -222,12 +222,21 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     def _target_idle(self) -> int:
         """Warm workers to keep: the warm set less the live containers, at least the spare target while the
         pool may still grow, and only as many as the containers' charges leave room for in the memory budget,
-        at the worker reserve each."""
+        at the worker reserve each; plus one for each admitted container about to take one."""
         live = self._capacity.live
         spares = self.spare_target()
         want = max(self.warm + self.spares - live, min(spares, self.max_containers - live))
         room = (self.budget - self._capacity.live_bytes) // self._charges.reserve
-        return min(want, room)
+        return max(0, min(want, room)) + self._about_to_take()
+
+    def _about_to_take(self) -> int:
+        """Live containers of the pool's heap with no worker yet that are not in `take` already (its
+        waiters count there): each will take an idle worker, and its charge is in the budget already. Counted
+        as served, a burst admitted at once (workers bound in the background) made the pool kill the warm
+        workers its own containers were about to take, and each then waited for a start."""
+        tier = self._warm.cfg.memory_limit
+        unbound = sum(1 for c in self._containers.values() if c.worker is None and c.tier == tier)
+        return max(0, unbound - self._warm.taking)
 
     @property
     def budget_counts(self) -> str:
@@ -507,6 +516,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             workers_idle=len(idle),
             workers_starting=starting,
             waiters=self._capacity.waiting,
+            worker_waiters=self._warm.waiting,
+            workers_started=self._warm.started,
             max_containers=self.max_containers,
             memory_budget_bytes=self.budget,
             memory_reserved_bytes=self._capacity.live_bytes + spares,

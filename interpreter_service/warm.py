@@ -64,8 +64,10 @@ class WarmWorkers:
         self._begun: dict[asyncio.Task[None], float] = {}  # when each start in `starting` began
         self.start_errors: list[str] = []
         self.start_failures = 0
+        self.started = 0  # workers started here so far (warm, spare, on demand, dedicated)
         self.closed = False
         self._waiters: collections.deque[asyncio.Future[WorkerProcess]] = collections.deque()
+        self.taking = 0  # callers inside `take`: waiting, or handed a worker `take` has not returned yet
         self._dedicated = 0  # `start_dedicated` starts in progress (they hold start slots too)
         self._dedicated_turns: collections.deque[asyncio.Future[None]] = collections.deque()
         self._bg: set[asyncio.Task[None]] = set()
@@ -210,6 +212,7 @@ class WarmWorkers:
             if isinstance(e, WorkerDied):
                 raise
             raise WorkerDied(reason) from e
+        self.started += 1
         if self._on_ready is not None:
             self._on_ready(w)
         if not w.data_limited and not self._said_no_data_limit:
@@ -249,6 +252,13 @@ class WarmWorkers:
     async def take(self, timeout_s: float) -> WorkerProcess:
         """A warm worker (waits for one being started; starts one if none is), first come first served.
         `TimeoutError` past timeout_s."""
+        self.taking += 1
+        try:
+            return await self._take(timeout_s)
+        finally:
+            self.taking -= 1
+
+    async def _take(self, timeout_s: float) -> WorkerProcess:
         self.idle = [w for w in self.idle if w.alive]
         if self.idle and not self.waiting:
             w = self.idle.pop(0)

@@ -121,8 +121,14 @@ async def test_a_container_may_get_its_worker_in_the_background(dist_dir: Path) 
         later = await pool.create_container(wait_for_worker=False)
         assert pool._containers[later.id].worker is None  # answered before any worker was had
         assert pool.stats()["workers_starting"] >= 1
+        started = pool.stats()["workers_started"]
+        async with asyncio.timeout(5):
+            while pool.stats()["worker_waiters"] < 1:  # its worker is got in the background: it waits
+                await asyncio.sleep(0.01)
         r = await pool.execute(later.id, "x = 6 * 7\nprint(x)")
         assert r.logs == "42\n" and not r.worker_restarted, (r.error, r.logs)
+        stats = pool.stats()
+        assert stats["worker_waiters"] == 0 and stats["workers_started"] > started, stats
         assert (await pool.execute(later.id, "print(x + 1)")).logs == "43\n"  # the same worker kept
         gone = await pool.create_container(wait_for_worker=False)
         await pool.delete_container(gone.id)
@@ -131,6 +137,30 @@ async def test_a_container_may_get_its_worker_in_the_background(dist_dir: Path) 
         live = {id(c.worker) for c in pool._containers.values()}
         assert set(pool._containers) == {first.id, later.id} and len(live) == 2
         assert pool.stats()["containers_live"] == 2
+
+
+@pytest.mark.sandbox
+async def test_a_burst_admitted_at_once_takes_the_warm_workers_none_killed(dist_dir: Path) -> None:
+    """Three containers admitted at once on three warm workers, each bound in the background (as the server
+    admits a burst): each takes a warm worker, none is killed as surplus and none waits for a start. Before,
+    the first bind counted all three admitted containers as served, killed the two idle workers the others
+    were about to take, and they waited for starts."""
+    async with asyncio.timeout(300), small_pool(dist_dir, workers=3, max_workers=3) as pool:
+        await pool.wait_warm()
+        warm = {w.pid for w in pool._warm.idle}
+        assert len(warm) == 3 and pool._target_idle() == 3
+        started = pool.stats()["workers_started"]
+        assert started == 3
+        infos = [await pool.create_container(wait_for_worker=False) for _ in range(3)]
+        assert pool._about_to_take() == 3 and pool._target_idle() == 3  # all three still to take theirs
+        await asyncio.gather(*pool._binding)
+        bound = {pool._containers[i.id].worker.pid for i in infos}  # type: ignore[union-attr]
+        stats = pool.stats()
+        assert bound == warm and stats["workers_started"] == started, (bound, warm, stats)
+        assert stats["worker_waiters"] == 0 and stats["workers_starting"] == 0, stats
+        results = await asyncio.gather(*(pool.execute(i.id, "print(6 * 7)") for i in infos))
+        assert [r.logs for r in results] == ["42\n"] * 3
+        assert pool._target_idle() == 0 and pool.stats()["workers_idle"] == 0
 
 
 @pytest.mark.sandbox

@@ -117,6 +117,8 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
         "workers_idle": 2,
         "workers_starting": 1,
         "waiters": 4,
+        "worker_waiters": 2,
+        "workers_started": 9,
         "restarts": {"crashed": 2, "timeout": 1},
         "isolation": "cgroup1",
         "watchdog_kills": 3,
@@ -143,6 +145,9 @@ def test_live_gauges_read_the_pool_and_admission_by_name() -> None:
     assert value(samples, "vllm_responses_sandbox_workers", state="idle") == 2
     assert value(samples, "vllm_responses_sandbox_workers", state="starting") == 1
     assert value(samples, "vllm_responses_sandbox_waiters") == 4
+    assert value(samples, "vllm_responses_sandbox_worker_waiters") == 2
+    assert value(samples, "vllm_responses_sandbox_workers_started_total") == 9
+    assert types["vllm_responses_sandbox_workers_started"] == "counter"
     assert value(samples, "vllm_responses_sandbox_worker_restarts_total", cause="crashed") == 2
     assert value(samples, "vllm_responses_sandbox_worker_restarts_total", cause="timeout") == 1
     assert value(samples, "vllm_responses_sandbox_isolation", mechanism="cgroup1") == 1
@@ -175,7 +180,12 @@ def test_live_gauges_leave_out_what_the_server_does_not_have() -> None:
     live_admission = ("running", "queued", "rejected")  # (its wait histogram is recorded, process-wide)
     assert not any(
         name.startswith(
-            (*(f"vllm_responses_admission_{n}" for n in live_admission), "vllm_responses_sandbox_waiters")
+            (
+                *(f"vllm_responses_admission_{n}" for n in live_admission),
+                "vllm_responses_sandbox_waiters",
+                "vllm_responses_sandbox_worker_waiters",
+                "vllm_responses_sandbox_workers_started",
+            )
         )
         for name in types
     )

@@ -195,6 +195,20 @@ class LiveCollector(Collector):
             yield _gauge(
                 "vllm_responses_sandbox_waiters", "Code calls waiting for a sandbox container.", waiters
             )
+        awaiting = _stat(stats, "worker_waiters")
+        if awaiting is not None:
+            yield _gauge(
+                "vllm_responses_sandbox_worker_waiters",
+                "Sandbox containers waiting for a worker to finish starting (none was warm).",
+                awaiting,
+            )
+        started = _stat(stats, "workers_started")
+        if started is not None:
+            yield CounterMetricFamily(
+                "vllm_responses_sandbox_workers_started",
+                "Sandbox workers started (warm, spare, on demand).",
+                started,
+            )
         yield from _isolation(stats)
         used = _stat(stats, "memory_used_bytes")
         if used is not None:
