@@ -7,7 +7,9 @@ stream asks for a short text; a code stream offers the code interpreter and forc
 after it. Per stream: seconds to the first SSE event (`response.created`), to the first generated token (the
 first text or code delta), and in all; its HTTP status (429 when admission refuses it) and how it ended.
 Per level: percentiles, endings, refusals, and the ratios of each level's medians to the single stream's,
-measured in the same run (the baseline). Bounded: at most `--max-streams` per level, `--timeout` s each,
+measured in the same run (the baseline); and the sandbox pool's gauges from /metrics at the level's start
+and end, with their extremes while it ran (idle and starting workers, calls waiting, containers), so that a
+level that met a warm pool can be told from one that waited for starts. Bounded: at most `--max-streams` per level, `--timeout` s each,
 loopback only. Run: `python scripts/bench_load.py [--model default|tiny|PATH] [--levels 1,10,50,100,200]
 [--quick] [--server-args "--max-concurrent-responses 64"] [--out bench-results]`.
 """
@@ -189,11 +191,60 @@ async def run_level(
     port: int, model: str, n: int, max_output_tokens: int, timeout: float, forced: bool, code_every: int = 10
 ) -> dict[str, Any]:
     codes = code_streams(n, code_every)
+    pool: dict[str, Any] = {"at_start": await asyncio.to_thread(pool_gauges, port)}
+    watch = asyncio.create_task(_watch_pool(port, pool))
     t0 = time.perf_counter()
-    samples = await asyncio.gather(
-        *(one_stream(port, request_body(model, c, max_output_tokens, forced), c, timeout) for c in codes)
-    )
-    return summarize(list(samples), time.perf_counter() - t0)
+    try:
+        samples = await asyncio.gather(
+            *(one_stream(port, request_body(model, c, max_output_tokens, forced), c, timeout) for c in codes)
+        )
+    finally:
+        watch.cancel()
+    wall = time.perf_counter() - t0
+    pool["at_end"] = end = await asyncio.to_thread(pool_gauges, port)
+    if "started" in end and "started" in pool["at_start"]:
+        pool["workers_started"] = end["started"] - pool["at_start"]["started"]  # during the level
+    return {**summarize(list(samples), wall), "sandbox_pool": pool}
+
+
+POOL_GAUGES = {
+    'vllm_responses_sandbox_workers{state="idle"}': "idle",
+    'vllm_responses_sandbox_workers{state="starting"}': "starting",
+    "vllm_responses_sandbox_waiters": "waiters",
+    "vllm_responses_sandbox_worker_waiters": "worker_waiters",
+    "vllm_responses_sandbox_containers": "containers",
+    "vllm_responses_sandbox_workers_started_total": "started",
+}
+
+
+def pool_gauges(port: int) -> dict[str, float]:
+    """The sandbox pool's gauges now (from /metrics): idle and starting workers, calls waiting for room and
+    for a worker's start, containers, and the count of workers started so far."""
+    try:
+        text = get_text(port, "/metrics")
+    except OSError:
+        return {}
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in POOL_GAUGES:
+            found[POOL_GAUGES[name]] = float(value)
+    return found
+
+
+async def _watch_pool(port: int, pool: dict[str, Any], every_s: float = 0.25) -> None:
+    """While a level runs: the most calls seen waiting (for room, for a start), workers starting and
+    containers, and the fewest idle workers (so a reader can tell a level that met a warm pool from one that
+    waited for starts)."""
+    peaks = pool.setdefault("during", {})
+    while True:
+        now = await asyncio.to_thread(pool_gauges, port)
+        for key, value in now.items():
+            if key == "started":
+                continue
+            pick, name = (min, "idle_min") if key == "idle" else (max, f"{key}_max")
+            peaks[name] = pick(peaks.get(name, value), value)
+        await asyncio.sleep(every_s)
 
 
 def compare(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -272,6 +272,11 @@ def test_load_quick(tmp_path: Path) -> None:
     assert data["checks"]["no_admitted_stream_failed"] is True, data["levels"]
     assert data["checks"]["every_code_turn_ran"] is True, data["levels"]
     assert data["levels"]["4"]["code_turns_completed"] == 1, data["levels"]
+    pool = data["levels"]["4"]["sandbox_pool"]  # the pool's gauges around the level, from /metrics
+    assert pool["at_start"]["containers"] >= 1 and pool["at_end"]["containers"] >= 2, pool
+    assert pool["at_end"]["idle"] >= 0 and pool["at_end"]["waiters"] == 0, pool
+    assert pool["at_end"]["worker_waiters"] == 0 and pool["workers_started"] >= 0, pool
+    assert pool["at_end"]["started"] >= 2, pool  # the warm workers (2) at least
 
 
 def test_first_event_summary_on_set_samples() -> None:
