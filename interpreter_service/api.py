@@ -124,10 +124,9 @@ class PoolStats(_PoolCounts, total=False):
       `demand_peak`: the most workers taken within one start time lately; `start_limit`: the most worker
       starts at once.
     The keys from `isolation` on, `memory_used_bytes`, `worker_reserve_bytes`, `worker_waiters` and
-    `workers_started` may be missing (a service
-    older than them). They are declared in a
-    `total=False` class, not as `NotRequired`: under `from __future__ import annotations` Python 3.11 counts
-    a `NotRequired` key as required at run time (`__required_keys__`, which the HTTP client checks).
+    `workers_started` may be missing (a service older than them). They are declared in a `total=False`
+    class, not as `NotRequired`: under `from __future__ import annotations` Python 3.11 counts a
+    `NotRequired` key as required at run time (`__required_keys__`, which the HTTP client checks).
     """
 
     isolation: str  # not from a service older than the OS limits

@@ -230,10 +230,11 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         return max(0, min(want, room)) + self._about_to_take()
 
     def _about_to_take(self) -> int:
-        """Live containers of the pool's heap with no worker yet that are not in `take` already (its
-        waiters count there): each will take an idle worker, and its charge is in the budget already. Counted
-        as served, a burst admitted at once (workers bound in the background) made the pool kill the warm
-        workers its own containers were about to take, and each then waited for a start."""
+        """Live containers of the pool's heap without a worker (none yet, or none since theirs died) that
+        are not in `take` already (its waiters count there): each will take an idle worker, and its charge is
+        in the budget already. Counted as served, a burst admitted at once (workers bound in the background)
+        made the pool kill the warm workers its own containers were about to take, and each then waited for
+        a start."""
         tier = self._warm.cfg.memory_limit
         unbound = sum(1 for c in self._containers.values() if c.worker is None and c.tier == tier)
         return max(0, unbound - self._warm.taking)
@@ -516,7 +517,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             workers_idle=len(idle),
             workers_starting=starting,
             waiters=self._capacity.waiting,
-            worker_waiters=self._warm.waiting,
+            worker_waiters=self._warm.awaiting_starts,
             workers_started=self._warm.started,
             max_containers=self.max_containers,
             memory_budget_bytes=self.budget,

@@ -84,6 +84,11 @@ class WarmWorkers:
         return sum(1 for f in self._waiters if not f.done())
 
     @property
+    def awaiting_starts(self) -> int:
+        """Callers waiting for a worker to finish starting: in `take`, or for a dedicated start."""
+        return self.waiting + self._dedicated + self._dedicated_waiting()
+
+    @property
     def idle_count(self) -> int:
         return sum(1 for w in self.idle if w.alive)
 

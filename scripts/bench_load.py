@@ -232,10 +232,10 @@ def pool_gauges(port: int) -> dict[str, float]:
     return found
 
 
-async def _watch_pool(port: int, pool: dict[str, Any], every_s: float = 0.25) -> None:
-    """While a level runs: the most calls seen waiting (for room, for a start), workers starting and
-    containers, and the fewest idle workers (so a reader can tell a level that met a warm pool from one that
-    waited for starts)."""
+async def _watch_pool(port: int, pool: dict[str, Any], every_s: float = 1.0) -> None:
+    """While a level runs, once a second (a scrape costs the server some CPU): the most calls seen waiting
+    (for room, for a start), workers starting and containers, and the fewest idle workers (so a reader can
+    tell a level that met a warm pool from one that waited for starts)."""
     peaks = pool.setdefault("during", {})
     while True:
         now = await asyncio.to_thread(pool_gauges, port)

@@ -55,6 +55,7 @@ async def test_a_started_worker_goes_to_the_longest_waiting_caller() -> None:
     second = asyncio.create_task(warm.take(30))
     await settle()
     assert warm.waiting == 2 and len(warm.gates) == 2  # one start per waiting caller
+    assert warm.taking == warm.awaiting_starts == 2
     await warm.release(1)  # the later start finishes first: it still goes to the first caller
     assert first.done() and not second.done()
     newcomer = asyncio.create_task(warm.take(30))  # arrives while the second caller waits
@@ -65,6 +66,7 @@ async def test_a_started_worker_goes_to_the_longest_waiting_caller() -> None:
     await warm.release(2)
     assert (await newcomer).n == 2  # type: ignore[attr-defined]
     assert warm.waiting == 0 and warm.idle == []
+    assert warm.taking == warm.awaiting_starts == 0
     await warm.aclose()
 
 
@@ -161,10 +163,13 @@ async def test_a_dedicated_start_waits_for_a_start_slot() -> None:
     dedicated = asyncio.create_task(warm.start_dedicated(other_cap(warm)))
     await settle()
     assert warm.preloads == [("numpy",)]  # waits for the one slot
+    assert warm.awaiting_starts == 1 and warm.taking == 0  # its caller waits, not in `take`
     await warm.release(0)
     assert warm.preloads == [("numpy",), ()] and warm.idle_count == 1  # the spare is kept, not restarted
+    assert warm.awaiting_starts == 1  # now for its own start
     await warm.release(1)
     assert (await dedicated).n == 1  # type: ignore[attr-defined]
+    assert warm.awaiting_starts == 0
     assert warm.peak_starting == 1
     await warm.aclose()
 
