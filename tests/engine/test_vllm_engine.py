@@ -93,6 +93,13 @@ async def test_engine_protocol_and_template_caps(engine):
     assert engine.max_model_len == 4096
 
 
+async def test_vllm_loaded_our_spin_wait_plugin(engine):
+    """vLLM's plugin loader ran ours in this process, as it does in the engine's and the model worker's."""
+    from vllm.distributed.device_communicators.shm_broadcast import SpinCondition
+
+    assert getattr(SpinCondition.wait, "_vr_spin", None) == 0.005
+
+
 async def test_start_does_not_block_the_loop(engine):
     ticks, build_s = engine.start_ticks
     assert build_s > 1 and ticks >= build_s / 0.05 / 4  # the loop kept running during the build

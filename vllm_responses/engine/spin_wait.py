@@ -1,0 +1,92 @@
+"""A vLLM plugin: the engine's shared-memory queue readers spin for milliseconds, not a second, after a read."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+__all__ = ["ENV", "NAP_MS", "install", "spin_seconds"]
+
+# Under vLLM's logger, whose configuration its engine and worker processes print with (pid and process name).
+log = logging.getLogger("vllm.plugins.vllm_responses_spin_wait")
+
+# How long a reader of vLLM's shared-memory queue (`MessageQueue`) busy-waits after a read, in ms; `vllm`
+# leaves vLLM's own wait as it is (1 s of spinning, `SpinCondition.busy_loop_s`). On CPU the engine's
+# scheduler and its model worker are two processes joined by such queues, so while the engine steps each
+# spins whenever the other works, taking a core from the server and the sandbox workers (docs/benchmarks.md,
+# "Capacity, sixth pass").
+ENV = "VR_ENGINE_SPIN_MS"
+DEFAULT_SPIN_MS = 5.0
+# Past the spin, and until vLLM's own spin would have ended, the reader sleeps on the writer's notice socket
+# this long at a time. A notice can be lost (the writer's socket keeps one message and drops the next while
+# its I/O thread lags; vLLM's long spin hides that): a write whose notice was lost is still read within a nap.
+NAP_MS = 5
+TESTED_VLLM = ("0.32.",)  # the versions whose `SpinCondition` this was read against
+
+
+def spin_seconds(value: str | None) -> float | None:
+    """The spin `ENV` asks for, in seconds (unset: the default), or None for vLLM's own wait (`vllm`)."""
+    if value is None or not value.strip():
+        return DEFAULT_SPIN_MS / 1000
+    if value.strip().lower() == "vllm":
+        return None
+    try:
+        ms = float(value)
+    except ValueError:
+        raise ValueError(f"{ENV} must be a number of milliseconds or 'vllm', not {value!r}") from None
+    if not 0 <= ms <= 60_000:
+        raise ValueError(f"{ENV} must be between 0 and 60000 ms, not {value!r}")
+    return ms / 1000
+
+
+def install() -> None:
+    """The `vllm.general_plugins` entry point, run in each of vLLM's processes: replace
+    `SpinCondition.wait` (once; vLLM versions other than the tested ones are left as they are)."""
+    try:
+        spin = spin_seconds(os.environ.get(ENV))
+    except ValueError as e:
+        log.warning("%s; vLLM's own wait is kept", e)
+        return
+    if spin is None:
+        return
+    import vllm
+    from vllm.distributed.device_communicators import shm_broadcast
+
+    cls = shm_broadcast.SpinCondition
+    if getattr(cls.wait, "_vr_spin", None) is not None:
+        return
+    if not vllm.__version__.startswith(TESTED_VLLM):
+        log.info("vLLM %s is not one %s was tested with; its queue wait is kept", vllm.__version__, ENV)
+        return
+    wait = _short_spin_wait(spin, shm_broadcast)
+    wait._vr_original = cls.wait
+    setattr(cls, "wait", wait)  # noqa: B010 (a method replaced on purpose)
+    log.info(
+        "shared-memory queue readers spin %g ms after a read, then nap %d ms at a time (%s)",
+        spin * 1000,
+        NAP_MS,
+        ENV,
+    )
+
+
+def _short_spin_wait(spin: float, shm: Any) -> Any:
+    """`SpinCondition.wait` that spins `spin` s after the last read, naps `NAP_MS` at a time on the notice
+    socket until vLLM's own spin would have ended, and past that waits as vLLM does."""
+    sched_yield, noblock = shm.sched_yield, shm.zmq.NOBLOCK
+
+    def wait(self: Any, timeout_ms: int | None = None) -> None:
+        assert self.is_reader, "Only readers can wait"
+        since = time.monotonic() - self.last_read
+        if since <= spin:
+            sched_yield()
+            return
+        if since <= self.busy_loop_s:
+            timeout_ms = NAP_MS if timeout_ms is None else min(timeout_ms, NAP_MS)
+        events = dict(self.poller.poll(timeout=timeout_ms))
+        if self.read_cancel_socket not in events and self.local_notify_socket in events:
+            self.local_notify_socket.recv(flags=noblock, copy=False)  # CONFLATE: one notice at most
+
+    wait._vr_spin = spin  # type: ignore[attr-defined]
+    return wait
