@@ -82,6 +82,23 @@ def test_install_patches_once_and_leaves_vllm_s_wait_when_asked(
         assert patched.SpinCondition.wait is original
 
 
+def test_unset_it_applies_on_cpu_only(patched: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm.platforms import current_platform
+
+    original = _original_wait()
+    monkeypatch.delenv(spin_wait.ENV)
+    for cpu, applied in ((False, False), (True, True)):
+        monkeypatch.setattr(patched.SpinCondition, "wait", original)
+        monkeypatch.setattr(current_platform, "is_cpu", lambda cpu=cpu: cpu)
+        spin_wait.install()
+        assert (patched.SpinCondition.wait is not original) is applied, cpu
+    monkeypatch.setattr(patched.SpinCondition, "wait", original)
+    monkeypatch.setattr(current_platform, "is_cpu", lambda: False)
+    monkeypatch.setenv(spin_wait.ENV, "5")  # asked for: on a GPU host too
+    spin_wait.install()
+    assert patched.SpinCondition.wait._vr_spin == 0.005
+
+
 class Polls:
     """A stand-in poller: records each poll's timeout, finds nothing."""
 

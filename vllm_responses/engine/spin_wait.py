@@ -13,10 +13,11 @@ __all__ = ["ENV", "NAP_MS", "install", "spin_seconds"]
 log = logging.getLogger("vllm.plugins.vllm_responses_spin_wait")
 
 # How long a reader of vLLM's shared-memory queue (`MessageQueue`) busy-waits after a read, in ms; `vllm`
-# leaves vLLM's own wait as it is (1 s of spinning, `SpinCondition.busy_loop_s`). On CPU the engine's
-# scheduler and its model worker are two processes joined by such queues, so while the engine steps each
-# spins whenever the other works, taking a core from the server and the sandbox workers (docs/benchmarks.md,
-# "Capacity, sixth pass").
+# leaves vLLM's own wait as it is (1 s of spinning, `SpinCondition.busy_loop_s`). Unset, the default applies
+# on vLLM's CPU platform only (a GPU host has cores to spare, and its steps outlast a short spin). On CPU the
+# engine's scheduler and its model worker are two processes joined by such queues, so while the engine steps
+# each spins whenever the other works, taking a core from the server and the sandbox workers
+# (docs/benchmarks.md, "Capacity, sixth pass").
 ENV = "VR_ENGINE_SPIN_MS"
 DEFAULT_SPIN_MS = 5.0
 # Past the spin, and until vLLM's own spin would have ended, the reader sleeps on the writer's notice socket
@@ -43,9 +44,11 @@ def spin_seconds(value: str | None) -> float | None:
 
 def install() -> None:
     """The `vllm.general_plugins` entry point, run in each of vLLM's processes: replace
-    `SpinCondition.wait` (once; vLLM versions other than the tested ones are left as they are)."""
+    `SpinCondition.wait` (once; on CPU unless `ENV` asks for a spin; vLLM versions other than the tested ones
+    are left as they are)."""
+    value = os.environ.get(ENV)
     try:
-        spin = spin_seconds(os.environ.get(ENV))
+        spin = spin_seconds(value)
     except ValueError as e:
         log.warning("%s; vLLM's own wait is kept", e)
         return
@@ -53,6 +56,10 @@ def install() -> None:
         return
     import vllm
     from vllm.distributed.device_communicators import shm_broadcast
+    from vllm.platforms import current_platform
+
+    if not (value or "").strip() and not current_platform.is_cpu():
+        return
 
     cls = shm_broadcast.SpinCondition
     if getattr(cls.wait, "_vr_spin", None) is not None:
