@@ -156,8 +156,9 @@ def test_hostile_code_forced_through_the_model_is_held(real_server: LiveServer) 
     call, message = r.json()["output"]
     logs = "".join(o.get("logs", "") for o in call["outputs"] or [])
     assert "allocated 10" not in logs, logs
-    # held either way: the allocation refused past the worker's data limit, or the worker killed at its memory
-    refused = "RangeError" in logs and "allocation failed" in logs
+    # held either way: the allocation refused past the worker's data limit (a RangeError; or V8 itself out of
+    # memory, its heap unable to grow either: the worker dies saying so), or the worker killed at its memory
+    refused = ("RangeError" in logs and "allocation failed" in logs) or "out of memory" in logs.lower()
     killed = "memory" in logs and ("killed by the kernel" in logs or "killed by the sandbox" in logs)
     assert refused or killed, logs
     assert message["content"][0]["text"] == "Held."
