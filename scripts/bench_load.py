@@ -238,13 +238,14 @@ async def _watch_pool(port: int, pool: dict[str, Any], every_s: float = 1.0) -> 
     tell a level that met a warm pool from one that waited for starts)."""
     peaks = pool.setdefault("during", {})
     while True:
+        # Not as the level's streams arrive: a scrape then would delay their first events.
+        await asyncio.sleep(every_s)
         now = await asyncio.to_thread(pool_gauges, port)
         for key, value in now.items():
             if key == "started":
                 continue
             pick, name = (min, "idle_min") if key == "idle" else (max, f"{key}_max")
             peaks[name] = pick(peaks.get(name, value), value)
-        await asyncio.sleep(every_s)
 
 
 def compare(levels: dict[str, dict[str, Any]]) -> dict[str, Any]:
