@@ -21,8 +21,9 @@ log = logging.getLogger("vllm.plugins.vllm_responses_spin_wait")
 ENV = "VR_ENGINE_SPIN_MS"
 DEFAULT_SPIN_MS = 5.0
 # Past the spin, and until vLLM's own spin would have ended, the reader sleeps on the writer's notice socket
-# this long at a time. A notice can be lost (the writer's socket keeps one message and drops the next while
-# its I/O thread lags; vLLM's long spin hides that): a write whose notice was lost is still read within a nap.
+# this long at a time. Notices get lost: with no spin at all the engine missed wake-ups for a minute at a time
+# (measured; likely the writer's socket, which keeps one message (SNDHWM 1), dropping one while its I/O thread
+# lags; vLLM's long spin hides it). A write whose notice was lost is still read within a nap.
 NAP_MS = 5
 TESTED_VLLM = ("0.32.",)  # the versions whose `SpinCondition` this was read against
 
