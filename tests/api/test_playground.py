@@ -289,8 +289,9 @@ def test_api_key(page: Any) -> None:
         page.fill("#key", "wrong")
         page.press("#key", "Tab")
         send(page, "hi")
-        page.wait_for_selector(".error")
-        assert page.inner_text(".error").startswith("HTTP 401: Incorrect or missing API key")
+        # the turn's error, not the status line's (the models list, re-read with the new key, fails too)
+        page.wait_for_selector(".assistant .error")
+        assert page.inner_text(".assistant .error").startswith("HTTP 401: Incorrect or missing API key")
 
         page.fill("#key", "sekrit")
         page.press("#key", "Tab")
