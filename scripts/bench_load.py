@@ -9,8 +9,8 @@ first text or code delta), and in all; its HTTP status (429 when admission refus
 Per level: percentiles, endings, refusals, and the ratios of each level's medians to the single stream's,
 measured in the same run (the baseline); and the sandbox pool's gauges from /metrics at the level's start
 and end, with their extremes while it ran (idle and starting workers, calls waiting, containers), so that a
-level that met a warm pool can be told from one that waited for starts. Bounded: at most `--max-streams` per level, `--timeout` s each,
-loopback only. Run: `python scripts/bench_load.py [--model default|tiny|PATH] [--levels 1,10,50,100,200]
+level that met a warm pool can be told from one that waited for starts. Bounded: at most `--max-streams` per
+level, `--timeout` s each, loopback only. Run: `python scripts/bench_load.py [--model default|tiny|PATH] [--levels 1,10,50,100,200]
 [--quick] [--server-args "--max-concurrent-responses 64"] [--out bench-results]`.
 """
 
@@ -217,19 +217,24 @@ POOL_GAUGES = {
 }
 
 
-def pool_gauges(port: int) -> dict[str, float]:
-    """The sandbox pool's gauges now (from /metrics): idle and starting workers, calls waiting for room and
-    for a worker's start, containers, and the count of workers started so far."""
+def scrape(port: int) -> dict[str, float]:
+    """The server's /metrics now, each sample's name (with its labels) to its value ({} when unreachable)."""
     try:
         text = get_text(port, "/metrics")
     except OSError:
         return {}
-    found: dict[str, float] = {}
+    samples: dict[str, float] = {}
     for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        if name in POOL_GAUGES:
-            found[POOL_GAUGES[name]] = float(value)
-    return found
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def pool_gauges(port: int) -> dict[str, float]:
+    """The sandbox pool's gauges now (from /metrics): idle and starting workers, calls waiting for room and
+    for a worker's start, containers, and the count of workers started so far."""
+    return {POOL_GAUGES[name]: value for name, value in scrape(port).items() if name in POOL_GAUGES}
 
 
 async def _watch_pool(port: int, pool: dict[str, Any], every_s: float = 1.0) -> None:
@@ -360,17 +365,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _metrics_sample(port: int) -> dict[str, float]:
     """A few of the server's own counters after the run (from /metrics), when it has them."""
-    try:
-        text = get_text(port, "/metrics")
-    except OSError:
-        return {}
     keep = ("vllm_responses_responses_total", "vllm_responses_admission_rejected_total")
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith(keep):
-            name, _, value = line.rpartition(" ")
-            found[name] = float(value)
-    return found
+    return {name: value for name, value in scrape(port).items() if name.startswith(keep)}
 
 
 if __name__ == "__main__":
