@@ -1,22 +1,19 @@
-"""How a worker process is launched: its settings, its Deno command line, and the child's set-up before exec."""
+"""How a worker process is launched: its settings, its Deno command line, its OS limits (RLIMIT_DATA)."""
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import functools
-import os
 import re
 import resource
 import shutil
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import DATA_DIR
-from interpreter_service.confine import Confiner, Limits, write_control
+from interpreter_service.confine import Confiner, Limits
 from interpreter_service.sandbox_dir import WorkerUser
+from interpreter_service.spawn import spawn_setup
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -24,7 +21,6 @@ __all__ = [
     "RUNTIME_MEMORY",
     "WORKER_SCRIPT",
     "WorkerConfig",
-    "child_setup",
     "codegen_flags",
     "deno_command",
     "find_deno",
@@ -154,7 +150,9 @@ async def limit_data(pid: int, limit: int, user: WorkerUser | None) -> bool:
             return False
     except (OSError, ValueError):
         return False
+    spawn = spawn_setup(user)
     proc = await asyncio.create_subprocess_exec(
+        *spawn.prefix,
         tool,
         f"--pid={pid}",
         f"--data={limit}:{limit}",
@@ -162,33 +160,6 @@ async def limit_data(pid: int, limit: int, user: WorkerUser | None) -> bool:
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
-        preexec_fn=functools.partial(child_setup, user),
+        preexec_fn=spawn.preexec_fn,
     )
     return await proc.wait() == 0
-
-
-def child_setup(user: WorkerUser | None, cgroup_procs: Sequence[str] = ()) -> None:
-    """In the child before exec: join the worker's cgroups (`cgroup.procs` files; while still privileged),
-    drop core dumps, become `user` (no supplementary groups; a failure aborts the start), then ask for SIGKILL
-    when the parent dies (Linux; after the switch, which would clear it), so no worker outlives the pool, and
-    set `no_new_privs` (no set-uid binary or file capability can give the worker more than it has)."""
-    for path in cgroup_procs:
-        write_control(path, str(os.getpid()))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if user is not None:
-        os.setgroups([])
-        os.setgid(user.gid)
-        os.setuid(user.uid)
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        _LIBC.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()  # loaded here, not in the child (a fork of a threaded process should not import)

@@ -6,7 +6,6 @@ import asyncio
 import base64
 import collections
 import contextlib
-import functools
 import itertools
 import json
 import os
@@ -21,11 +20,11 @@ from interpreter_service.confine import WorkerGroup
 from interpreter_service.launch import (
     WORKER_ENV,
     WorkerConfig,
-    child_setup,
     deno_command,
     limit_data,
 )
 from interpreter_service.procfs import proc_status
+from interpreter_service.spawn import spawn_setup
 
 __all__ = [
     "Reply",
@@ -104,9 +103,14 @@ class WorkerProcess:
             self.group = self.cfg.confiner.group(self.cfg.limits())
         except OSError as e:
             raise WorkerDied(f"could not make the worker's cgroup ({self.cfg.confiner.name}): {e}") from e
-        procs = tuple(self.group.procs_files) if self.group else ()
+        spawn = spawn_setup(user, tuple(self.group.procs_files) if self.group else (), WORKER_ENV)
         try:
+            if not os.access(
+                cmd[0], os.X_OK
+            ):  # said here: behind `sh` and `setpriv` it would be an exit code
+                raise FileNotFoundError(f"no executable file {cmd[0]}")
             self.proc = await asyncio.create_subprocess_exec(
+                *spawn.prefix,
                 *cmd,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
@@ -115,8 +119,7 @@ class WorkerProcess:
                 cwd=str(self.cfg.cwd or "/"),
                 limit=STREAM_LIMIT,
                 start_new_session=True,  # a Ctrl-C of the parent does not hit workers mid-call
-                # (not `user=`/`group=`: uvloop, which uvicorn uses, does not take them)
-                preexec_fn=functools.partial(child_setup, user, procs),
+                preexec_fn=spawn.preexec_fn,
             )
         except (OSError, ValueError, subprocess.SubprocessError) as e:
             self._drop_group()

@@ -281,6 +281,12 @@ async def test_workers_run_as_nobody_when_root(pool: WorkerPool, container: str)
         assert status["Uid"].split() == [str(nobody.pw_uid)] * 4, (pid, status["Uid"])
         assert status["Gid"].split() == [str(nobody.pw_gid)] * 4, (pid, status["Gid"])
         assert status["Groups"].split() == []  # no supplementary groups (root's are dropped)
+        assert status["NoNewPrivs"].strip() == "1" and int(status["CapEff"], 16) == 0, (pid, status)
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        core = [x for x in limits if x.startswith("Max core")]
+        assert core and core[0].split()[4:6] == ["0", "0"], core
+        data = [x for x in limits if x.startswith("Max data size")]  # RLIMIT_DATA, set once it was ready
+        assert data and data[0].split()[3:5] != ["unlimited", "unlimited"], data
     r = await pool.execute(container, "print('still works')")
     assert r.ok and r.logs == "still works\n"
 
