@@ -105,9 +105,8 @@ class WorkerProcess:
             raise WorkerDied(f"could not make the worker's cgroup ({self.cfg.confiner.name}): {e}") from e
         spawn = spawn_setup(user, tuple(self.group.procs_files) if self.group else (), WORKER_ENV)
         try:
-            if not os.access(
-                cmd[0], os.X_OK
-            ):  # said here: behind `sh` and `setpriv` it would be an exit code
+            # said here: behind `sh` and `setpriv` a missing binary would only be an exit code
+            if not os.access(cmd[0], os.X_OK):
                 raise FileNotFoundError(f"no executable file {cmd[0]}")
             self.proc = await asyncio.create_subprocess_exec(
                 *spawn.prefix,

@@ -67,9 +67,8 @@ def test_no_core_dumps_and_no_new_privileges(path: str) -> None:
     assert core.split()[4:6] == ["0", "0"], core  # soft and hard
 
 
+@NEEDS_SETPRIV
 def test_a_group_that_cannot_be_joined_stops_the_start(tmp_path: Path) -> None:
-    if spawn_mod.setpriv_tool() is None:
-        pytest.skip("no util-linux setpriv here")
     missing = str(tmp_path / "no-such-dir" / "cgroup.procs")
     code, out, err, _ = run(["/bin/echo", "ran"], (missing,))
     assert code == 126 and out == "" and "no-such-dir" in err
