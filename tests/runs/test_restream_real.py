@@ -56,6 +56,13 @@ def _record_reads(server: LiveServer) -> list[bool]:
     return reads
 
 
+# B catching up with A is a race against A's ~10 s stream: on this 2-core host the whole machine (an outside
+# process that only sleeps included) sometimes stalls 1-4 s while vLLM's worker threads run (measured with a
+# 10 ms ticker), so B's first read can come after A's last event. Another run on the same servers gets another
+# chance; every other check holds on each run.
+_RUNS = 3
+
+
 @pytest.mark.engine
 @pytest.mark.slow
 def test_a_real_response_is_restreamed_by_another_replica(pg_url: str, serve_a: str) -> None:
@@ -63,42 +70,59 @@ def test_a_real_response_is_restreamed_by_another_replica(pg_url: str, serve_a: 
     reads = _record_reads(b)
     b.start()  # after A: see test_restream_replicas
     try:
-        mine = Frames(
-            "POST",
-            serve_a + "/v1/responses",
-            json={
-                "model": TINY, "input": "Count to a thousand.", "background": True, "stream": True,
-                "max_output_tokens": 3000, "ignore_eos": True,
-            },
-        )  # fmt: skip
-        assert mine.first.wait(300) and mine.data, "A sent nothing"
-        rid = json.loads(mine.data[0])["response"]["id"]
-        from_start = Frames("GET", f"{b.base_url}/v1/responses/{rid}", params={"stream": "true"})
-        client_b = openai.OpenAI(base_url=b.base_url + "/v1", api_key="-", max_retries=0, timeout=300)
-        with client_b.responses.retrieve(rid, stream=True, starting_after=3) as stream:
-            sdk_events = list(stream)
-        a_events, b_events = mine.join(), from_start.join()
-        first_b = from_start.at[0]
+        for run in range(1, _RUNS + 1):
+            reads.clear()
+            _restream_once(serve_a, b.base_url)
+            # B followed a running response: a read of the stored events caught up with A before A's last
+            # event (judged from what B read, not from when its frames reached this process: on a busy host
+            # a client thread can be held back for seconds)
+            if any(reads):
+                break
+            print(f"\nrun {run}: B never caught up with A while A ran ({len(reads)} reads)")
     finally:
         b.stop()
+    assert any(reads), f"B never caught up with A while A ran, in {_RUNS} runs"
+
+
+def _restream_once(serve_a: str, b_url: str) -> None:
+    """A runs a background response of 3,000 tokens; B re-streams it from the start (raw frames) and from
+    `starting_after=3` (the SDK): the very frames A sent."""
+    mine = Frames(
+        "POST",
+        serve_a + "/v1/responses",
+        json={
+            "model": TINY, "input": "Count to a thousand.", "background": True, "stream": True,
+            "max_output_tokens": 3000, "ignore_eos": True,
+        },
+    )  # fmt: skip
+    assert mine.first.wait(300) and mine.data, "A sent nothing"
+    rid = json.loads(mine.data[0])["response"]["id"]
+    from_start = Frames("GET", f"{b_url}/v1/responses/{rid}", params={"stream": "true"})
+    client_b = openai.OpenAI(base_url=b_url + "/v1", api_key="-", max_retries=0, timeout=300)
+    with client_b.responses.retrieve(rid, stream=True, starting_after=3) as stream:
+        sdk_events = list(stream)
+    a_events, b_events = mine.join(), from_start.join()
     check_stream(a_events)
     check_stream(b_events)
     assert from_start.data == mine.data  # the frames A sent, byte for byte
     assert a_events[-1]["type"] == "response.incomplete"  # 3000 tokens, ignore_eos
     assert len(a_events) > 1000
-    # B followed a running response: a read of the stored events caught up with A before A's last event
-    # (judged from what B read, not from when its frames reached this process: on a busy host a client
-    # thread can be held back for seconds)
-    assert any(reads), f"B never caught up with A while A ran: {len(reads)} reads"
     assert [e.model_dump(mode="json") for e in sdk_events] == [
         validate_event(e).model_dump(mode="json") for e in a_events[4:]
     ]
-    # the delay B's client saw (printed for docs/store.md, not asserted): each live event's arrival on B
-    # after its arrival on A, in order, and sorted
+    _print_delay(mine, from_start)
+
+
+def _print_delay(mine: Frames, from_start: Frames) -> None:
+    """The delay B's client saw (printed for docs/store.md, not asserted): each live event's arrival on B
+    after its arrival on A, in order, and sorted."""
+    first_b = from_start.at[0]
     live = [(tb - ta) * 1000 for ta, tb in zip(mine.at, from_start.at, strict=True) if tb > first_b]
     lag, n = sorted(live), len(live)
+    if not n:
+        return
     print(
-        f"\nreal engine: A streamed {len(a_events)} events in {mine.at[-1] - mine.at[0]:.1f} s; re-stream delay "
+        f"\nreal engine: A streamed {len(mine.at)} events in {mine.at[-1] - mine.at[0]:.1f} s; re-stream delay "
         f"over {n} live events, ms: median {lag[n // 2]:.0f}, p95 {lag[int(n * 0.95)]:.0f}, max {lag[-1]:.0f}; "
         f"by decile of the stream: {[round(live[i * n // 10]) for i in range(10)]}"
     )
