@@ -118,8 +118,10 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_request_bytes=config.max_request_bytes,
         max_upload_bytes=config.max_upload_bytes,
     )
-    app.add_middleware(RateLimitMiddleware, limits=RateLimits())  # inside the key check: per key
-    app.add_middleware(APIKeyMiddleware, keys=KeyRing.from_config(config))
+    # the keys (`reload` on SIGHUP: server.py) and the per-key meters, on the app for the server and tests
+    app.state.keys, app.state.rate_limits = KeyRing.from_config(config), RateLimits()
+    app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)  # inside the key check: per key
+    app.add_middleware(APIKeyMiddleware, keys=app.state.keys)
     if config.allowed_origins:  # their pages' preflights answered (outside the key check: they carry none)
         app.add_middleware(
             CORSMiddleware,
