@@ -91,6 +91,7 @@ ENV_VALUES = {
     "--reasoning-key": ("shared secret", "shared secret"),
     "--rate-limit-rpm": ("60", 60),
     "--rate-limit-tpm": ("1000", 1000),
+    "--auth-failures-per-minute": ("5", 5),
     "--code-interpreter-workers": ("5", 5),
     "--code-interpreter-timeout": ("2.5", 2.5),
     "--code-interpreter-allow-net": ("a.org,b.org", "a.org,b.org"),
