@@ -233,3 +233,24 @@ def test_websocket_creates_reserve_tokens(server: LiveServer, engine: FakeEngine
         assert event["status"] == 429 and event["error"]["code"] == "rate_limit_exceeded", event
         assert "tokens per min (TPM): Limit 120" in event["error"]["message"]
         engine.hold.set()
+
+
+def test_background_responses_reserve_tokens(server: LiveServer, engine: FakeEngine) -> None:
+    """A background response holds its reservation while it runs (its answer comes at once): a second one
+    that does not fit beside it is refused up front; once the first ended, only its usage counts."""
+    sdk = _sdk(server, KEY_REFUND)
+    engine.hold = threading.Event()
+    first = sdk.responses.with_raw_response.create(
+        model=MODEL, input="hi", max_output_tokens=100, background=True
+    )
+    assert int(first.headers["x-ratelimit-remaining-tokens"]) <= 20
+    with pytest.raises(openai.RateLimitError) as caught:
+        sdk.responses.create(model=MODEL, input="hi", max_output_tokens=100, background=True)
+    assert "tokens per min (TPM): Limit 120" in caught.value.message
+    engine.hold.set()
+    for _ in range(300):  # until the first one has ended: its reservation settled to its usage
+        if int(sdk.models.with_raw_response.list().headers["x-ratelimit-remaining-tokens"]) > 100:
+            break
+        threading.Event().wait(0.05)
+    assert sdk.responses.retrieve(first.parse().id).status == "completed"
+    assert sdk.responses.create(model=MODEL, input="hi", max_output_tokens=100).status == "completed"
