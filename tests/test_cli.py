@@ -119,6 +119,7 @@ ENV_VALUES = {
     "--max-images": ("3", 3),
     "--max-image-pixels": ("4096", 4096),
     "--grammar-compile-timeout": ("2.5", 2.5),
+    "--max-deferred-tools": ("100", 100),
     "--max-websockets": ("8", 8),
     "--max-websockets-per-key": ("2", 2),
     "--mcp-timeout": ("2.5", 2.5),

@@ -328,6 +328,12 @@ class Config:
         "Most pixels (width x height) an input_image may decode to (decompression bombs); past it a 400.",
         parse=_at_least(1),
     )
+    max_deferred_tools: int = setting(
+        5000,
+        "--max-deferred-tools",
+        "Tools one request may give with defer_loading (searched by its tool_search tool); past it a 400.",
+        parse=_at_least(0),
+    )
     max_websockets: int = setting(
         256, "--max-websockets", "WebSocket connections open at once; past it a 429.", parse=_at_least(1)
     )

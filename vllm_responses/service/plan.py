@@ -152,7 +152,7 @@ class Planner:
         search = search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
         if search is not None:
             tools.append(web_search_spec())
-        if (finder := tool_search_of(req)) is not None:
+        if (finder := await tool_search_of(req, self.config.max_deferred_tools)) is not None:
             tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
