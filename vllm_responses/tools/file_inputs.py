@@ -19,7 +19,7 @@ import binascii
 import contextlib
 import mimetypes
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -46,7 +46,7 @@ class _Reading:
 
     project: str
     budget: InputBudget
-    read: dict[tuple[Kind, str], _Source] = field(default_factory=dict)
+    read: dict[tuple[Kind, str], _Source]
 
 
 class FileInputs:
@@ -89,7 +89,7 @@ class FileInputs:
         """`items` (in wire form) with each `input_file` part read: its `extracted_text` and `filename` set,
         its `file_data` dropped. `param` names the list (`input`, `items`) in errors; a `file_id` must be
         of one of `project`'s containers. `budget`: what `check` gave for these items (checked now if None)."""
-        reading = _Reading(project, budget or self.check(items, param))
+        reading = _Reading(project, budget if budget is not None else self.check(items, param), {})
         out = []
         for i, item in enumerate(items):
             field = PARTS_FIELD.get(str(item.get("type", "message")))
@@ -141,10 +141,10 @@ class FileInputs:
         kept = {key: value for key, value in part.items() if key != "file_id"}
         return {**kept, "image_url": await asyncio.to_thread(image_data_url, data, where, self.image_limits)}
 
-    async def _elsewhere(self, kind: Kind, source: str, name: str, where: str, reading: _Reading) -> _Source:
-        """The bytes, name and media type a part's `source` (`file_id`, `file_url`, `image_url`) names, read
-        once per request and spent from its budget as they arrive."""
-        key = (kind, f"{source}:{name}")
+    async def _elsewhere(self, kind: Kind, source: str, ref: str, where: str, reading: _Reading) -> _Source:
+        """The bytes, name and media type a part's `source` (`file_id`, `file_url`, `image_url`) names (`ref`: the
+        id or URL), read once per request and spent from its budget as they arrive."""
+        key = (kind, f"{source}:{ref}")
         if key not in reading.read:
             limit = self.image_limits.max_bytes if kind == "image" else self.limits.max_bytes
 
@@ -152,10 +152,10 @@ class FileInputs:
                 reading.budget.spend(kind, size, where)
 
             if source == "file_id":
-                reading.read[key] = await self._container_file(name, where, reading.project, limit, spend)
+                reading.read[key] = await self._container_file(ref, where, reading.project, limit, spend)
             else:
                 policy = self.image_urls if kind == "image" else self.urls
-                reading.read[key] = await self._fetched(name, f"{where}.{source}", policy, limit, spend)
+                reading.read[key] = await self._fetched(ref, f"{where}.{source}", policy, limit, spend)
         return reading.read[key]
 
     async def _container_file(
