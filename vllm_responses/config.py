@@ -334,6 +334,13 @@ class Config:
         "Tools one request may give with defer_loading (searched by its tool_search tool); past it a 400.",
         parse=_at_least(0),
     )
+    max_images_total_bytes: int = setting(
+        32 * 1024 * 1024,
+        "--max-images-total-bytes",
+        "Bytes one request's input_images may weigh in all (data URLs, fetched URLs and container files); "
+        "past it a 400.",
+        parse=_at_least(1),
+    )
     max_websockets: int = setting(
         256, "--max-websockets", "WebSocket connections open at once; past it a 429.", parse=_at_least(1)
     )
@@ -381,6 +388,19 @@ class Config:
         10 * 1024 * 1024,
         "--input-file-max-bytes",
         "Largest file an input_file part may carry or name, in bytes; past it a 400.",
+        parse=_at_least(1),
+    )
+    max_input_files: int = setting(
+        16,
+        "--max-input-files",
+        "input_file parts one request may give; past it a 400, before any is read.",
+        parse=_at_least(0),
+    )
+    input_files_max_total_bytes: int = setting(
+        32 * 1024 * 1024,
+        "--input-files-max-total-bytes",
+        "Bytes one request's input_files may weigh in all (file_data, file_id and file_url together); past "
+        "it a 400, a download stopped as it goes past.",
         parse=_at_least(1),
     )
     input_file_max_pages: int = setting(

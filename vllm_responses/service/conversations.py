@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+from vllm_responses.context.input_budget import InputBudget
 from vllm_responses.context.references import resolve_stored_items
 from vllm_responses.context.turns import input_to_items
 from vllm_responses.protocol.conversations import conversation_item
@@ -39,11 +40,11 @@ class ConversationService:
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
     ) -> StoredConversation:
+        raw = input_to_items(items)
+        budget = self._budget(raw)  # before anything is read or stored
         conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}), project)
         kept = await self._kept(
-            conversation.id,
-            await self._resolved(items, project),
-            check_store=False,
+            conversation.id, await self._resolved(raw, budget, project), check_store=False
         )
         await self.store.create_conversation(conversation, kept)
         return conversation
@@ -76,17 +77,26 @@ class ConversationService:
         self, conversation_id: str, items: list[InputItem], project: str = DEFAULT_PROJECT
     ) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
+        raw = input_to_items(items)
+        budget = self._budget(raw)  # before anything is read or stored
         await self.get(conversation_id, project)
-        kept = await self._kept(conversation_id, await self._resolved(items, project))
+        kept = await self._kept(conversation_id, await self._resolved(raw, budget, project))
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
 
-    async def _resolved(self, items: list[InputItem], project: str) -> list[dict[str, Any]]:
-        """Items to add as stored items: their files read, their references to stored items resolved."""
-        raw = input_to_items(items)
+    def _budget(self, raw: list[dict[str, Any]]) -> InputBudget | None:
+        """The images and files of items to add (wire form) counted and their inline bytes summed, from the
+        body alone (a 400 naming the part past a limit: `FileInputs.check`): the budget their reading spends."""
+        return self.files.check(raw, "items") if self.files is not None else None
+
+    async def _resolved(
+        self, raw: list[dict[str, Any]], budget: InputBudget | None, project: str
+    ) -> list[dict[str, Any]]:
+        """Items to add (wire form) as stored items: their files read, their references to stored items
+        resolved."""
         if self.files is not None:
-            raw = await self.files.read(raw, "items", project)
+            raw = await self.files.read(raw, "items", project, budget)
         return await resolve_stored_items(self.store, raw, "items", project)
 
     async def page(

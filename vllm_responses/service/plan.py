@@ -115,9 +115,9 @@ class Planner:
         self.conversations = conversations
         self.containers = containers
         self.runs = runs
-        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
-        self.files = FileInputs(config, containers)
+        self.files = FileInputs(config, containers, lambda: engine.takes_images)
 
     @property
     def _mcp_policy(self) -> UrlPolicy:
@@ -135,14 +135,16 @@ class Planner:
         """The request read and checked, with no model call (`local`: see `ResponsesService.create`); what it
         continues or references must be `project`'s (another project's is not found)."""
         self._check_model(req)
+        given = input_to_items(req.input)
+        budget = self.files.check(given, "input")  # counts, the model, inline bytes: before any I/O
+        if isinstance(req.input, list):
+            check_input_images(req.input, self.image_limits)
         if self.open_sealed is not None:
             check_sealed_reasoning(req.input, self.open_sealed)
         history = await self._history(req, local, project)
-        read = await self.files.read(input_to_items(req.input), "input", project)
+        read = await self.files.read(given, "input", project, budget)
         input_items = await resolve_stored_items(self.store, read, "input", project)
         check_call_outputs(history, input_items)
-        if isinstance(req.input, list):
-            check_input_images(req.input, self.image_limits, takes_images=self.engine.takes_images)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
         turns = _turns(req, [*history, *input_items], self.open_sealed)

@@ -49,7 +49,9 @@ class ResponsesService:
         self.interpreter = interpreter
         self.store = store
         self.containers = ContainerService(interpreter)
-        self.conversations = ConversationService(store, FileInputs(config, self.containers))
+        self.conversations = ConversationService(
+            store, FileInputs(config, self.containers, lambda: engine.takes_images)
+        )
         self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
         self.planner = Planner(
