@@ -7,10 +7,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from interpreter_service.api import MemoryLimitRefused, OwnerQuota, PoolExhausted, QuotaExceeded
 from interpreter_service.capacity import Capacity
+from interpreter_service.client import HTTPInterpreter
+from interpreter_service.http import create_app
 from tests.interpreter.scripted import ScriptedPool
 
 M = 1 << 20
@@ -110,3 +113,24 @@ async def test_capacity_evicts_only_the_owners_own_and_counts_its_quota() -> Non
     assert idle == {"a": [], "b": [1]} and cap.owned == {"a": [1, 1], "b": [1, 1]}
     await cap.acquire(1, 0.05, "x", owner="b", size=1)  # b swaps its own
     assert idle["b"] == [] and cap.owned == {"a": [1, 1], "b": [1, 1]}
+
+
+async def test_the_quota_travels_through_the_sandbox_services_api(tmp_path: Path) -> None:
+    pool = ScriptedPool(
+        tmp_path, workers=1, spares=0, max_workers=4, memory_limit="256m", js_heap_mb=64, queue_timeout_s=0.2
+    )
+    await pool.start()
+    transport = httpx.ASGITransport(app=create_app(pool, manage_lifecycle=False))
+    try:
+        async with HTTPInterpreter("http://sandbox", transport=transport) as client:
+            quota = OwnerQuota(max_containers=1)
+            held = await client.create_container(owner="a", quota=quota)
+            pool.pin(held.id)
+            with pytest.raises(QuotaExceeded, match="its project holds 1 container"):
+                await client.create_container(owner="a", quota=quota)
+            assert (await client.create_container(owner="b", quota=quota)).owner == "b"
+            async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as raw:
+                r = await raw.post("/v1/containers", json={"owner": "a", "quota": {"max_containers": -1}})
+            assert r.status_code == 400 and r.json()["error"]["type"] == "bad_request"
+    finally:
+        await pool.aclose()
