@@ -1,10 +1,11 @@
 """`HTTPInterpreter`: the `Interpreter` interface over HTTP, so gateway replicas can share one pool.
 
 Failures of the service become the interpreter's own errors: a 404 `ContainerNotFound`, a 503
-`PoolExhausted` (`QuotaExceeded` when the owner's quota is full), a 401 an `InterpreterError` saying the credentials were refused, and a connection that fails
-or drops (the service restarted, or is down) an `InterpreterError` saying so, which the agent loop gives the
-model as the code call's output. Their texts never name the service's URL: that, and the error, are logged.
-Every request is bounded: a code call by its timeout plus `margin_s`.
+`PoolExhausted` (`QuotaExceeded` when the owner's quota is full), a 401 an `InterpreterError` saying the
+credentials were refused, and a connection that fails or drops (the service restarted, or is down) an
+`InterpreterError` saying so, which the agent loop gives the model as the code call's output. Their texts
+never name the service's URL: that, and the error, are logged. Every request is bounded: a code call by its
+timeout plus `margin_s`.
 """
 
 from __future__ import annotations
