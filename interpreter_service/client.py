@@ -1,10 +1,11 @@
 """`HTTPInterpreter`: the `Interpreter` interface over HTTP, so gateway replicas can share one pool.
 
 Failures of the service become the interpreter's own errors: a 404 `ContainerNotFound`, a 503
-`PoolExhausted`, a 401 an `InterpreterError` saying the credentials were refused, and a connection that fails
-or drops (the service restarted, or is down) an `InterpreterError` saying so, which the agent loop gives the
-model as the code call's output. Their texts never name the service's URL: that, and the error, are logged.
-Every request is bounded: a code call by its timeout plus `margin_s`.
+`PoolExhausted` (`QuotaExceeded` when the owner's quota is full), a 401 an `InterpreterError` saying the
+credentials were refused, and a connection that fails or drops (the service restarted, or is down) an
+`InterpreterError` saying so, which the agent loop gives the model as the code call's output. Their texts
+never name the service's URL: that, and the error, are logged. Every request is bounded: a code call by its
+timeout plus `margin_s`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     MemoryLimitRefused,
+    OwnerQuota,
     PoolExhausted,
     PoolStats,
+    QuotaExceeded,
 )
 from interpreter_service.auth import BOOT_HEADER
 from interpreter_service.capacity import format_size, memory_tier
@@ -156,6 +159,8 @@ class HTTPInterpreter(Interpreter):
         if resp.status_code == 404 or kind == "container_not_found":
             gone = " (the sandbox service restarted since)" if self.restarts_seen else ""
             raise ContainerNotFound(f"{msg}{gone}")
+        if kind == "quota_exceeded":
+            raise QuotaExceeded(msg)
         if resp.status_code == 503 or kind == "pool_exhausted":
             raise PoolExhausted(msg)
         if kind == "memory_limit_refused":
@@ -238,6 +243,7 @@ class HTTPInterpreter(Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        quota: OwnerQuota | None = None,
         wait_for_worker: bool = True,
     ) -> ContainerInfo:
         body: dict[str, object] = {
@@ -246,6 +252,11 @@ class HTTPInterpreter(Interpreter):
             "expires_after_s": expires_after_s,
             "owner": owner,
         }
+        if quota is not None:  # a service from before quotas is told nothing new
+            body["quota"] = {
+                "max_containers": quota.max_containers,
+                "max_memory_bytes": quota.max_memory_bytes,
+            }
         if not wait_for_worker:  # a service from before it is told nothing new (and waits, as it did)
             body["wait_for_worker"] = False
         r = await self._call(

@@ -158,6 +158,27 @@ class Config:
         "unlimited; a keys file may set one per key).",
         parse=_at_least(0),
     )
+    project_max_containers: int = setting(
+        0,
+        "--project-max-containers",
+        "Live code-interpreter containers each project may hold at once (0: no bound of its own; a keys "
+        "file may set max_containers per key).",
+        parse=_at_least(0),
+    )
+    project_max_sandbox_memory_mb: int = setting(
+        0,
+        "--project-max-sandbox-memory-mb",
+        "MiB of sandbox memory each project's live containers may hold together, the sum of their "
+        "memory_limit (0: no bound of its own; a keys file may set max_sandbox_memory_mb per key).",
+        parse=_at_least(0),
+    )
+    project_max_stored_bytes: int = setting(
+        0,
+        "--project-max-stored-bytes",
+        "Bytes of stored responses and conversation items each project may keep (0: no bound; a keys "
+        "file may set max_stored_bytes per key).",
+        parse=_at_least(0),
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import logging
 
-from interpreter_service.api import ContainerNotFound, InterpreterError, MemoryLimitRefused, PoolExhausted
+from interpreter_service.api import (
+    ContainerNotFound,
+    InterpreterError,
+    MemoryLimitRefused,
+    PoolExhausted,
+    QuotaExceeded,
+)
 from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.protocol.errors import APIError, Busy, InvalidRequest, NotFound, Unavailable
 
@@ -39,6 +45,12 @@ def api_error(exc: BaseException) -> APIError:
         return NotFound(str(exc) or "Container not found or expired.", param="container_id")
     if isinstance(exc, MemoryLimitRefused):
         return InvalidRequest(f"The memory_limit cannot be granted: {exc}.", param="memory_limit")
+    if isinstance(exc, QuotaExceeded):
+        return Busy(
+            f"This project's code-interpreter containers are all it may hold ({exc}); retry later or delete "
+            "one of its containers.",
+            code="container_quota_exceeded",
+        )
     if isinstance(exc, PoolExhausted):
         return Busy(
             f"Every code-interpreter sandbox is busy running code ({exc}); retry later or delete a container.",

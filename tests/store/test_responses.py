@@ -1,11 +1,13 @@
 """The response stores, each backend in turn (memory, SQLite, a real Postgres): round trip, persistence across
-reopen, delete, items by id, unfinished responses, and the bounds."""
+reopen, delete, items by id, unfinished responses, the bounds, and each project's stored bytes."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 
-from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredConversation, StoredResponse, stored_size
 from vllm_responses.store.memory import MemoryStore
 from vllm_responses.store.open import store_for
 
@@ -138,3 +140,26 @@ async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
     got = await store.get("resp_2")
     assert got is not None and got.response["status"] == "completed"
     await store.aclose()
+
+
+async def test_stored_bytes_are_counted_per_project(store_db: str) -> None:
+    """What each project keeps: its responses' and its conversations' items' bytes as written, another
+    project's apart; a delete gives them back."""
+    store = await opened(store_db)
+    try:
+        assert await store.stored_bytes("proj_a") == 0
+        rec = dataclasses.replace(record(1), project="proj_a")
+        await store.save(rec)
+        own = stored_size(*(json.dumps(t) for t in (rec.response, rec.input_items, rec.history)))
+        assert await store.stored_bytes("proj_a") == own
+        await store.save(rec)  # saved again (its final record): counted once
+        item = {"id": "msg_c1", "type": "message", "role": "user", "content": "é" * 100}
+        await store.create_conversation(StoredConversation("conv_1", time.time(), {}, "proj_a"), [item])
+        assert await store.stored_bytes("proj_a") == own + stored_size(json.dumps(item))
+        await store.save(dataclasses.replace(record(2), project="proj_b"))
+        assert await store.stored_bytes("proj_a") == own + stored_size(json.dumps(item))
+        await store.delete("resp_1")
+        await store.delete_conversation_item("conv_1", "msg_c1")
+        assert await store.stored_bytes("proj_a") == 0 and await store.stored_bytes("proj_b") > 0
+    finally:
+        await store.aclose()

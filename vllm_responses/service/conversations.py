@@ -11,6 +11,7 @@ created it (`project`: the caller's, from its API key); to any other project it 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -22,7 +23,8 @@ from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import InputItem
-from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation
+from vllm_responses.service.quotas import ProjectLimits
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation, stored_size
 from vllm_responses.tools.file_inputs import FileInputs
 
 __all__ = ["ConversationService"]
@@ -33,9 +35,12 @@ logger = logging.getLogger(__name__)
 class ConversationService:
     """`files` reads the `input_file` parts of the items added (None: they are kept unread)."""
 
-    def __init__(self, store: ResponseStore, files: FileInputs | None = None) -> None:
+    def __init__(
+        self, store: ResponseStore, files: FileInputs | None = None, limits: ProjectLimits | None = None
+    ) -> None:
         self.store = store
         self.files = files
+        self.limits = limits
 
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
@@ -46,6 +51,7 @@ class ConversationService:
         kept = await self._kept(
             conversation.id, await self._resolved(raw, budget, project), check_store=False
         )
+        await self._check_store(project, kept)
         await self.store.create_conversation(conversation, kept)
         return conversation
 
@@ -81,9 +87,16 @@ class ConversationService:
         budget = self._budget(raw)  # before anything is read or stored
         await self.get(conversation_id, project)
         kept = await self._kept(conversation_id, await self._resolved(raw, budget, project))
+        await self._check_store(project, kept)
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
+
+    async def _check_store(self, project: str, items: list[dict[str, Any]]) -> None:
+        """The project's stored bytes bound `items` (a 400 or a 429, `ProjectLimits.check_store`)."""
+        if self.limits is not None:
+            adding = stored_size(*(json.dumps(it) for it in items))
+            await self.limits.check_store(self.store, project, adding, "items")
 
     def _budget(self, raw: list[dict[str, Any]]) -> InputBudget | None:
         """The images and files of items to add (wire form) counted and their inline bytes summed, from the

@@ -26,6 +26,7 @@ from vllm_responses.service.admission import Admission, Ticket, default_max_queu
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, after_admission, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
+from vllm_responses.service.quotas import ProjectLimits, input_size
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.store.sealing import reasoning_seal
 from vllm_responses.tools.containers import ContainerService
@@ -42,15 +43,21 @@ class ResponsesService:
     """The server's responses: created (prepared by its `planner`, then run), found, cancelled and deleted."""
 
     def __init__(
-        self, config: Config, engine: Engine, interpreter: Interpreter | None, store: ResponseStore
+        self,
+        config: Config,
+        engine: Engine,
+        interpreter: Interpreter | None,
+        store: ResponseStore,
+        limits: ProjectLimits | None = None,
     ) -> None:
         self.config = config
         self.engine = engine
         self.interpreter = interpreter
         self.store = store
-        self.containers = ContainerService(interpreter)
+        self.limits = limits or ProjectLimits(config)
+        self.containers = ContainerService(interpreter, self.limits.sandbox)
         self.conversations = ConversationService(
-            store, FileInputs(config, self.containers, lambda: engine.takes_images)
+            store, FileInputs(config, self.containers, lambda: engine.takes_images), self.limits
         )
         self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
@@ -97,6 +104,8 @@ class ResponsesService:
         with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
         The response is `project`'s, and what it continues, references or runs code in must be too."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
+        if req.store:  # within the project's stored bytes (what its output adds is counted once kept)
+            await self.limits.check_store(self.store, project, input_size(req), "input")
         resolved = await self.planner.resolve(req, local, project)
         # a compaction is a model call: it waits for its slot first (silently: its stream is not open yet)
         due = generate and await self.planner.compaction_due(req, resolved)

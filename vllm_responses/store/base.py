@@ -21,6 +21,7 @@ __all__ = [
     "StoredEvent",
     "StoredResponse",
     "own_items",
+    "stored_size",
 ]
 
 # The project of everything made without a key of a keys file (no key, or `--api-key`), and of the rows kept
@@ -66,6 +67,11 @@ def own_items(record: StoredResponse) -> list[dict[str, Any]]:
     """The items a response brought: its input, then its output (the full items kept in its history)."""
     own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
     return [it for it in record.history if it.get("id") in own]
+
+
+def stored_size(*texts: str) -> int:
+    """The bytes a store writes for these JSON texts (UTF-8): what a project's stored bytes count."""
+    return sum(len(t.encode()) for t in texts)
 
 
 class ConversationStore(Protocol):
@@ -185,4 +191,9 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
 
     async def prune(self) -> None:
         """Apply the bounds now: responses and conversations past their age or row count are deleted."""
+        ...
+
+    async def stored_bytes(self, project: str) -> int:
+        """What `project` keeps: the bytes of its responses (the response, its input items and history, as
+        written) and of its conversations' items (`stored_size`); stream events are not counted."""
         ...

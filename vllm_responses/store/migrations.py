@@ -94,6 +94,16 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
     ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
     """,
+    # 6: the bytes each response and conversation item keeps, summed per project (`stored_bytes`); rows kept
+    # before are counted by their length
+    """
+    ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversation_items ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE responses SET bytes = length(response) + length(input_items) + length(history);
+    UPDATE conversation_items SET bytes = length(item);
+    CREATE INDEX responses_project ON responses (project);
+    CREATE INDEX conversations_project ON conversations (project)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -157,6 +167,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
     ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
+    """,
+    # 6: as SQLite's 6
+    """
+    ALTER TABLE responses ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE conversation_items ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+    UPDATE responses SET bytes = octet_length(response) + octet_length(input_items) + octet_length(history);
+    UPDATE conversation_items SET bytes = octet_length(item);
+    CREATE INDEX responses_project ON responses (project);
+    CREATE INDEX conversations_project ON conversations (project)
     """,
 )
 
