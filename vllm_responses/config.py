@@ -456,6 +456,44 @@ class Config:
         "Seconds fetching one file_url may take; past it a 400.",
         parse=float,
     )
+    input_file_max_request_pages: int = setting(
+        500,
+        "--input-file-max-request-pages",
+        "PDF pages one request may have read, all its files together; past it a 400.",
+        parse=_at_least(1),
+    )
+    input_file_max_content_bytes: int = setting(
+        8 * 1024 * 1024,
+        "--input-file-max-content-bytes",
+        "Decoded page content (content streams and forms) one request's PDFs may hold, in bytes, a stream "
+        "counted once for each page that names it; past it a 400, before any text is read.",
+        parse=_at_least(1),
+    )
+    input_file_extract_workers: int = setting(
+        2,
+        "--input-file-extract-workers",
+        "Worker processes that read PDFs, started when first needed; more PDFs wait for one.",
+        parse=_at_least(1),
+    )
+    input_file_extract_cpu: float = setting(
+        10.0,
+        "--input-file-extract-cpu",
+        "CPU seconds reading one PDF may take (its worker is ended past them); a 400.",
+        parse=float,
+    )
+    input_file_extract_timeout: float = setting(
+        20.0,
+        "--input-file-extract-timeout",
+        "Seconds reading one PDF may take, waiting for a worker not counted; past them its worker is killed "
+        "and the request gets a 400.",
+        parse=float,
+    )
+    input_file_extract_memory: int = setting(
+        1024 * 1024 * 1024,
+        "--input-file-extract-memory",
+        "Address space of one PDF-reading worker process in bytes (0: no limit); a PDF that needs more is a 400.",
+        parse=_at_least(0),
+    )
     input_image_allowed_urls: tuple[str, ...] = setting(
         (),
         "--input-image-allowed-urls",

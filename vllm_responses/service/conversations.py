@@ -23,6 +23,7 @@ from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import InputItem
+from vllm_responses.service.admission import Admission
 from vllm_responses.service.quotas import ProjectLimits
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation, stored_size
 from vllm_responses.tools.file_inputs import FileInputs
@@ -33,14 +34,21 @@ logger = logging.getLogger(__name__)
 
 
 class ConversationService:
-    """`files` reads the `input_file` parts of the items added (None: they are kept unread)."""
+    """`files` reads the `input_file` parts of the items added (None: they are kept unread); items with files to
+    read or images to fetch are added under `admission` (a running slot, as a response takes; None: not
+    admitted)."""
 
     def __init__(
-        self, store: ResponseStore, files: FileInputs | None = None, limits: ProjectLimits | None = None
+        self,
+        store: ResponseStore,
+        files: FileInputs | None = None,
+        limits: ProjectLimits | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.store = store
         self.files = files
         self.limits = limits
+        self.admission = admission
 
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
@@ -108,8 +116,13 @@ class ConversationService:
     ) -> list[dict[str, Any]]:
         """Items to add (wire form) as stored items: their files read, their references to stored items
         resolved."""
-        if self.files is not None:
-            raw = await self.files.read(raw, "items", project, budget)
+        if self.files is not None and self.files.reads(raw):
+            slot = await self.admission.acquire() if self.admission is not None else None  # a 429 when full
+            try:
+                raw = await self.files.read(raw, "items", project, budget)
+            finally:
+                if slot is not None:
+                    slot.release()
         return await resolve_stored_items(self.store, raw, "items", project)
 
     async def page(

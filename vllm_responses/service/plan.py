@@ -106,6 +106,7 @@ class Planner:
         conversations: ConversationService,
         containers: ContainerService,
         runs: Mapping[str, Run],
+        files: FileInputs,
         open_sealed: Opener | None = None,
     ) -> None:
         self.config = config
@@ -117,7 +118,7 @@ class Planner:
         self.runs = runs
         self.image_limits = ImageLimits(config.max_image_bytes, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
-        self.files = FileInputs(config, containers, lambda: engine.takes_images)
+        self.files = files
 
     @property
     def _mcp_policy(self) -> UrlPolicy:

@@ -14,6 +14,7 @@ from vllm_responses.agent.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact
+from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
@@ -56,13 +57,16 @@ class ResponsesService:
         self.store = store
         self.limits = limits or ProjectLimits(config)
         self.containers = ContainerService(interpreter, self.limits.sandbox)
-        self.conversations = ConversationService(
-            store, FileInputs(config, self.containers, lambda: engine.takes_images), self.limits
-        )
+        running = config.max_concurrent_responses or engine.max_num_seqs
+        queued = config.max_queued_responses
+        self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
+        self.extraction = extraction_pool(config)
+        files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
+        self.conversations = ConversationService(store, files, self.limits, self.admission)
         self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
         self.planner = Planner(
-            config, engine, store, self.conversations, self.containers, self.runs, self.seal.open
+            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal.open
         )
         self.driver = RunDriver(store, self.conversations, self.runs)
         self.replica = Replica(
@@ -72,9 +76,6 @@ class ResponsesService:
             heartbeat_s=config.replica_heartbeat,
             lease_s=config.replica_lease,
         )
-        running = config.max_concurrent_responses or engine.max_num_seqs
-        queued = config.max_queued_responses
-        self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -287,4 +288,13 @@ class ResponsesService:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         self.planner.grammars.close()
+        await self.extraction.aclose()
         await self.replica.aclose()
+
+
+def extraction_pool(config: Config) -> ExtractionPool:
+    """The server's PDF-reading workers, sized and limited by `--input-file-extract-*`."""
+    limits = ExtractionLimits(
+        config.input_file_extract_cpu, config.input_file_extract_timeout, config.input_file_extract_memory
+    )
+    return ExtractionPool(config.input_file_extract_workers, limits)

@@ -8,7 +8,10 @@ the rest of the request's total as it arrives, and a source named twice in one r
 Each part is read once, when its request arrives: the part is kept (stored, and in a conversation) with its
 `filename` and its text (`extracted_text`) in place of its `file_data`, so a later response that continues
 it shows the model the same file without the file's bytes. A part that cannot be read is a 400 naming it
-(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be.
+(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be. A PDF is read
+in the extraction pool's worker processes (context/extraction.py), charged to the request's `PdfBudget`
+(`--input-file-max-request-pages`, `--input-file-max-content-bytes`); a text file and an image are checked in
+threads of their own kind (executors.py).
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from typing import Any
 
 from interpreter_service import ContainerNotFound, FileInfo
 from vllm_responses.config import Config
-from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
+from vllm_responses.context.extraction import ExtractionPool
+from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
 from vllm_responses.context.images import ImageLimits, image_data_url
-from vllm_responses.context.input_budget import PARTS_FIELD, InputBudget, InputLimits, Kind
+from vllm_responses.context.input_budget import PARTS_FIELD, InputBudget, InputLimits, Kind, media_parts
+from vllm_responses.context.pdf_budget import PdfBudget
+from vllm_responses.executors import FILE_TEXT, IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.file_parts import FILE_SOURCES
 from vllm_responses.protocol.ids import is_id
@@ -42,10 +48,12 @@ _Source = tuple[bytes, str, str | None]  # a file's bytes, its name, its media t
 
 @dataclass
 class _Reading:
-    """One call of `FileInputs.read`: whose containers it reads, its budget, what it has read (by source)."""
+    """One call of `FileInputs.read`: whose containers it reads, its budgets (the images and files', and what
+    its PDFs may cost to read), what it has read (by source)."""
 
     project: str
     budget: InputBudget
+    pdfs: PdfBudget
     read: dict[tuple[Kind, str], _Source]
 
 
@@ -54,10 +62,17 @@ class FileInputs:
     `takes_images` says whether the served model reads images (asked at each request)."""
 
     def __init__(
-        self, config: Config, containers: ContainerService, takes_images: Callable[[], bool] = lambda: True
+        self,
+        config: Config,
+        containers: ContainerService,
+        extraction: ExtractionPool,
+        takes_images: Callable[[], bool] = lambda: True,
     ) -> None:
         self.containers = containers
+        self.extraction = extraction
         self.takes_images = takes_images
+        self.pdf_pages = config.input_file_max_request_pages
+        self.pdf_content_bytes = config.input_file_max_content_bytes
         self.input_limits = InputLimits(
             config.max_images,
             config.max_images_total_bytes,
@@ -89,7 +104,8 @@ class FileInputs:
         """`items` (in wire form) with each `input_file` part read: its `extracted_text` and `filename` set,
         its `file_data` dropped. `param` names the list (`input`, `items`) in errors; a `file_id` must be
         of one of `project`'s containers. `budget`: what `check` gave for these items (checked now if None)."""
-        reading = _Reading(project, budget if budget is not None else self.check(items, param), {})
+        budget = budget if budget is not None else self.check(items, param)
+        reading = _Reading(project, budget, PdfBudget(self.pdf_pages, self.pdf_content_bytes), {})
         out = []
         for i, item in enumerate(items):
             field = PARTS_FIELD.get(str(item.get("type", "message")))
@@ -107,6 +123,10 @@ class FileInputs:
             ]
             out.append({**item, str(field): read})
         return out
+
+    def reads(self, items: list[dict[str, Any]]) -> bool:
+        """Whether `read` has work to do for `items` (in wire form): a file to read or an image to fetch."""
+        return any(kind == "file" or _is_far_image(part) for _where, kind, part in media_parts(items, ""))
 
     async def _part(self, part: dict[str, Any], where: str, reading: _Reading) -> dict[str, Any]:
         """The part as kept once read (one sent back as kept, with its text and no source, as it is)."""
@@ -126,11 +146,17 @@ class FileInputs:
             data, name, media = await self._elsewhere("file", source, str(part[source]), where, reading)
         name = str(part.get("filename") or name)
         try:
-            text = await asyncio.to_thread(read_file_text, data, name, media, self.limits)
+            text = await self._text(data, name, media, reading.pdfs)
         except Unreadable as exc:
             raise InvalidRequest(f"{exc} ({where})", param=where) from None
         kept = {key: value for key, value in part.items() if key != "file_data"}
         return {**kept, "filename": name, "extracted_text": text}
+
+    async def _text(self, data: bytes, name: str, media: str | None, pdfs: PdfBudget) -> str:
+        """The file's text: a PDF's read by the extraction pool, any other file's in a file-text thread."""
+        if len(data) <= self.limits.max_bytes and file_kind(data, name, media) == "pdf":
+            return await self.extraction.extract(data, name, media, self.limits, pdfs)
+        return await run_on(FILE_TEXT, read_file_text, data, name, media, self.limits)
 
     async def _image(self, part: dict[str, Any], where: str, reading: _Reading) -> dict[str, Any]:
         """An `input_image` naming a container file or an http(s) URL, its image fetched, checked as a data URL's
@@ -139,7 +165,7 @@ class FileInputs:
         source = "image_url" if url else "file_id"
         data, _, _ = await self._elsewhere("image", source, str(url or part["file_id"]), where, reading)
         kept = {key: value for key, value in part.items() if key != "file_id"}
-        return {**kept, "image_url": await asyncio.to_thread(image_data_url, data, where, self.image_limits)}
+        return {**kept, "image_url": await run_on(IMAGES, image_data_url, data, where, self.image_limits)}
 
     async def _elsewhere(self, kind: Kind, source: str, ref: str, where: str, reading: _Reading) -> _Source:
         """The bytes, name and media type a part's `source` (`file_id`, `file_url`, `image_url`) names (`ref`: the
