@@ -235,7 +235,7 @@ def test_a_search_runs_off_the_event_loop(
     fake_server: LiveServer, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slow search (its scorer held until the test lets it go) leaves the server answering: /health answers
-    while the search is held, and the scoring ran in a thread other than the server's event loop."""
+    while the search is held, and the scoring ran in the `search` threads, not on the server's event loop."""
     entered, release = threading.Event(), threading.Event()
     threads: set[threading.Thread] = set()
     score = tool_search.DeferredTool.score
@@ -259,3 +259,4 @@ def test_a_search_runs_off_the_event_loop(
         r = created.result()
     assert r.status_code == 200 and r.json()["output"][1]["tools"][0]["name"] == "get_weather"
     assert threads and fake_server.thread not in threads
+    assert all(t.name.startswith("search") for t in threads)  # its own threads, not the default executor's

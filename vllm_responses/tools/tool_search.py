@@ -6,7 +6,6 @@ most `--max-deferred-tools`; its tools are indexed once, and searched, in a work
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import json
 import re
@@ -19,6 +18,7 @@ import pydantic
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import tools_found_text
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, Tool
@@ -82,7 +82,7 @@ class ToolSearch:
         """A server-run search: its call and output items (events), then each tool found (for the loop to
         offer); the call and what it found added to `turns`."""
         query = _query(arguments)
-        found = await asyncio.to_thread(self.find, query)
+        found = await run_on(SEARCH, self.find, query)
         call_id, events = builder.tool_search(
             {"query": query}, [t.definition for t in found], execution="server"
         )
@@ -127,7 +127,7 @@ async def tool_search_of(req: CreateResponseRequest, max_deferred: int) -> ToolS
             param="tools",
             code="too_many_tools",
         )
-    deferred = await asyncio.to_thread(_deferred_tools, req)
+    deferred = await run_on(SEARCH, _deferred_tools, req)
     description = tool.description or (
         "Find more tools: search the tools you have not been shown yet by what they do. "
         "The tools it finds can be called from then on."

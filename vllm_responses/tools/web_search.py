@@ -16,6 +16,7 @@ import httpx
 from vllm_responses.builder.citations import WebSource
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import WebSearchTool
 from vllm_responses.protocol.requests import CreateResponseRequest
@@ -99,7 +100,7 @@ async def search(plan: SearchPlan, query: str) -> Found:
     try:
         async with asyncio.timeout(plan.timeout_s):
             body = await _fetch(plan, query)
-        sources, snippets = await asyncio.to_thread(_results, body, plan.results)
+        sources, snippets = await run_on(SEARCH, _results, body, plan.results)
     except TimeoutError:
         failed = _Failed("no answer in time", f"no answer within {plan.timeout_s:g} s")
     except _Failed as exc:
