@@ -3,6 +3,8 @@ the 400 for a sealed copy that does not open."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from vllm_responses.context.reasoning import check_sealed_reasoning, reasoning_text
@@ -11,6 +13,7 @@ from vllm_responses.protocol.requests import parse_create_request
 from vllm_responses.store.sealing import ReasoningSeal
 
 SEAL = ReasoningSeal(bytes(32))
+OPEN = partial(SEAL.open, project="proj")
 
 
 def item(**fields: object) -> dict[str, object]:
@@ -20,22 +23,18 @@ def item(**fields: object) -> dict[str, object]:
 def test_the_sealed_copy_wins_over_content_then_content_then_summary() -> None:
     content = [{"type": "reasoning_text", "text": "edited by the client"}]
     summary = [{"type": "summary_text", "text": "In short."}]
-    sealed = SEAL.seal("what the model thought")
-    assert (
-        reasoning_text(item(encrypted_content=sealed, content=content), SEAL.open) == "what the model thought"
-    )
-    assert reasoning_text(item(content=content, summary=summary), SEAL.open) == "edited by the client"
-    assert reasoning_text(item(summary=summary), SEAL.open) == "In short."
-    assert reasoning_text(item(), SEAL.open) == ""
+    sealed = SEAL.seal("what the model thought", "proj")
+    assert reasoning_text(item(encrypted_content=sealed, content=content), OPEN) == "what the model thought"
+    assert reasoning_text(item(content=content, summary=summary), OPEN) == "edited by the client"
+    assert reasoning_text(item(summary=summary), OPEN) == "In short."
+    assert reasoning_text(item(), OPEN) == ""
     # A stored item whose blob no longer opens (another key) falls back to its stored content.
-    foreign = ReasoningSeal(bytes([7] * 32)).seal("x")
-    assert (
-        reasoning_text(item(encrypted_content=foreign, content=content), SEAL.open) == "edited by the client"
-    )
+    foreign = ReasoningSeal(bytes([7] * 32)).seal("x", "proj")
+    assert reasoning_text(item(encrypted_content=foreign, content=content), OPEN) == "edited by the client"
 
 
 def test_a_sealed_copy_that_does_not_open_is_a_400_at_its_item() -> None:
-    good = SEAL.seal("plan")
+    good = SEAL.seal("plan", "proj")
     body = {
         "model": "m",
         "input": [
@@ -46,8 +45,8 @@ def test_a_sealed_copy_that_does_not_open_is_a_400_at_its_item() -> None:
     }
     req = parse_create_request(body)
     with pytest.raises(InvalidRequest) as err:
-        check_sealed_reasoning(req.input, SEAL.open)
+        check_sealed_reasoning(req.input, OPEN)
     assert err.value.param == "input[2].encrypted_content"
     assert err.value.code == "invalid_encrypted_content"
-    check_sealed_reasoning(parse_create_request({**body, "input": body["input"][:2]}).input, SEAL.open)
-    check_sealed_reasoning("hi", SEAL.open)
+    check_sealed_reasoning(parse_create_request({**body, "input": body["input"][:2]}).input, OPEN)
+    check_sealed_reasoning("hi", OPEN)

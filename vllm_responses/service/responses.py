@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 from interpreter_service import Interpreter
@@ -66,7 +67,7 @@ class ResponsesService:
         self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
         self.planner = Planner(
-            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal.open
+            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal
         )
         self.driver = RunDriver(store, self.conversations, self.runs)
         self.replica = Replica(
@@ -117,7 +118,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
-                seal=self.seal.seal,
+                seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
