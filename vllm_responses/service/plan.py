@@ -148,7 +148,7 @@ class Planner:
             check_sealed_reasoning(req.input, open_sealed)
         history = await self._history(req, local, project)
         read = await self.files.read(given, "input", project, budget)
-        input_items = await resolve_stored_items(self.store, read, "input", project)
+        input_items = await resolve_stored_items(self.store, read, "input", project, open_sealed)
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)

@@ -63,9 +63,9 @@ class ResponsesService:
         self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
         self.extraction = extraction_pool(config)
         files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
-        self.conversations = ConversationService(store, files, self.limits, self.admission)
-        self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
+        self.conversations = ConversationService(store, files, self.limits, self.admission, self.seal)
+        self.runs: dict[str, Run] = {}
         self.planner = Planner(
             config, engine, store, self.conversations, self.containers, self.runs, files, self.seal
         )
