@@ -103,6 +103,34 @@ async def test_items_are_found_by_id_until_their_response_goes(store_db: str) ->
     await store.aclose()
 
 
+def _owned(project: str, n: int, text: str) -> StoredResponse:
+    """A response of `project` whose input item has the client-chosen id `msg_shared`."""
+    item = {"id": "msg_shared", "type": "message", "role": "user", "content": text}
+    return StoredResponse(
+        id=f"resp_{project}_{n}",
+        response={"id": f"resp_{project}_{n}", "status": "completed", "output": []},
+        input_items=[item],
+        history=[item],
+        include_outputs=False,
+        created_at=time.time(),
+        project=project,
+    )
+
+
+async def test_an_item_id_is_its_projects_and_another_project_cannot_take_it(store_db: str) -> None:
+    store = await opened(store_db)
+    await store.save(_owned("proj_a", 1, "A's words"))
+    await store.save(_owned("proj_b", 1, "B's words"))  # B stores an item under the id A's has
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A's words"  # type: ignore[index]
+    assert (await store.find_item("msg_shared", "proj_b"))["content"] == "B's words"  # type: ignore[index]
+    assert await store.delete("resp_proj_b_1")
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A's words"  # type: ignore[index]
+    assert await store.find_item("msg_shared", "proj_b") is None
+    await store.save(_owned("proj_a", 2, "A again"))  # within a project, the newest copy is found
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A again"  # type: ignore[index]
+    await store.aclose()
+
+
 async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
     from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
 

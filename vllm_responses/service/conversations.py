@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from vllm_responses.context.input_budget import InputBudget
@@ -26,6 +27,7 @@ from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.service.admission import Admission
 from vllm_responses.service.quotas import ProjectLimits
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation, stored_size
+from vllm_responses.store.sealing import ReasoningSeal
 from vllm_responses.tools.file_inputs import FileInputs
 
 __all__ = ["ConversationService"]
@@ -36,7 +38,8 @@ logger = logging.getLogger(__name__)
 class ConversationService:
     """`files` reads the `input_file` parts of the items added (None: they are kept unread); items with files to
     read or images to fetch are added under `admission` (a running slot, as a response takes; None: not
-    admitted)."""
+    admitted); `seal` opens the sealed copies of the reasoning items added (None: such an item is kept without
+    its text)."""
 
     def __init__(
         self,
@@ -44,11 +47,13 @@ class ConversationService:
         files: FileInputs | None = None,
         limits: ProjectLimits | None = None,
         admission: Admission | None = None,
+        seal: ReasoningSeal | None = None,
     ) -> None:
         self.store = store
         self.files = files
         self.limits = limits
         self.admission = admission
+        self.seal = seal
 
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
@@ -123,7 +128,8 @@ class ConversationService:
             finally:
                 if slot is not None:
                     slot.release()
-        return await resolve_stored_items(self.store, raw, "items", project)
+        opener = None if self.seal is None else partial(self.seal.open, project=project)
+        return await resolve_stored_items(self.store, raw, "items", project, opener)
 
     async def page(
         self,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 from interpreter_service import Interpreter
@@ -62,11 +63,11 @@ class ResponsesService:
         self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
         self.extraction = extraction_pool(config)
         files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
-        self.conversations = ConversationService(store, files, self.limits, self.admission)
-        self.runs: dict[str, Run] = {}
         self.seal = reasoning_seal(config.reasoning_key, config.db)
+        self.conversations = ConversationService(store, files, self.limits, self.admission, self.seal)
+        self.runs: dict[str, Run] = {}
         self.planner = Planner(
-            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal.open
+            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal
         )
         self.driver = RunDriver(store, self.conversations, self.runs)
         self.replica = Replica(
@@ -117,7 +118,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
-                seal=self.seal.seal,
+                seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ __all__ = [
     "StoredConversation",
     "StoredEvent",
     "StoredResponse",
+    "item_rows",
     "own_items",
     "stored_size",
 ]
@@ -72,6 +74,12 @@ def own_items(record: StoredResponse) -> list[dict[str, Any]]:
 def stored_size(*texts: str) -> int:
     """The bytes a store writes for these JSON texts (UTF-8): what a project's stored bytes count."""
     return sum(len(t.encode()) for t in texts)
+
+
+def item_rows(record: StoredResponse) -> list[tuple[str, str, str, str]]:
+    """The `items` rows of a response's own items: (project, item id, response id, item as JSON). Item ids are
+    keyed within their project (migration 7): input ids are the client's, and another project may use one."""
+    return [(record.project, it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")]
 
 
 class ConversationStore(Protocol):

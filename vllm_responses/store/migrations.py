@@ -104,6 +104,22 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX responses_project ON responses (project);
     CREATE INDEX conversations_project ON conversations (project)
     """,
+    # 7: items keyed by (project, id): input item ids are the client's, so one project's write never replaces
+    # another's row. Each kept row takes its response's project; a row whose response is gone was unreachable.
+    """
+    CREATE TABLE items_by_project (
+        project TEXT NOT NULL,
+        id TEXT NOT NULL,
+        response_id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (project, id)
+    );
+    INSERT INTO items_by_project (project, id, response_id, item)
+        SELECT r.project, i.id, i.response_id, i.item FROM items i JOIN responses r ON r.id = i.response_id;
+    DROP TABLE items;
+    ALTER TABLE items_by_project RENAME TO items;
+    CREATE INDEX items_response ON items (response_id)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -176,6 +192,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     UPDATE conversation_items SET bytes = octet_length(item);
     CREATE INDEX responses_project ON responses (project);
     CREATE INDEX conversations_project ON conversations (project)
+    """,
+    # 7: as SQLite's 7, in place (the index on response_id is kept)
+    """
+    ALTER TABLE items ADD COLUMN project TEXT;
+    UPDATE items SET project = r.project FROM responses r WHERE r.id = items.response_id;
+    DELETE FROM items WHERE project IS NULL;
+    ALTER TABLE items ALTER COLUMN project SET NOT NULL;
+    ALTER TABLE items DROP CONSTRAINT items_pkey;
+    ALTER TABLE items ADD PRIMARY KEY (project, id)
     """,
 )
 

@@ -18,7 +18,7 @@ from vllm_responses.store.base import (
     StoredConversation,
     StoredEvent,
     StoredResponse,
-    own_items,
+    item_rows,
     stored_size,
 )
 from vllm_responses.store.migrations import upgrade_postgres
@@ -309,9 +309,9 @@ class PostgresStore(_Conversations, _Leases, _Events):
                 stored_size(*texts),
             )
             await conn.executemany(
-                "INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET "
-                "response_id = EXCLUDED.response_id, item = EXCLUDED.item",
-                [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
+                "INSERT INTO items (project, id, response_id, item) VALUES ($1, $2, $3, $4) "
+                "ON CONFLICT (project, id) DO UPDATE SET response_id = EXCLUDED.response_id, item = EXCLUDED.item",
+                item_rows(record),
             )
         self._writes += 1
         if self._writes % 500 == 0:
@@ -336,10 +336,7 @@ class PostgresStore(_Conversations, _Leases, _Events):
 
     async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
         text = await self.pool.fetchval(
-            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id "
-            "WHERE i.id = $1 AND r.project = $2",
-            item_id,
-            project,
+            "SELECT item FROM items WHERE project = $1 AND id = $2", project, item_id
         )
         if text is None:
             return None

@@ -18,7 +18,7 @@ from vllm_responses.store.base import (
     StoredConversation,
     StoredEvent,
     StoredResponse,
-    own_items,
+    item_rows,
     stored_size,
 )
 from vllm_responses.store.files import private_file
@@ -272,8 +272,8 @@ class SQLiteStore(_Conversations, _Leases, _Events):
             ),
         )
         await self.db.executemany(
-            "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
-            [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
+            "INSERT OR REPLACE INTO items (project, id, response_id, item) VALUES (?, ?, ?, ?)",
+            item_rows(record),
         )
         await self.db.commit()
         self._writes += 1
@@ -314,8 +314,7 @@ class SQLiteStore(_Conversations, _Leases, _Events):
 
     async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
         async with self.db.execute(
-            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id WHERE i.id = ? AND r.project = ?",
-            (item_id, project),
+            "SELECT item FROM items WHERE project = ? AND id = ?", (project, item_id)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
