@@ -9,8 +9,10 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     MemoryLimitRefused,
+    OwnerQuota,
     PoolExhausted,
     PoolStats,
+    QuotaExceeded,
     data_path,
 )
 
@@ -23,7 +25,9 @@ __all__ = [
     "Interpreter",
     "InterpreterError",
     "MemoryLimitRefused",
+    "OwnerQuota",
     "PoolExhausted",
     "PoolStats",
+    "QuotaExceeded",
     "data_path",
 ]

@@ -21,7 +21,9 @@ __all__ = [
     "Interpreter",
     "InterpreterError",
     "MemoryLimitRefused",
+    "OwnerQuota",
     "PoolExhausted",
+    "QuotaExceeded",
     "PoolStats",
     "data_path",
 ]
@@ -73,6 +75,16 @@ class ContainerInfo:
     memory_limit: str | None = None
     # whose it is, as the caller that made it labels it (a gateway serving several tenants: the project)
     owner: str | None = None
+
+
+@dataclass(frozen=True)
+class OwnerQuota:
+    """What the containers of one owner may hold at once (0: no bound of its own): how many live, and their
+    summed memory limits (`memory_limit`, in bytes). A create past it waits for one of the owner's own
+    containers to go (or to become idle, and so evictable), then fails with `QuotaExceeded`."""
+
+    max_containers: int = 0
+    max_memory_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,10 @@ class PoolExhausted(InterpreterError):
     """No container could be had within the queue timeout: every one is in use and no more fit."""
 
 
+class QuotaExceeded(PoolExhausted):
+    """No container could be had within the queue timeout because its owner holds all its `OwnerQuota`."""
+
+
 class MemoryLimitRefused(InterpreterError):
     """A container's `memory_limit` can never be granted (above 4 GiB, or above the whole memory budget)."""
 
@@ -185,6 +201,7 @@ class Interpreter(ABC):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        quota: OwnerQuota | None = None,
         wait_for_worker: bool = True,
     ) -> ContainerInfo:
         """Hand out a warm worker as a new container, waiting (bounded) for room. Raises `PoolExhausted`
@@ -194,7 +211,9 @@ class Interpreter(ABC):
         could be had. A response does so, and streams the model's code meanwhile.
         `expires_after_s`: the container's own idle expiry (capped at the pool's), kept with the container so
         that every client of a shared pool sees it. `owner`: an opaque label kept with it and given back in
-        its `ContainerInfo` (a gateway keeps tenants apart by it), likewise seen by every client."""
+        its `ContainerInfo` (a gateway keeps tenants apart by it), likewise seen by every client. A full pool
+        evicts only idle containers of the same `owner` (never another's) to make room; `quota` bounds what
+        that owner's containers hold together (`QuotaExceeded`)."""
 
     def check_memory_limit(self, memory_limit: str | None) -> None:
         """Raise `MemoryLimitRefused` when a container with this `memory_limit` could never be granted (a

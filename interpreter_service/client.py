@@ -1,9 +1,11 @@
 """`HTTPInterpreter`: the `Interpreter` interface over HTTP, so gateway replicas can share one pool.
 
 Failures of the service become the interpreter's own errors: a 404 `ContainerNotFound`, a 503
-`PoolExhausted`, a 401 an `InterpreterError` naming the token, and a connection that fails or drops (the
-service restarted, or is down) an `InterpreterError` saying so, which the agent loop gives the model as the
-code call's output. Every request is bounded: a code call by its timeout plus `margin_s`.
+`PoolExhausted` (`QuotaExceeded` when the owner's quota is full), a 401 an `InterpreterError` saying the
+credentials were refused, and a connection that fails or drops (the service restarted, or is down) an
+`InterpreterError` saying so, which the agent loop gives the model as the code call's output. Their texts
+never name the service's URL: that, and the error, are logged. Every request is bounded: a code call by its
+timeout plus `margin_s`.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     MemoryLimitRefused,
+    OwnerQuota,
     PoolExhausted,
     PoolStats,
+    QuotaExceeded,
 )
 from interpreter_service.auth import BOOT_HEADER
 from interpreter_service.capacity import format_size, memory_tier
@@ -130,33 +134,53 @@ class HTTPInterpreter(Interpreter):
         try:
             resp = await self._client.request(method, url, timeout=timeout or self.request_timeout_s, **kw)
         except httpx.TimeoutException as e:
-            raise InterpreterError(f"the sandbox service at {self.base_url} did not answer in time") from e
+            logger.warning(
+                "the sandbox service at %s did not answer %s %s in time", self.base_url, method, url
+            )
+            raise InterpreterError("the sandbox service did not answer in time") from e
         except httpx.HTTPError as e:
+            logger.warning(
+                "the sandbox service at %s is unreachable: %s: %s", self.base_url, type(e).__name__, e
+            )
             raise InterpreterError(
-                f"the sandbox service at {self.base_url} is unreachable or restarted ({type(e).__name__}); "
-                "the call's state is lost, retry"
+                "the sandbox service is unreachable or restarted; the call's state is lost, retry"
             ) from e
         self._note_boot(resp)
         if resp.status_code < 400:
             return resp
-        try:
-            err = resp.json()["error"]
-            kind, msg = err.get("type"), err.get("message", "")
-        except (ValueError, KeyError, TypeError):
-            kind, msg = None, resp.text[:500]
+        kind, msg = self._error_of(resp)
         if resp.status_code == 401:
-            raise InterpreterError(
-                f"the sandbox service at {self.base_url} refused this gateway's token (HTTP 401): "
-                "check --code-interpreter-token"
+            logger.error(
+                "the sandbox service at %s refused this gateway's token (HTTP 401): check "
+                "--code-interpreter-token",
+                self.base_url,
             )
+            raise InterpreterError("the sandbox service refused this server's credentials (HTTP 401)")
         if resp.status_code == 404 or kind == "container_not_found":
             gone = " (the sandbox service restarted since)" if self.restarts_seen else ""
             raise ContainerNotFound(f"{msg}{gone}")
+        if kind == "quota_exceeded":
+            raise QuotaExceeded(msg)
         if resp.status_code == 503 or kind == "pool_exhausted":
             raise PoolExhausted(msg)
         if kind == "memory_limit_refused":
             raise MemoryLimitRefused(msg)
         raise InterpreterError(f"HTTP {resp.status_code}: {msg}")
+
+    def _error_of(self, resp: httpx.Response) -> tuple[str | None, str]:
+        """The `type` and `message` of the service's error body; a body that is not one (from a proxy in
+        front, say) is logged and read as just its HTTP status, so no page of it reaches a client."""
+        try:
+            err = resp.json()["error"]
+            return err.get("type"), str(err.get("message", ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            logger.warning(
+                "the sandbox service at %s answered HTTP %s: %s",
+                self.base_url,
+                resp.status_code,
+                resp.text[:500],
+            )
+            return None, f"HTTP {resp.status_code}"
 
     # -- pool state ------------------------------------------------------------------------------------
     async def refresh(self) -> None:
@@ -219,6 +243,7 @@ class HTTPInterpreter(Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        quota: OwnerQuota | None = None,
         wait_for_worker: bool = True,
     ) -> ContainerInfo:
         body: dict[str, object] = {
@@ -227,6 +252,11 @@ class HTTPInterpreter(Interpreter):
             "expires_after_s": expires_after_s,
             "owner": owner,
         }
+        if quota is not None:  # a service from before quotas is told nothing new
+            body["quota"] = {
+                "max_containers": quota.max_containers,
+                "max_memory_bytes": quota.max_memory_bytes,
+            }
         if not wait_for_worker:  # a service from before it is told nothing new (and waits, as it did)
             body["wait_for_worker"] = False
         r = await self._call(

@@ -1,4 +1,5 @@
-"""`IdleContainers`: the pool's idle containers expired on a timer, or evicted to make room for new ones."""
+"""`IdleContainers`: the pool's idle containers expired on a timer, or evicted to make room for new ones of
+their own owner."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class IdleContainers:
     """Expiry and eviction for a pool that provides its containers, its `Capacity`, `_remove` (forget one) and
     `_replenish` (top the warm workers up)."""
 
-    evict_idle: bool  # when full, hand the least recently used idle container's room to a new one
+    evict_idle: bool  # when full, hand the owner's least recently used idle container's room to its new one
     idle_expiry_s: float
     _reap_every: float
     _containers: dict[str, Container]
@@ -40,20 +41,27 @@ class IdleContainers:
             self.expire_idle()
             self._replenish()  # the spare target falls as demand ages out of its window
 
-    def _evictable(self) -> list[int]:
-        """Charges of the containers that may be evicted (idle, unpinned), least recently used first."""
+    def _idle_of(self, owner: str | None) -> list[Container]:
+        """`owner`'s containers that may be evicted (idle, unpinned), least recently used first: a full pool
+        makes room for an owner from its own containers only, never from another's."""
         if not self.evict_idle:
             return []
-        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
-        return [c.charge for c in sorted(idle, key=lambda c: c.last_active_at)]
+        idle = [
+            c for c in self._containers.values() if c.owner == owner and not c.lock.locked() and c.pins == 0
+        ]
+        return sorted(idle, key=lambda c: c.last_active_at)
 
-    def _evict_one(self) -> None:
-        """Free the room of the idle, unpinned container used longest ago (its state is lost, as on expiry)."""
-        idle = [c for c in self._containers.values() if not c.lock.locked() and c.pins == 0]
+    def _evictable(self, owner: str | None) -> list[tuple[int, int]]:
+        """(charge, memory limit) of each of `owner`'s evictable containers, the one to evict first first."""
+        return [(c.charge, c.tier) for c in self._idle_of(owner)]
+
+    def _evict_one(self, owner: str | None) -> None:
+        """Free the room of `owner`'s idle, unpinned container used longest ago (its state is lost, as on
+        expiry)."""
+        idle = self._idle_of(owner)
         if idle:
-            victim = min(idle, key=lambda c: c.last_active_at)
-            log.info("evicting idle container %s to make room for a new one", victim.id)
-            self._remove(victim)
+            log.info("evicting idle container %s to make room for a new one of its owner", idle[0].id)
+            self._remove(idle[0])
 
     def expire_idle(self) -> list[str]:
         """Delete containers idle longer than their expiry (`idle_expiry_s`, or their own shorter one; not

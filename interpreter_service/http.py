@@ -27,7 +27,9 @@ from interpreter_service.api import (
     Interpreter,
     InterpreterError,
     MemoryLimitRefused,
+    OwnerQuota,
     PoolExhausted,
+    QuotaExceeded,
 )
 from interpreter_service.auth import TOKEN_ENV, TokenGuard, check_bind
 from interpreter_service.wire import to_json
@@ -49,12 +51,26 @@ def _owner(value: Any) -> str | None:
     raise ValueError("owner must be a string of at most 200 characters")
 
 
+def _quota(value: Any) -> OwnerQuota | None:
+    """An owner's quota as a create body gives it: absent, or two counts of at least 0."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"max_containers", "max_memory_bytes"}:
+        raise ValueError("quota must be an object with max_containers and max_memory_bytes")
+    counts = [value.get(k, 0) for k in ("max_containers", "max_memory_bytes")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise ValueError("quota's max_containers and max_memory_bytes must be integers of at least 0")
+    return OwnerQuota(*counts)
+
+
 def _guard(fn: Handler) -> Handler:
     async def wrapped(request: Request) -> Response:
         try:
             return await fn(request)
         except ContainerNotFound as e:
             return _error(404, "container_not_found", f"no container {e}")
+        except QuotaExceeded as e:
+            return _error(503, "quota_exceeded", str(e))
         except PoolExhausted as e:
             return _error(503, "pool_exhausted", str(e))
         except MemoryLimitRefused as e:
@@ -109,6 +125,7 @@ class _Handlers:
             memory_limit=body.get("memory_limit"),
             expires_after_s=body.get("expires_after_s"),
             owner=_owner(body.get("owner")),
+            quota=_quota(body.get("quota")),
             wait_for_worker=body.get("wait_for_worker") is not False,
         )
         return JSONResponse(to_json(info), status_code=201)

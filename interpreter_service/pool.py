@@ -19,9 +19,10 @@ from interpreter_service.api import (
     ExecutionResult,
     Interpreter,
     InterpreterError,
+    OwnerQuota,
     PoolStats,
 )
-from interpreter_service.capacity import Capacity, growth_sizing, memory_tier, pool_sizing
+from interpreter_service.capacity import NO_QUOTA, Capacity, growth_sizing, memory_tier, pool_sizing
 from interpreter_service.charges import Charges
 from interpreter_service.confine import detect
 from interpreter_service.container import Container, ContainerFiles, FileRequest
@@ -60,7 +61,8 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
     `budget_counts="use"` the larger of a worker's measured RSS and `worker_reserve` (default: the largest
     RSS of recently ready workers), with `"caps"` its heaps' caps (see `charges.Charges`). A
     `create_container` past either waits its turn (FIFO) up to `queue_timeout_s`, evicting idle unpinned
-    containers (least recently used first) when `evict_idle`.
+    containers of its own owner (least recently used first; never another owner's) when `evict_idle`; an
+    owner's `OwnerQuota` bounds its own containers.
     Workers run as `user` (default: "nobody" when this process is root; "" keeps our own user) from a
     neutral sandbox folder (`sandbox_dir`). `on_execution(seconds, outcome)`, when set, is called after
     every `execute`.
@@ -304,6 +306,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        quota: OwnerQuota | None = None,
         wait_for_worker: bool = True,
     ) -> ContainerInfo:
         if not self._started or self._closed:
@@ -312,7 +315,13 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
         cost = heaps_cost(tier, self._js_heap_mb)
         charge = self._charges.of(None, cost)
         await self._capacity.acquire(
-            cost, self.queue_timeout_s, f"memory_limit {memory_limit or self.memory_limit!r}", charge=charge
+            cost,
+            self.queue_timeout_s,
+            f"memory_limit {memory_limit or self.memory_limit!r}",
+            charge=charge,
+            owner=owner,
+            size=tier,
+            quota=quota or NO_QUOTA,
         )
         now = time.time()
         c = Container(
@@ -337,7 +346,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
                 c.worker = await self._take_worker(tier)
             except BaseException:
                 if self._containers.pop(c.id, None) is not None:
-                    self._capacity.release(c.charge)
+                    self._capacity.release(c.charge, c.owner, c.tier)
                 self._capacity.wake()
                 self._replenish()
                 raise
@@ -391,7 +400,7 @@ class WorkerPool(ContainerFiles, IdleContainers, Interpreter):
             c.worker.interrupt()
         self._warm.discard(c.worker)
         c.worker = None
-        self._capacity.release(c.charge)
+        self._capacity.release(c.charge, c.owner, c.tier)
 
     async def delete_container(self, container_id: str) -> None:
         self._remove(self._get(container_id))

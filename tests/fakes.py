@@ -23,6 +23,7 @@ from interpreter_service import (
     FileInfo,
     Interpreter,
     InterpreterError,
+    OwnerQuota,
     PoolExhausted,
     data_path,
 )
@@ -241,6 +242,7 @@ class FakeInterpreter(Interpreter):
         self.cancelled = 0
         self.pins: collections.Counter[str] = collections.Counter()  # `pin` minus `unpin`, by container
         self.pins_seen: list[int] = []  # the container's pins at each `execute`
+        self.quotas: list[OwnerQuota | None] = []  # the quota each `create_container` was given
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
@@ -256,8 +258,10 @@ class FakeInterpreter(Interpreter):
         memory_limit: str | None = None,
         expires_after_s: float | None = None,
         owner: str | None = None,
+        quota: OwnerQuota | None = None,
         wait_for_worker: bool = True,
     ) -> ContainerInfo:
+        self.quotas.append(quota)
         if len(self.containers) >= self.max_containers:
             raise PoolExhausted("all fake containers are in use")
         cid = f"cntr_{next(self._ids):024x}"  # the form real ids have

@@ -124,7 +124,7 @@ def test_a_wrong_token_is_a_tool_error(service: SandboxService) -> None:
         resp = _sdk(bad).responses.create(model="fake-model", input="Run.", tools=AUTO, include=OUTPUTS)  # type: ignore[arg-type]
         call = _call(resp)
         assert resp.status == "completed" and call.status == "failed"
-        assert "HTTP 401" in _logs(call) and "--code-interpreter-token" in _logs(call)
+        assert "HTTP 401" in _logs(call) and "credentials" in _logs(call)  # the flag to check: in the log
         told = bad.engine.requests[-1].turns[-1]  # the model saw the error as the call's output
         assert "HTTP 401" in str(told)
         ready = httpx.get(bad.base_url + "/ready", timeout=30)

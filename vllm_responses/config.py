@@ -165,6 +165,27 @@ class Config:
         "a minute; past it the address gets a 429 with Retry-After (0: unlimited).",
         parse=_at_least(0),
     )
+    project_max_containers: int = setting(
+        0,
+        "--project-max-containers",
+        "Live code-interpreter containers each project may hold at once (0: no bound of its own; a keys "
+        "file may set max_containers per key).",
+        parse=_at_least(0),
+    )
+    project_max_sandbox_memory_mb: int = setting(
+        0,
+        "--project-max-sandbox-memory-mb",
+        "MiB of sandbox memory each project's live containers may hold together, the sum of their "
+        "memory_limit (0: no bound of its own; a keys file may set max_sandbox_memory_mb per key).",
+        parse=_at_least(0),
+    )
+    project_max_stored_bytes: int = setting(
+        0,
+        "--project-max-stored-bytes",
+        "Bytes of stored responses and conversation items each project may keep (0: no bound; a keys "
+        "file may set max_stored_bytes per key).",
+        parse=_at_least(0),
+    )
     code_interpreter: bool = setting(
         True,
         "--no-code-interpreter",
@@ -335,6 +356,19 @@ class Config:
         "Most pixels (width x height) an input_image may decode to (decompression bombs); past it a 400.",
         parse=_at_least(1),
     )
+    max_deferred_tools: int = setting(
+        5000,
+        "--max-deferred-tools",
+        "Tools one request may give with defer_loading (searched by its tool_search tool); past it a 400.",
+        parse=_at_least(0),
+    )
+    max_images_total_bytes: int = setting(
+        32 * 1024 * 1024,
+        "--max-images-total-bytes",
+        "Bytes one request's input_images may weigh in all (data URLs, fetched URLs and container files); "
+        "past it a 400.",
+        parse=_at_least(1),
+    )
     max_websockets: int = setting(
         256, "--max-websockets", "WebSocket connections open at once; past it a 429.", parse=_at_least(1)
     )
@@ -384,6 +418,19 @@ class Config:
         "Largest file an input_file part may carry or name, in bytes; past it a 400.",
         parse=_at_least(1),
     )
+    max_input_files: int = setting(
+        16,
+        "--max-input-files",
+        "input_file parts one request may give; past it a 400, before any is read.",
+        parse=_at_least(0),
+    )
+    input_files_max_total_bytes: int = setting(
+        32 * 1024 * 1024,
+        "--input-files-max-total-bytes",
+        "Bytes one request's input_files may weigh in all (file_data, file_id and file_url together); past "
+        "it a 400, a download stopped as it goes past.",
+        parse=_at_least(1),
+    )
     input_file_max_pages: int = setting(
         100,
         "--input-file-max-pages",
@@ -415,6 +462,44 @@ class Config:
         "--input-file-url-timeout",
         "Seconds fetching one file_url may take; past it a 400.",
         parse=float,
+    )
+    input_file_max_request_pages: int = setting(
+        500,
+        "--input-file-max-request-pages",
+        "PDF pages one request may have read, all its files together; past it a 400.",
+        parse=_at_least(1),
+    )
+    input_file_max_content_bytes: int = setting(
+        8 * 1024 * 1024,
+        "--input-file-max-content-bytes",
+        "Decoded page content (content streams and forms) one request's PDFs may hold, in bytes, a stream "
+        "counted once for each page that names it; past it a 400, before any text is read.",
+        parse=_at_least(1),
+    )
+    input_file_extract_workers: int = setting(
+        2,
+        "--input-file-extract-workers",
+        "Worker processes that read PDFs, started when first needed; more PDFs wait for one.",
+        parse=_at_least(1),
+    )
+    input_file_extract_cpu: float = setting(
+        10.0,
+        "--input-file-extract-cpu",
+        "CPU seconds reading one PDF may take (its worker is ended past them); a 400.",
+        parse=float,
+    )
+    input_file_extract_timeout: float = setting(
+        20.0,
+        "--input-file-extract-timeout",
+        "Seconds reading one PDF may take, waiting for a worker not counted; past them its worker is killed "
+        "and the request gets a 400.",
+        parse=float,
+    )
+    input_file_extract_memory: int = setting(
+        1024 * 1024 * 1024,
+        "--input-file-extract-memory",
+        "Address space of one PDF-reading worker process in bytes (0: no limit); a PDF that needs more is a 400.",
+        parse=_at_least(0),
     )
     input_image_allowed_urls: tuple[str, ...] = setting(
         (),

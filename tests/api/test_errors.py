@@ -13,7 +13,8 @@ from openai.types.responses import ResponseIncludable
 from PIL import Image as PILImage
 
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
-from tests.serving import LiveServer
+from tests.sandbox_service import gateway
+from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 
 MODEL = "fake-model"
@@ -268,3 +269,49 @@ def test_include_on_retrieve_chooses_the_code_outputs(fake_server: LiveServer, e
     )
     assert shown(asked.json()) == {"outputs"}
     assert asked.json()["output"][1]["outputs"] == [{"type": "logs", "logs": "1\n"}]
+
+
+def test_an_unreachable_sandbox_service_is_a_503_that_names_no_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With the shared sandbox service down (`--code-interpreter-url` at a closed port on 127.0.0.1), the
+    Containers API answers 503 and a code call fails for the model, and nothing the client sees (the 503
+    bodies, the code call's output) names the service's address; the server's log does."""
+    port = free_port()  # nothing listens there
+    config = Config(code_interpreter_url=f"http://127.0.0.1:{port}/sbx", code_interpreter_token="tok3n")
+    with caplog.at_level("WARNING"):
+        server = gateway(config, FakeEngine())
+        try:
+            base = server.base_url + "/v1"
+            seen = [
+                httpx.post(base + "/containers", json={"name": "c"}, timeout=30),
+                httpx.get(base + "/containers", timeout=30),
+                httpx.get(base + "/containers/cntr_" + "0" * 24, timeout=30),
+            ]
+            body = {
+                "model": MODEL,
+                "input": "hi",
+                "tools": [{"type": "code_interpreter", "container": "cntr_" + "0" * 24}],
+            }
+            seen.append(httpx.post(base + "/responses", json=body, timeout=30))
+            for r in seen:
+                assert r.status_code == 503, r.text
+                error = r.json()["error"]
+                assert error["type"] == "server_error" and error["message"]
+            server.engine.reset(code_call("print(1)"), say("It failed."))
+            auto = {
+                "model": MODEL,
+                "input": "hi",
+                "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+            }
+            done = httpx.post(
+                base + "/responses", json={**auto, "include": ["code_interpreter_call.outputs"]}, timeout=30
+            )
+            assert done.status_code == 200 and done.json()["output"][0]["status"] == "failed"
+            told = server.engine.requests[1].turns[-1].output
+            for text in [*(r.text for r in seen), done.text, told]:
+                assert f":{port}" not in text and "127.0.0.1" not in text and "/sbx" not in text, text
+                assert "tok3n" not in text and "code-interpreter-token" not in text
+        finally:
+            server.stop()
+    assert any(f"127.0.0.1:{port}" in m for m in caplog.messages)  # the operator's log has the address

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from tests.fakes import echo_fields
@@ -209,7 +210,7 @@ def test_a_failed_code_call_has_no_completed_event() -> None:
 
 def test_reasoning_then_text_and_encrypted_content_only_when_included() -> None:
     for include in (False, True):
-        b = builder(include_reasoning=include, seal=ReasoningSeal(bytes(32)).seal)
+        b = builder(include_reasoning=include, seal=partial(ReasoningSeal(bytes(32)).seal, project="proj"))
         events = b.created() + b.reasoning_delta("Add ") + b.reasoning_delta("them.") + b.text_delta("5")
         events += b.completed(USAGE)
         check_stream(events)

@@ -1,4 +1,5 @@
-"""input_image parts checked before a model call: their source, their format, the limits, and the model."""
+"""input_image parts checked before a model call: their source, their format, the limits (the count and the
+model: tests/context/test_input_budget.py)."""
 
 from __future__ import annotations
 
@@ -36,28 +37,21 @@ def _input(*parts: dict[str, Any]) -> list[Any]:
     return req.input
 
 
-def _refused(items: list[Any], limits: ImageLimits | None = None, *, vision: bool = True) -> InvalidRequest:
+def _refused(items: list[Any], limits: ImageLimits | None = None) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as exc:
-        check_input_images(items, limits or ImageLimits(), takes_images=vision)
+        check_input_images(items, limits or ImageLimits())
     return exc.value
 
 
 def test_a_data_url_image_passes_and_reads_back_as_the_messages_image() -> None:
     items = _input({"type": "input_image", "image_url": PNG_URL, "detail": "low"})
-    check_input_images(items, ImageLimits(), takes_images=True)
+    check_input_images(items, ImageLimits())
     stored = input_to_items(items)
     assert [p["type"] for p in stored[0]["content"]] == ["input_text", "input_image"]  # as sent
     assert items_to_turns(stored) == [Message("user", "Hi.", (Image(PNG, "image/png"),))]
 
 
-def test_a_text_only_model_refuses_the_part() -> None:
-    err = _refused(_input({"type": "input_image", "image_url": PNG_URL}), vision=False)
-    assert err.param == "input[0].content[1]" and "text only" in err.message
-
-
 def test_each_limit_is_a_400_naming_the_part() -> None:
-    two = _input({"type": "input_image", "image_url": PNG_URL}, {"type": "input_image", "image_url": PNG_URL})
-    assert _refused(two, ImageLimits(max_images=1)).param == "input[0].content[2]"
     big = _input({"type": "input_image", "image_url": _png(64, 64)})
     assert _refused(big, ImageLimits(max_bytes=50)).code == "image_too_large"
     bomb = _refused(big, ImageLimits(max_pixels=64 * 63))
@@ -83,7 +77,7 @@ def test_far_sources_pass_to_the_reader_and_output_parts_are_named() -> None:
     """A file_id or an http(s) URL is fetched later (tools/file_inputs.py), where its 400s are tested
     (tests/api/test_image_sources.py); a part with neither is refused here."""
     for far in ({"file_id": "cfile_1"}, {"image_url": "https://example.com/a.png"}):
-        check_input_images(_input({"type": "input_image", **far}), ImageLimits(), takes_images=True)
+        check_input_images(_input({"type": "input_image", **far}), ImageLimits())
     assert "neither" in _refused(_input({"type": "input_image"})).message
     body = {
         "model": "m",

@@ -18,10 +18,13 @@ def capacity(max_live: int = 2, budget: int = 4 * G, evictable: list[int] | None
     idle = evictable if evictable is not None else []
     cap: Capacity
 
-    def evict() -> None:
+    def evict(owner: str | None) -> None:
         cap.release(idle.pop(0))
 
-    cap = Capacity(max_live=max_live, budget=budget, evictable=lambda: list(idle), evict=evict)
+    def evictable(owner: str | None) -> list[tuple[int, int]]:
+        return [(charge, 0) for charge in idle]
+
+    cap = Capacity(max_live=max_live, budget=budget, evictable=evictable, evict=evict)
     return cap
 
 

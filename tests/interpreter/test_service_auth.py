@@ -79,7 +79,7 @@ async def test_every_request_needs_the_token() -> None:
         assert r.status_code == 200 and r.headers[BOOT_HEADER] == "boot1"
         assert r.json()["boot_id"] == "boot1" and r.json()["containers_live"] == 0
     async with _client(httpx.ASGITransport(app=app), token="wrong") as bad:
-        with pytest.raises(InterpreterError, match="refused this gateway's token \\(HTTP 401\\)"):
+        with pytest.raises(InterpreterError, match="refused this server's credentials \\(HTTP 401\\)"):
             await bad.create_container()
         assert bad.stats() is None
 

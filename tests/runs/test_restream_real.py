@@ -59,7 +59,8 @@ def _record_reads(server: LiveServer) -> list[bool]:
 # B catching up with A is a race against A's ~10 s stream: on this 2-core host the whole machine (an outside
 # process that only sleeps included) sometimes stalls 1-4 s while vLLM's worker threads run (measured with a
 # 10 ms ticker), so B's first read can come after A's last event. Another run on the same servers gets another
-# chance; every other check holds on each run.
+# chance; every other check holds on each run. (A is a real `serve` process: unlike the fake engine in
+# test_restream_replicas, its generation cannot be held open by the test until B has caught up.)
 _RUNS = 3
 
 

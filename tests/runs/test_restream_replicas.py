@@ -11,8 +11,9 @@ import sqlite3
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -89,9 +90,36 @@ def _type(data: str) -> str:
     return str(json.loads(data)["type"])
 
 
-def test_a_response_run_on_a_is_restreamed_on_b(replicas: tuple[LiveServer, LiveServer]) -> None:
+def _pause_after(
+    engine: FakeEngine, deltas: int, gate: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`engine`'s generations stop after `deltas` events until `gate` is set: a response that is certainly still
+    running while the test looks, whatever the host's scheduling."""
+    generate = engine.generate
+
+    async def paused(request: Any) -> AsyncIterator[Any]:
+        async for n, event in _numbered(generate(request)):
+            yield event
+            while n == deltas and not gate.is_set():
+                await asyncio.sleep(0.01)
+
+    monkeypatch.setattr(engine, "generate", paused)
+
+
+async def _numbered(events: AsyncIterator[Any]) -> AsyncIterator[tuple[int, Any]]:
+    n = 0
+    async for event in events:
+        n += 1
+        yield n, event
+
+
+def test_a_response_run_on_a_is_restreamed_on_b(
+    replicas: tuple[LiveServer, LiveServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b = replicas
     a.engine.reset(say("word " * 120), delay=0.02)  # 200 deltas, several seconds of output
+    go_on = threading.Event()  # A holds its response after 50 deltas until B's SDK stream has its first event
+    _pause_after(a.engine, 50, go_on, monkeypatch)
     mine = Frames(
         "POST",
         a.base_url + "/v1/responses",
@@ -103,12 +131,16 @@ def test_a_response_run_on_a_is_restreamed_on_b(replicas: tuple[LiveServer, Live
     assert rid not in _state(b).service.runs
     from_start = Frames("GET", f"{b.base_url}/v1/responses/{rid}", params={"stream": "true"})
     sdk_events = []
-    with _client(b).responses.retrieve(rid, stream=True, starting_after=5) as stream:
-        for event in stream:
-            if not sdk_events:
-                running = not _state(a).service.runs[rid].done.is_set()
-            sdk_events.append(event)
-    assert running, "the response ended before B's stream started: make the fake engine slower"
+    try:
+        with _client(b).responses.retrieve(rid, stream=True, starting_after=5) as stream:
+            for event in stream:
+                if not sdk_events:
+                    running = not _state(a).service.runs[rid].done.is_set()
+                    go_on.set()
+                sdk_events.append(event)
+    finally:
+        go_on.set()
+    assert running, "the response ended before B's stream started"
     a_events = mine.join()
     b_events = from_start.join()
     assert mine.status == from_start.status == 200

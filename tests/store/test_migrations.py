@@ -5,6 +5,7 @@ existed upgraded in place, a database newer than the code refused, two Postgres 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sqlite3
@@ -23,6 +24,7 @@ from vllm_responses.cli import main
 from vllm_responses.config import Config
 from vllm_responses.store.migrations import (
     LATEST,
+    POSTGRES_MIGRATIONS,
     SQLITE_MIGRATIONS,
     SchemaTooNew,
     is_postgres_url,
@@ -107,6 +109,61 @@ async def test_a_pre_migration_sqlite_file_is_upgraded_in_place(tmp_path: Path) 
     await store.aclose()
     assert await versions(db) == list(range(1, LATEST + 1))
     assert "responses_unfinished" in await indexes(db)
+
+
+async def _at_version_6(db: str, rows: list[tuple[str, str, str]]) -> None:
+    """`db` migrated to version 6 (items keyed by id alone), holding a response per (project, response, item)."""
+    responses = [
+        (rid, time.time(), "completed", json.dumps({"id": rid}), project) for project, rid, _ in rows
+    ]
+    items = [(iid, rid, json.dumps({"id": iid, "type": "message", "n": rid})) for _, rid, iid in rows]
+    if is_postgres_url(db):
+        conn = await asyncpg.connect(db)
+        try:
+            await conn.execute(
+                "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION)"
+            )
+            for version, script in enumerate(POSTGRES_MIGRATIONS[:6], 1):
+                await conn.execute(script)
+                await conn.execute("INSERT INTO schema_version VALUES ($1, $2)", version, time.time())
+            await conn.executemany(
+                "INSERT INTO responses (id, created_at, status, include_outputs, response, input_items, history, project) "
+                "VALUES ($1, $2, $3, false, $4, '[]', '[]', $5)",
+                responses,
+            )
+            await conn.executemany("INSERT INTO items VALUES ($1, $2, $3)", items)
+        finally:
+            await conn.close()
+        return
+    with sqlite3.connect(db) as sconn:
+        sconn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL)")
+        for version, script in enumerate(SQLITE_MIGRATIONS[:6], 1):
+            sconn.executescript(script)
+            sconn.execute("INSERT INTO schema_version VALUES (?, ?)", (version, time.time()))
+        sconn.executemany(
+            "INSERT INTO responses (id, created_at, status, include_outputs, response, input_items, history, project) "
+            "VALUES (?, ?, ?, 0, ?, '[]', '[]', ?)",
+            responses,
+        )
+        sconn.executemany("INSERT INTO items VALUES (?, ?, ?)", items)
+
+
+async def test_migration_7_keeps_each_item_with_its_responses_project(durable_db: str) -> None:
+    await _at_version_6(durable_db, [("proj_a", "resp_a", "msg_a"), ("proj_b", "resp_b", "msg_b")])
+    store = store_for(durable_db)
+    await store.open()
+    assert await versions(durable_db) == list(range(1, LATEST + 1))
+    assert (await store.find_item("msg_a", "proj_a"))["n"] == "resp_a"  # type: ignore[index]
+    assert (await store.find_item("msg_b", "proj_b"))["n"] == "resp_b"  # type: ignore[index]
+    assert await store.find_item("msg_a", "proj_b") is None
+    await store.save(dataclasses.replace(record(9), project="proj_b"))  # B's write under A's id: a row of B's
+    await store.save(
+        dataclasses.replace(
+            record(8), input_items=[{"id": "msg_a"}], history=[{"id": "msg_a"}], project="proj_b"
+        )
+    )
+    assert (await store.find_item("msg_a", "proj_a"))["n"] == "resp_a"  # type: ignore[index]
+    await store.aclose()
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn's exit 3

@@ -1,11 +1,13 @@
 """The response stores, each backend in turn (memory, SQLite, a real Postgres): round trip, persistence across
-reopen, delete, items by id, unfinished responses, and the bounds."""
+reopen, delete, items by id, unfinished responses, the bounds, and each project's stored bytes."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 
-from vllm_responses.store.base import ResponseStore, StoredResponse
+from vllm_responses.store.base import ResponseStore, StoredConversation, StoredResponse, stored_size
 from vllm_responses.store.memory import MemoryStore
 from vllm_responses.store.open import store_for
 
@@ -101,6 +103,34 @@ async def test_items_are_found_by_id_until_their_response_goes(store_db: str) ->
     await store.aclose()
 
 
+def _owned(project: str, n: int, text: str) -> StoredResponse:
+    """A response of `project` whose input item has the client-chosen id `msg_shared`."""
+    item = {"id": "msg_shared", "type": "message", "role": "user", "content": text}
+    return StoredResponse(
+        id=f"resp_{project}_{n}",
+        response={"id": f"resp_{project}_{n}", "status": "completed", "output": []},
+        input_items=[item],
+        history=[item],
+        include_outputs=False,
+        created_at=time.time(),
+        project=project,
+    )
+
+
+async def test_an_item_id_is_its_projects_and_another_project_cannot_take_it(store_db: str) -> None:
+    store = await opened(store_db)
+    await store.save(_owned("proj_a", 1, "A's words"))
+    await store.save(_owned("proj_b", 1, "B's words"))  # B stores an item under the id A's has
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A's words"  # type: ignore[index]
+    assert (await store.find_item("msg_shared", "proj_b"))["content"] == "B's words"  # type: ignore[index]
+    assert await store.delete("resp_proj_b_1")
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A's words"  # type: ignore[index]
+    assert await store.find_item("msg_shared", "proj_b") is None
+    await store.save(_owned("proj_a", 2, "A again"))  # within a project, the newest copy is found
+    assert (await store.find_item("msg_shared", "proj_a"))["content"] == "A again"  # type: ignore[index]
+    await store.aclose()
+
+
 async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
     from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
 
@@ -138,3 +168,26 @@ async def test_unfinished_leases_and_fail_abandoned(store_db: str) -> None:
     got = await store.get("resp_2")
     assert got is not None and got.response["status"] == "completed"
     await store.aclose()
+
+
+async def test_stored_bytes_are_counted_per_project(store_db: str) -> None:
+    """What each project keeps: its responses' and its conversations' items' bytes as written, another
+    project's apart; a delete gives them back."""
+    store = await opened(store_db)
+    try:
+        assert await store.stored_bytes("proj_a") == 0
+        rec = dataclasses.replace(record(1), project="proj_a")
+        await store.save(rec)
+        own = stored_size(*(json.dumps(t) for t in (rec.response, rec.input_items, rec.history)))
+        assert await store.stored_bytes("proj_a") == own
+        await store.save(rec)  # saved again (its final record): counted once
+        item = {"id": "msg_c1", "type": "message", "role": "user", "content": "é" * 100}
+        await store.create_conversation(StoredConversation("conv_1", time.time(), {}, "proj_a"), [item])
+        assert await store.stored_bytes("proj_a") == own + stored_size(json.dumps(item))
+        await store.save(dataclasses.replace(record(2), project="proj_b"))
+        assert await store.stored_bytes("proj_a") == own + stored_size(json.dumps(item))
+        await store.delete("resp_1")
+        await store.delete_conversation_item("conv_1", "msg_c1")
+        assert await store.stored_bytes("proj_a") == 0 and await store.stored_bytes("proj_b") > 0
+    finally:
+        await store.aclose()

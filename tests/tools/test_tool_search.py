@@ -1,10 +1,13 @@
 """Tool search over the scripted engine: tools with `defer_loading: true` kept out of the prompt, a server-run
 `tool_search` finding them (its `tool_search_call` and `tool_search_output` items as the SDK types them), the
 tools found offered from the next model call and on later turns, a client-run search answered with a
-`tool_search_output`, `additional_tools` items, and the 400s."""
+`tool_search_output`, `additional_tools` items, and the 400s; the deferred tools bounded in number, indexed
+once, and searched off the event loop."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -16,10 +19,12 @@ from openai.types.responses import (
     ResponseToolSearchOutputItem,
 )
 
-from tests.fakes import FakeEngine, function_call, say
+from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse, validate_response
+from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolResult
+from vllm_responses.tools import tool_search
 
 MODEL = "fake-model"
 WEATHER = {
@@ -161,3 +166,97 @@ def test_bad_tool_search_bodies_are_a_400(fake_server: LiveServer, body: dict[st
     )
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param
+
+
+def _many(n: int) -> list[Any]:
+    return [
+        {"type": "function", "name": f"tool_{i}", "description": f"Tool number {i}.", "defer_loading": True}
+        for i in range(n)
+    ]
+
+
+def test_more_deferred_tools_than_the_cap_is_a_400_naming_tools(fake_server: LiveServer) -> None:
+    """Past `--max-deferred-tools` (5000 by default; namespaced tools count one by one) the request is refused
+    before any tool is indexed."""
+    default = Config().max_deferred_tools
+    namespace = {**CRM, "tools": [*CRM["tools"], {**CRM["tools"][0], "name": "update"}]}  # type: ignore[dict-item]
+    tools = [{"type": "tool_search"}, *_many(default - 1), namespace]
+    r = httpx.post(
+        fake_server.base_url + "/v1/responses",
+        json={"model": MODEL, "input": "q", "tools": tools},
+        timeout=60,
+    )
+    assert r.status_code == 400, r.text[:300]
+    error = r.json()["error"]
+    assert error["param"] == "tools" and error["code"] == "too_many_tools"
+    assert error["type"] == "invalid_request_error" and str(default) in error["message"]
+
+
+def test_a_lower_cap_lets_as_many_through_and_refuses_one_more() -> None:
+    server = LiveServer(Config(max_deferred_tools=3), FakeEngine(), FakeInterpreter()).start()
+    try:
+        url = server.base_url + "/v1/responses"
+        for n, status in ((3, 200), (4, 400)):
+            body = {"model": MODEL, "input": "q", "tools": [{"type": "tool_search"}, *_many(n)]}
+            assert httpx.post(url, json=body, timeout=30).status_code == status
+    finally:
+        server.stop()
+
+
+def test_the_deferred_tools_are_indexed_once_per_request(
+    client: openai.OpenAI, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two searches in one response: each deferred tool's words are read once, not once per search."""
+    read: list[str] = []
+    words = tool_search._words
+
+    def counted(text: str) -> list[str]:
+        read.append(text)
+        return words(text)
+
+    monkeypatch.setattr(tool_search, "_words", counted)
+    engine.reset(
+        function_call("tool_search", {"query": "weather"}),
+        function_call("tool_search", {"query": "customer"}),
+        say("ok"),
+    )
+    client.responses.create(model=MODEL, input="q", tools=TOOLS)
+    assert sorted(read) == sorted(
+        [
+            "get_weather Weather forecast for a city.",
+            "crm__lookup [crm: The customer database.] Find a customer by name.",
+            "weather",
+            "customer",
+        ]
+    )
+
+
+def test_a_search_runs_off_the_event_loop(
+    fake_server: LiveServer, engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow search (its scorer held until the test lets it go) leaves the server answering: /health answers
+    while the search is held, and the scoring ran in the `search` threads, not on the server's event loop."""
+    entered, release = threading.Event(), threading.Event()
+    threads: set[threading.Thread] = set()
+    score = tool_search.DeferredTool.score
+
+    def held(self: tool_search.DeferredTool, words: set[str]) -> int:
+        threads.add(threading.current_thread())
+        entered.set()
+        release.wait(timeout=20)
+        return score(self, words)
+
+    monkeypatch.setattr(tool_search.DeferredTool, "score", held)
+    engine.reset(function_call("tool_search", {"query": "weather"}), say("ok"))
+    body = {"model": MODEL, "input": "q", "tools": TOOLS}
+    with ThreadPoolExecutor(1) as pool:
+        created = pool.submit(httpx.post, fake_server.base_url + "/v1/responses", json=body, timeout=60)
+        try:
+            assert entered.wait(timeout=30), "the search never ran"
+            assert httpx.get(fake_server.base_url + "/health", timeout=5).status_code == 200
+        finally:
+            release.set()
+        r = created.result()
+    assert r.status_code == 200 and r.json()["output"][1]["tools"][0]["name"] == "get_weather"
+    assert threads and fake_server.thread not in threads
+    assert all(t.name.startswith("search") for t in threads)  # its own threads, not the default executor's

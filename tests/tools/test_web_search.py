@@ -35,11 +35,13 @@ RESULTS = [
     {"url": "https://example.com/other", "title": "Other", "content": "x" * 2000},
 ]
 WEB: list[Any] = [{"type": "web_search"}]
+HUGE = 3 * 1024 * 1024
 
 
 class FakeSearx:
     """SearXNG's `GET /search?q=...&format=json` on 127.0.0.1: `queries` records what was asked. A query with
-    "boom" answers 500, one with "slow" sleeps 3 s, one with "nothing" finds nothing."""
+    "boom" answers 500, one with "slow" sleeps 3 s, one with "nothing" finds nothing, one with "huge" answers
+    3 MiB of results, one with "drip" sends a byte every 0.1 s for a minute."""
 
     def __init__(self) -> None:
         self.queries: list[dict[str, list[str]]] = []
@@ -52,9 +54,14 @@ class FakeSearx:
                 q = params.get("q", [""])[0]
                 if "slow" in q:
                     time.sleep(3)
+                if "drip" in q:
+                    self._drip()
+                    return
                 status, body = (
                     (500, {}) if "boom" in q else (200, {"results": [] if "nothing" in q else RESULTS})
                 )
+                if "huge" in q:
+                    body = {"results": [*RESULTS, {"url": "https://x.test/", "content": "x" * HUGE}]}
                 data = json.dumps(body).encode()
                 try:
                     self.send_response(status)
@@ -63,6 +70,19 @@ class FakeSearx:
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the "slow" search's client gave up
+                    pass
+
+            def _drip(self) -> None:
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.end_headers()
+                    self.wfile.write(b'{"results": [')
+                    for _ in range(600):
+                        time.sleep(0.1)
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
                     pass
 
             def log_message(self, *args: Any) -> None:
@@ -168,17 +188,24 @@ def test_the_stream_and_the_sources_when_included(live: LiveServer, engine: Fake
 @pytest.mark.parametrize(
     ("query", "said"),
     [
-        ("boom", "Error: the search failed: HTTPStatusError"),
-        ("slow", "Error: the search did not answer within 1 s"),
+        ("boom", "Error: the web search failed (HTTP 5xx)."),
+        ("slow", "Error: the web search failed (no answer in time)."),
+        ("huge", "Error: the web search failed (the answer was too large)."),
+        ("drip", "Error: the web search failed (no answer in time)."),
     ],
 )
 def test_a_failing_search_is_a_failed_call_the_model_reads(
     client: openai.OpenAI, engine: FakeEngine, query: str, said: str
 ) -> None:
+    """A 500, no answer within --web-search-timeout (a slow backend, or one sending a byte at a time: the
+    timeout bounds the whole search, not each read), or an answer over 2 MiB: the call fails and the model
+    reads why, in a text that names no URL."""
     engine.reset(function_call("web_search", {"query": query}), say("The search failed."))
-    r = client.responses.create(model=MODEL, input="q", tools=WEB)
+    r = openai.OpenAI(base_url=client.base_url, api_key="unused", max_retries=0, timeout=20).responses.create(
+        model=MODEL, input="q", tools=WEB
+    )
     assert r.status == "completed" and r.output[0].status == "failed"  # type: ignore[union-attr]
-    assert engine.requests[1].turns[-1].output.startswith(said)  # type: ignore[union-attr]
+    assert engine.requests[1].turns[-1].output == said  # type: ignore[union-attr]
 
 
 def test_no_results_and_a_bare_query_string(client: openai.OpenAI, engine: FakeEngine) -> None:
@@ -205,3 +232,63 @@ def test_without_a_backend_the_tool_is_not_offered(client: openai.OpenAI, fake_s
     plain = openai.OpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0)
     r = plain.responses.create(model=MODEL, input="q", tools=WEB, include=["web_search_call.action.sources"])
     assert r.status == "completed" and fake_server.engine.requests[0].tools == ()
+
+
+def test_a_backend_url_with_a_token_never_reaches_the_model_or_the_client(
+    searx: FakeSearx, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed search tells the model (and so the response) only what kind of failure it was: the backend's
+    URL, token and address stay in the server's log."""
+    url = f"{searx.url}?key=s3cret-key"
+    server = LiveServer(
+        Config(web_search_url=url, web_search_timeout=1.0), FakeEngine(), FakeInterpreter()
+    ).start()
+    try:
+        server.engine.reset(function_call("web_search", {"query": "boom"}), say("It failed."))
+        body = {"model": MODEL, "input": "q", "tools": WEB}
+        with caplog.at_level("WARNING", logger="vllm_responses.tools.web_search"):
+            r = httpx.post(server.base_url + "/v1/responses", json=body, timeout=30)
+        assert r.status_code == 200 and r.json()["output"][0]["status"] == "failed"
+        seen = server.engine.requests[1].turns[-1].output
+        host = f"127.0.0.1:{searx.server.server_port}"
+        for text in (seen, r.text):
+            assert "s3cret" not in text and host not in text and "/search" not in text
+        assert seen == "Error: the web search failed (HTTP 5xx)."
+        assert any("s3cret-key" in m and "HTTP 500" in m for m in caplog.messages)  # the operator's detail
+    finally:
+        server.stop()
+
+
+def test_the_proxy_of_the_environment_is_not_used(
+    live: LiveServer, engine: FakeEngine, searx: FakeSearx, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY in the server's environment does not carry searches (nor the query) to another host: the
+    search goes straight to --web-search-url."""
+    proxied: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            proxied.append(self.path)
+            self.send_response(502)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", free_port()), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+        engine.reset(function_call("web_search", {"query": "proxied query"}), say("ok"))
+        body = {"model": MODEL, "input": "q", "tools": WEB}
+        r = httpx.post(live.base_url + "/v1/responses", json=body, timeout=30, trust_env=False)
+        assert r.status_code == 200
+        assert proxied == []
+        assert r.json()["output"][0]["status"] == "completed"
+        assert searx.queries[-1]["q"] == ["proxied query"]
+    finally:
+        proxy.shutdown()

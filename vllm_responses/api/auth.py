@@ -39,19 +39,25 @@ logger = logging.getLogger(__name__)
 # The shortest `key` a keys file may give: guessing one is hopeless (a `sha256` entry is a digest already).
 MIN_KEY_CHARS = 32
 
-_ENTRY_FIELDS = frozenset({"key", "sha256", "project", "name", "rpm", "tpm"})
+# a project's own bounds a key may give (None: the server's `--project-max-*`)
+_QUOTA_FIELDS = ("max_containers", "max_sandbox_memory_mb", "max_stored_bytes")
+_ENTRY_FIELDS = frozenset({"key", "sha256", "project", "name", "rpm", "tpm", *_QUOTA_FIELDS})
 
 
 @dataclass(frozen=True)
 class Principal:
     """Who a request comes from: the project whose objects it sees, the key's name (for logs), its limits
-    per minute (0: unlimited) and `key_id`, what its rate limits are counted under (the key's hash)."""
+    per minute (0: unlimited) and `key_id`, what its rate limits are counted under (the key's hash); the
+    project's bounds the key gives (None: the server's `--project-max-*`; 0: none)."""
 
     project: str
     name: str
     rpm: int
     tpm: int
     key_id: str
+    max_containers: int | None = None
+    max_sandbox_memory_mb: int | None = None
+    max_stored_bytes: int | None = None
 
 
 class KeysFileError(ValueError):
@@ -191,8 +197,13 @@ def _entry(entry: Any, where: str, rpm: int, tpm: int) -> tuple[bytes, Principal
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise KeysFileError(f"{where}: '{field}' must be an integer of at least 0")
         limits.append(value)
+    for field in _QUOTA_FIELDS:
+        value = entry.get(field, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise KeysFileError(f"{where}: '{field}' must be an integer of at least 0")
+    quotas = {field: entry[field] for field in _QUOTA_FIELDS if field in entry}
     digest = _digest(key) if key is not None else bytes.fromhex(str(hashed))
-    return digest, Principal(project, name, limits[0], limits[1], digest.hex())
+    return digest, Principal(project, name, limits[0], limits[1], digest.hex(), **quotas)
 
 
 def _is_sha256(value: Any) -> bool:

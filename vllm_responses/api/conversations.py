@@ -1,4 +1,7 @@
-"""The `/v1/conversations` routes: parse the request, call `ConversationService`, serialize its answer."""
+"""The `/v1/conversations` routes: parse the request, call `ConversationService`, serialize its answer.
+
+Adding items (a create with items, or `POST .../items`) is given up when the client leaves: the reading of its
+files stops with it."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from starlette.routing import Route
 
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import include_params, json_body, page_params
+from vllm_responses.api.responses import until_disconnect
 from vllm_responses.api.state import app_state
 from vllm_responses.protocol.conversations import (
     ConversationDeleted,
@@ -34,7 +38,9 @@ def _include_outputs(request: Request) -> bool:
 async def create_conversation(request: Request) -> Response:
     items, metadata = parse_items_and_metadata(await json_body(request), items_required=False)
     project = principal_of(request).project
-    return _json(await app_state(request).service.conversations.create(items, metadata, project))
+    work = app_state(request).service.conversations.create(items, metadata, project)
+    created = await until_disconnect(request.receive, work)
+    return Response(status_code=499) if created is None else _json(created)
 
 
 async def get_conversation(request: Request) -> Response:
@@ -61,9 +67,12 @@ async def delete_conversation(request: Request) -> Response:
 async def create_items(request: Request) -> Response:
     show = _include_outputs(request)
     items, _metadata = parse_items_and_metadata(await json_body(request), items_required=True)
-    kept = await app_state(request).service.conversations.add_items(
+    work = app_state(request).service.conversations.add_items(
         request.path_params["conversation_id"], items, principal_of(request).project
     )
+    kept = await until_disconnect(request.receive, work)
+    if kept is None:
+        return Response(status_code=499)  # the client left (nobody reads this)
     return JSONResponse(item_list([wire_conversation_item(it, show) for it in kept]))
 
 

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from interpreter_service import Interpreter
+from vllm_responses.api.auth import KeyRing
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.service.lifecycle import Lifecycle
+from vllm_responses.service.quotas import ProjectLimits
 from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.base import ResponseStore
 
@@ -49,6 +51,14 @@ def app_state(connection: HTTPConnection) -> AppState:
     return state
 
 
+def project_limits(config: Config) -> ProjectLimits:
+    """Each project's bounds: the server's `--project-max-*`, and those its keys in the keys file give."""
+    keys = KeyRing.from_config(config).keys.values()
+    return ProjectLimits(
+        config, [(k.project, k.max_containers, k.max_sandbox_memory_mb, k.max_stored_bytes) for k in keys]
+    )
+
+
 @asynccontextmanager
 async def open_state(
     config: Config, open_components: Opener, lifecycle: Lifecycle
@@ -56,7 +66,7 @@ async def open_state(
     """Open the components, build the service over them and start `lifecycle` watching it; on exit the
     lifecycle stops watching, the service closes, then the components."""
     async with open_components(config) as (engine, interpreter, store):
-        service = ResponsesService(config, engine, interpreter, store)
+        service = ResponsesService(config, engine, interpreter, store, project_limits(config))
         await service.recover()  # background responses a crash left running: failed, not 404
         state = AppState(
             service=service,

@@ -1,9 +1,10 @@
 """Files read as text for the model: a PDF's text layer page by page (pypdf), a text file decoded as UTF-8.
 
-Pure and synchronous (a PDF can take a while: callers run `read_file_text` off the event loop). What cannot
-be read as text (images, office documents, archives, other binaries, encrypted or broken PDFs) is
-`Unreadable`, whose message says why for the client. Past `FileLimits`, a file's bytes are refused, and a
-PDF's pages and a file's text are cut, with a line saying so where the cut is.
+Pure and synchronous. A PDF is parsed only in an extraction worker process (context/extraction.py), a text file
+in the server's file-text threads. What cannot be read as text (images, office documents, archives, other
+binaries, encrypted or broken PDFs, PDFs past the request's `PdfBudget`) is `Unreadable`, whose message says
+why for the client. Past `FileLimits`, a file's bytes are refused, and a PDF's pages and a file's text are
+cut, with a line saying so where the cut is.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import mimetypes
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
+
+from vllm_responses.context.pdf_budget import OverBudget, PdfBudget, page_content_bytes
 
 if TYPE_CHECKING:
     from pypdf import PdfReader
@@ -80,9 +83,11 @@ def file_kind(data: bytes, filename: str, media_type: str | None) -> str | None:
     return None
 
 
-def read_file_text(data: bytes, filename: str, media_type: str | None, limits: FileLimits) -> str:
+def read_file_text(
+    data: bytes, filename: str, media_type: str | None, limits: FileLimits, budget: PdfBudget | None = None
+) -> str:
     """The text of the file `filename` (of `media_type`, when its source said) within `limits`, or
-    `Unreadable`."""
+    `Unreadable`; a PDF's pages are charged to `budget` first (None: no budget)."""
     if len(data) > limits.max_bytes:
         raise Unreadable(
             f"The file {filename!r} is {len(data)} bytes, past this server's limit of {limits.max_bytes} "
@@ -90,7 +95,7 @@ def read_file_text(data: bytes, filename: str, media_type: str | None, limits: F
         )
     kind = file_kind(data, filename, media_type)
     if kind == "pdf":
-        return _pdf_text(data, filename, limits)
+        return _pdf_text(data, filename, limits, budget)
     if kind == "text":
         return _capped(_utf8_text(data, filename), limits.max_chars)
     shown = media_type or mimetypes.guess_type(filename)[0] or "an unknown type"
@@ -120,8 +125,9 @@ def _capped(text: str, max_chars: int) -> str:
     )
 
 
-def _pdf_text(data: bytes, filename: str, limits: FileLimits) -> str:
-    """A PDF's text page by page under `--- page N of M ---` lines, pages past the limit left out and said to be."""
+def _pdf_text(data: bytes, filename: str, limits: FileLimits, budget: PdfBudget | None) -> str:
+    """A PDF's text page by page under `--- page N of M ---` lines, pages past the limit left out and said to be;
+    the pages to read are charged to `budget` before any is."""
     from pypdf import PdfReader  # imported on first use: most requests carry no PDF
 
     try:
@@ -129,6 +135,8 @@ def _pdf_text(data: bytes, filename: str, limits: FileLimits) -> str:
         if reader.is_encrypted and not _opened(reader):
             raise Unreadable(f"The PDF {filename!r} is encrypted (password protected), so it cannot be read.")
         total = len(reader.pages)
+        if budget is not None:
+            _charge(reader, min(total, limits.max_pages), budget)
         pages: list[str] = []
         chars = 0
         for n in range(min(total, limits.max_pages)):
@@ -137,7 +145,9 @@ def _pdf_text(data: bytes, filename: str, limits: FileLimits) -> str:
             text = (reader.pages[n].extract_text() or "").strip()
             chars += len(text)
             pages.append(f"--- page {n + 1} of {total} ---\n{text or _NO_TEXT_PAGE}")
-    except Unreadable:
+    except OverBudget as exc:
+        raise Unreadable(f"The PDF {filename!r} is not read: {exc}.") from None
+    except (Unreadable, MemoryError):  # out of memory: the extraction worker's to answer
         raise
     except Exception as exc:  # a parser of untrusted bytes: any failure is a broken file, not ours
         raise Unreadable(f"The file {filename!r} is not a readable PDF ({type(exc).__name__}).") from None
@@ -149,6 +159,14 @@ def _pdf_text(data: bytes, filename: str, limits: FileLimits) -> str:
             f"{limits.max_pages} pages per PDF]"
         )
     return _capped("\n".join(pages), limits.max_chars)
+
+
+def _charge(reader: PdfReader, pages: int, budget: PdfBudget) -> None:
+    """The first `pages` pages of `reader` charged to `budget` (`OverBudget` past it), each content stream
+    once for every page that names it."""
+    sizes: dict[int, int] = {}
+    content = sum(page_content_bytes(reader.pages[n], sizes) for n in range(pages))
+    budget.charge(pages, content)
 
 
 def _opened(reader: PdfReader) -> bool:

@@ -41,11 +41,10 @@ _DATA_URL = re.compile(
 
 @dataclass(frozen=True)
 class ImageLimits:
-    """What one request's images may weigh: encoded bytes per image, images per request, pixels per image
-    (a small file that decodes to a huge bitmap is a decompression bomb)."""
+    """What one image may weigh: encoded bytes, pixels (a small file that decodes to a huge bitmap is a
+    decompression bomb). How many a request may give, and their bytes in all: context/input_budget.py."""
 
     max_bytes: int = 10 * 1024 * 1024
-    max_images: int = 16
     max_pixels: int = 40_000_000
 
 
@@ -63,24 +62,10 @@ def input_image_parts(items: Sequence[InputItem]) -> Iterator[tuple[str, InputIm
                         yield f"input[{i}].output[{j}]", out
 
 
-def check_input_images(items: Sequence[InputItem], limits: ImageLimits, *, takes_images: bool) -> None:
-    """Refuse (`InvalidRequest`, a 400 naming the part) an image the served model cannot read, a source this
-    server does not read, an image that is not a PNG, JPEG, WebP or GIF, or one over the limits."""
-    count = 0
+def check_input_images(items: Sequence[InputItem], limits: ImageLimits) -> None:
+    """Refuse (`InvalidRequest`, a 400 naming the part) a source this server does not read, an image that is
+    not a PNG, JPEG, WebP or GIF, or one over the limits (the count and the model: `InputBudget`, first)."""
     for param, part in input_image_parts(items):
-        if not takes_images:
-            raise InvalidRequest(
-                "The served model reads text only; it cannot take an input_image.",
-                param=param,
-                code="unsupported_value",
-            )
-        count += 1
-        if count > limits.max_images:
-            raise InvalidRequest(
-                f"Too many images: at most {limits.max_images} per request.",
-                param=param,
-                code="too_many_images",
-            )
         url = part.image_url
         if not url and not part.file_id:
             raise InvalidRequest(

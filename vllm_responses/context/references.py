@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_responses.context.reasoning import Opener, client_reasoning
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore
 
@@ -12,13 +13,18 @@ __all__ = ["check_call_outputs", "resolve_stored_items"]
 
 
 async def resolve_stored_items(
-    store: ResponseStore, items: list[dict[str, Any]], param: str, project: str = DEFAULT_PROJECT
+    store: ResponseStore,
+    items: list[dict[str, Any]],
+    param: str,
+    project: str = DEFAULT_PROJECT,
+    open_sealed: Opener | None = None,
 ) -> list[dict[str, Any]]:
     """`items` with each `item_reference` replaced by the stored item it names (the Vercel AI SDK sends these;
     an unknown id is a 404 naming `{param}[i].id`), and each `code_interpreter_call` sent without `outputs`
     given those of the stored call with its id: a client that resends a response's items without having
     asked for `include=["code_interpreter_call.outputs"]` (openai-agents does) still lets the model see
-    what its code printed. Only the items of `project`'s responses are found."""
+    what its code printed. Only the items of `project`'s responses are found. A reasoning item is kept as
+    `client_reasoning` makes it (`open_sealed` opens its sealed copy for `project`)."""
     resolved = []
     for i, item in enumerate(items):
         if item.get("type") == "item_reference":
@@ -26,6 +32,10 @@ async def resolve_stored_items(
             if found is None:
                 raise NotFound(f"Item with id {item['id']!r} not found.", param=f"{param}[{i}].id")
             item = found
+        elif item.get("type") == "reasoning":
+            sealed = item.get("encrypted_content") and open_sealed is not None
+            kept = await store.find_item(item["id"], project) if item.get("id") and not sealed else None
+            item = client_reasoning(item, kept, open_sealed, f"{param}[{i}]")
         elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
             found = await store.find_item(item["id"], project)
             if found is not None and found.get("type") == "code_interpreter_call":

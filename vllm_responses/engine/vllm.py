@@ -64,6 +64,7 @@ from vllm_responses.engine.types import (
     Usage,
 )
 from vllm_responses.engine.vision import expanded_length, tokens_prompt
+from vllm_responses.executors import TOKENIZE, run_on
 
 __all__ = ["VLLMEngine"]
 
@@ -98,7 +99,7 @@ async def _sized(work: Callable[[GenerateRequest], _T], request: GenerateRequest
     thread for one of `PRECHECK_INLINE_CHARS` or more, so that the loop keeps streaming meanwhile."""
     if _text_size(request) < PRECHECK_INLINE_CHARS:
         return work(request)
-    return await asyncio.to_thread(work, request)
+    return await run_on(TOKENIZE, work, request)
 
 
 class VLLMEngine:

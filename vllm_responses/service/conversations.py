@@ -11,17 +11,23 @@ created it (`project`: the caller's, from its API key); to any other project it 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from functools import partial
 from typing import Any
 
+from vllm_responses.context.input_budget import InputBudget
 from vllm_responses.context.references import resolve_stored_items
 from vllm_responses.context.turns import input_to_items
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.inputs import InputItem
-from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation
+from vllm_responses.service.admission import Admission
+from vllm_responses.service.quotas import ProjectLimits
+from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredConversation, stored_size
+from vllm_responses.store.sealing import ReasoningSeal
 from vllm_responses.tools.file_inputs import FileInputs
 
 __all__ = ["ConversationService"]
@@ -30,21 +36,35 @@ logger = logging.getLogger(__name__)
 
 
 class ConversationService:
-    """`files` reads the `input_file` parts of the items added (None: they are kept unread)."""
+    """`files` reads the `input_file` parts of the items added (None: they are kept unread); items with files to
+    read or images to fetch are added under `admission` (a running slot, as a response takes; None: not
+    admitted); `seal` opens the sealed copies of the reasoning items added (None: such an item is kept without
+    its text)."""
 
-    def __init__(self, store: ResponseStore, files: FileInputs | None = None) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        files: FileInputs | None = None,
+        limits: ProjectLimits | None = None,
+        admission: Admission | None = None,
+        seal: ReasoningSeal | None = None,
+    ) -> None:
         self.store = store
         self.files = files
+        self.limits = limits
+        self.admission = admission
+        self.seal = seal
 
     async def create(
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
     ) -> StoredConversation:
+        raw = input_to_items(items)
+        budget = self._budget(raw)  # before anything is read or stored
         conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}), project)
         kept = await self._kept(
-            conversation.id,
-            await self._resolved(items, project),
-            check_store=False,
+            conversation.id, await self._resolved(raw, budget, project), check_store=False
         )
+        await self._check_store(project, kept)
         await self.store.create_conversation(conversation, kept)
         return conversation
 
@@ -76,18 +96,40 @@ class ConversationService:
         self, conversation_id: str, items: list[InputItem], project: str = DEFAULT_PROJECT
     ) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
+        raw = input_to_items(items)
+        budget = self._budget(raw)  # before anything is read or stored
         await self.get(conversation_id, project)
-        kept = await self._kept(conversation_id, await self._resolved(items, project))
+        kept = await self._kept(conversation_id, await self._resolved(raw, budget, project))
+        await self._check_store(project, kept)
         if not await self.store.add_conversation_items(conversation_id, kept):
             raise NotFound(f"Conversation with id {conversation_id!r} not found.", param="conversation_id")
         return kept
 
-    async def _resolved(self, items: list[InputItem], project: str) -> list[dict[str, Any]]:
-        """Items to add as stored items: their files read, their references to stored items resolved."""
-        raw = input_to_items(items)
-        if self.files is not None:
-            raw = await self.files.read(raw, "items", project)
-        return await resolve_stored_items(self.store, raw, "items", project)
+    async def _check_store(self, project: str, items: list[dict[str, Any]]) -> None:
+        """The project's stored bytes bound `items` (a 400 or a 429, `ProjectLimits.check_store`)."""
+        if self.limits is not None:
+            adding = stored_size(*(json.dumps(it) for it in items))
+            await self.limits.check_store(self.store, project, adding, "items")
+
+    def _budget(self, raw: list[dict[str, Any]]) -> InputBudget | None:
+        """The images and files of items to add (wire form) counted and their inline bytes summed, from the
+        body alone (a 400 naming the part past a limit: `FileInputs.check`): the budget their reading spends."""
+        return self.files.check(raw, "items") if self.files is not None else None
+
+    async def _resolved(
+        self, raw: list[dict[str, Any]], budget: InputBudget | None, project: str
+    ) -> list[dict[str, Any]]:
+        """Items to add (wire form) as stored items: their files read, their references to stored items
+        resolved."""
+        if self.files is not None and self.files.reads(raw):
+            slot = await self.admission.acquire() if self.admission is not None else None  # a 429 when full
+            try:
+                raw = await self.files.read(raw, "items", project, budget)
+            finally:
+                if slot is not None:
+                    slot.release()
+        opener = None if self.seal is None else partial(self.seal.open, project=project)
+        return await resolve_stored_items(self.store, raw, "items", project, opener)
 
     async def page(
         self,

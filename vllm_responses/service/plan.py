@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from vllm_responses.agent.loop import AgentPlan
@@ -54,6 +55,7 @@ from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
+from vllm_responses.store.sealing import ReasoningSeal
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
@@ -96,7 +98,8 @@ class ResponsePlan:
 class Planner:
     """Turns create requests into plans. `runs` is the service's table of live runs (a previous response
     still running there is refused); `store` and `conversations` hold the items a request continues;
-    `open_sealed` opens the reasoning items' `encrypted_content` (store/sealing.py)."""
+    `seal` opens the reasoning items' `encrypted_content`, each for the project of its request
+    (store/sealing.py)."""
 
     def __init__(
         self,
@@ -106,18 +109,19 @@ class Planner:
         conversations: ConversationService,
         containers: ContainerService,
         runs: Mapping[str, Run],
-        open_sealed: Opener | None = None,
+        files: FileInputs,
+        seal: ReasoningSeal | None = None,
     ) -> None:
         self.config = config
-        self.open_sealed = open_sealed
+        self.seal = seal
         self.engine = engine
         self.store = store
         self.conversations = conversations
         self.containers = containers
         self.runs = runs
-        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
-        self.files = FileInputs(config, containers)
+        self.files = files
 
     @property
     def _mcp_policy(self) -> UrlPolicy:
@@ -135,24 +139,27 @@ class Planner:
         """The request read and checked, with no model call (`local`: see `ResponsesService.create`); what it
         continues or references must be `project`'s (another project's is not found)."""
         self._check_model(req)
-        if self.open_sealed is not None:
-            check_sealed_reasoning(req.input, self.open_sealed)
-        history = await self._history(req, local, project)
-        read = await self.files.read(input_to_items(req.input), "input", project)
-        input_items = await resolve_stored_items(self.store, read, "input", project)
-        check_call_outputs(history, input_items)
+        given = input_to_items(req.input)
+        budget = self.files.check(given, "input")  # counts, the model, inline bytes: before any I/O
         if isinstance(req.input, list):
-            check_input_images(req.input, self.image_limits, takes_images=self.engine.takes_images)
+            check_input_images(req.input, self.image_limits)
+        open_sealed = self.opener(project)
+        if open_sealed is not None:
+            check_sealed_reasoning(req.input, open_sealed)
+        history = await self._history(req, local, project)
+        read = await self.files.read(given, "input", project, budget)
+        input_items = await resolve_stored_items(self.store, read, "input", project, open_sealed)
+        check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
-        turns = _turns(req, [*history, *input_items], self.open_sealed)
+        turns = _turns(req, [*history, *input_items], open_sealed)
         loaded = loaded_tools([*history, *input_items])
         await self.grammars.check(custom_tools(req, loaded))  # off the event loop (then cached)
         tools = offered_tools(req, loaded)
         search = search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
         if search is not None:
             tools.append(web_search_spec())
-        if (finder := tool_search_of(req)) is not None:
+        if (finder := await tool_search_of(req, self.config.max_deferred_tools)) is not None:
             tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
@@ -172,7 +179,7 @@ class Planner:
         context, turns = resolved.items, resolved.turns
         compacted = await self._compacted(req, resolved) if compact else None
         if compacted is not None:
-            context, turns = compacted.items, _turns(req, compacted.items, self.open_sealed)
+            context, turns = compacted.items, _turns(req, compacted.items, self.opener(project))
         container = (
             await container_resolver(req, self.containers, resolved.items, project) if req.code_tool else None
         )
@@ -214,6 +221,10 @@ class Planner:
             parallel_tool_calls=req.parallel_tool_calls,
             reasoning_effort=_effort(req),
         )
+
+    def opener(self, project: str) -> Opener | None:
+        """What opens the sealed reasoning `project`'s requests send (a blob sealed for another does not)."""
+        return None if self.seal is None else partial(self.seal.open, project=project)
 
     def _check_model(self, req: CreateResponseRequest) -> None:
         """The model must be one this server serves: a 404 naming `model` otherwise."""

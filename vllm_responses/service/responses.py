@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from interpreter_service import Interpreter
@@ -15,6 +16,7 @@ from vllm_responses.agent.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact
+from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
 from vllm_responses.protocol.items import ResponseObject, wire_items
@@ -27,6 +29,7 @@ from vllm_responses.service.admission import Admission, Ticket, TokenBudget, def
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, after_admission, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
+from vllm_responses.service.quotas import ProjectLimits, input_size
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.store.sealing import reasoning_seal
 from vllm_responses.tools.containers import ContainerService
@@ -48,18 +51,29 @@ class ResponsesService:
     """The server's responses: created (prepared by its `planner`, then run), found, cancelled and deleted."""
 
     def __init__(
-        self, config: Config, engine: Engine, interpreter: Interpreter | None, store: ResponseStore
+        self,
+        config: Config,
+        engine: Engine,
+        interpreter: Interpreter | None,
+        store: ResponseStore,
+        limits: ProjectLimits | None = None,
     ) -> None:
         self.config = config
         self.engine = engine
         self.interpreter = interpreter
         self.store = store
-        self.containers = ContainerService(interpreter)
-        self.conversations = ConversationService(store, FileInputs(config, self.containers))
-        self.runs: dict[str, Run] = {}
+        self.limits = limits or ProjectLimits(config)
+        self.containers = ContainerService(interpreter, self.limits.sandbox)
+        running = config.max_concurrent_responses or engine.max_num_seqs
+        queued = config.max_queued_responses
+        self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
+        self.extraction = extraction_pool(config)
+        files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
         self.seal = reasoning_seal(config.reasoning_key, config.db)
+        self.conversations = ConversationService(store, files, self.limits, self.admission, self.seal)
+        self.runs: dict[str, Run] = {}
         self.planner = Planner(
-            config, engine, store, self.conversations, self.containers, self.runs, self.seal.open
+            config, engine, store, self.conversations, self.containers, self.runs, files, self.seal
         )
         self.driver = RunDriver(store, self.conversations, self.runs)
         self.replica = Replica(
@@ -69,9 +83,6 @@ class ResponsesService:
             heartbeat_s=config.replica_heartbeat,
             lease_s=config.replica_lease,
         )
-        running = config.max_concurrent_responses or engine.max_num_seqs
-        queued = config.max_queued_responses
-        self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -104,6 +115,8 @@ class ResponsesService:
         (its key's tokens per minute) reserves the prompt's tokens and the output budget as it is admitted
         (a 429 when they do not fit), settled to the real usage when the run ends."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
+        if req.store:  # within the project's stored bytes (what its output adds is counted once kept)
+            await self.limits.check_store(self.store, project, input_size(req), "input")
         resolved = await self.planner.resolve(req, local, project)
         # a compaction is a model call: it waits for its slot first (silently: its stream is not open yet)
         due = generate and await self.planner.compaction_due(req, resolved)
@@ -114,7 +127,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
-                seal=self.seal.seal,
+                seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
@@ -297,4 +310,13 @@ class ResponsesService:
         if tasks:
             await asyncio.wait(tasks, timeout=10)
         self.planner.grammars.close()
+        await self.extraction.aclose()
         await self.replica.aclose()
+
+
+def extraction_pool(config: Config) -> ExtractionPool:
+    """The server's PDF-reading workers, sized and limited by `--input-file-extract-*`."""
+    limits = ExtractionLimits(
+        config.input_file_extract_cpu, config.input_file_extract_timeout, config.input_file_extract_memory
+    )
+    return ExtractionPool(config.input_file_extract_workers, limits)

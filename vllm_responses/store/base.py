@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,7 +21,9 @@ __all__ = [
     "StoredConversation",
     "StoredEvent",
     "StoredResponse",
+    "item_rows",
     "own_items",
+    "stored_size",
 ]
 
 # The project of everything made without a key of a keys file (no key, or `--api-key`), and of the rows kept
@@ -66,6 +69,17 @@ def own_items(record: StoredResponse) -> list[dict[str, Any]]:
     """The items a response brought: its input, then its output (the full items kept in its history)."""
     own = {it.get("id") for it in [*record.input_items, *record.response.get("output", [])]}
     return [it for it in record.history if it.get("id") in own]
+
+
+def stored_size(*texts: str) -> int:
+    """The bytes a store writes for these JSON texts (UTF-8): what a project's stored bytes count."""
+    return sum(len(t.encode()) for t in texts)
+
+
+def item_rows(record: StoredResponse) -> list[tuple[str, str, str, str]]:
+    """The `items` rows of a response's own items: (project, item id, response id, item as JSON). Item ids are
+    keyed within their project (migration 7): input ids are the client's, and another project may use one."""
+    return [(record.project, it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")]
 
 
 class ConversationStore(Protocol):
@@ -185,4 +199,9 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
 
     async def prune(self) -> None:
         """Apply the bounds now: responses and conversations past their age or row count are deleted."""
+        ...
+
+    async def stored_bytes(self, project: str) -> int:
+        """What `project` keeps: the bytes of its responses (the response, its input items and history, as
+        written) and of its conversations' items (`stored_size`); stream events are not counted."""
         ...

@@ -5,6 +5,7 @@ leases), each a `_Dicts`: the dictionaries and bound they all share."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,7 @@ from vllm_responses.store.base import (
     StoredEvent,
     StoredResponse,
     own_items,
+    stored_size,
 )
 from vllm_responses.store.notify import LocalNotices
 
@@ -26,6 +28,7 @@ __all__ = ["MemoryStore"]
 class _Held:
     conversation: StoredConversation
     items: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
+    sizes: dict[str, int] = field(default_factory=dict)  # item id -> its bytes (`stored_size`)
 
 
 class _Dicts:
@@ -39,6 +42,7 @@ class _Dicts:
         self._events: dict[str, dict[int, str]] = {}
         self.max_rows = max_rows
         self._rows: dict[str, StoredResponse] = {}
+        self._sizes: dict[str, int] = {}  # response id -> its bytes (`stored_size`)
         self._leases: dict[str, list[Any]] = {}  # response id -> [owner, expires_at, cancel requested]
         self.notices = LocalNotices()
 
@@ -87,9 +91,11 @@ class _Conversations(_Dicts):
         if held is None:
             return False
         for item in items:
-            held.items.setdefault(item["id"], item)
+            if item["id"] not in held.items:
+                held.items[item["id"]] = item
+                held.sizes[item["id"]] = stored_size(json.dumps(item))
         while len(held.items) > self.max_conversation_items:
-            held.items.popitem(last=False)
+            held.sizes.pop(held.items.popitem(last=False)[0], None)
         return True
 
     async def list_conversation_items(
@@ -117,7 +123,10 @@ class _Conversations(_Dicts):
 
     async def delete_conversation_item(self, conversation_id: str, item_id: str) -> bool:
         held = self._conversations.get(conversation_id)
-        return held is not None and held.items.pop(item_id, None) is not None
+        if held is None:
+            return False
+        held.sizes.pop(item_id, None)
+        return held.items.pop(item_id, None) is not None
 
 
 class _Events(_Dicts):
@@ -180,15 +189,25 @@ class MemoryStore(_Conversations, _Leases, _Events):
     async def save(self, record: StoredResponse) -> None:
         self._rows.pop(record.id, None)
         self._rows[record.id] = record
+        texts = (record.response, record.input_items, record.history)
+        self._sizes[record.id] = stored_size(*(json.dumps(t) for t in texts))
         while len(self._rows) > self.max_rows:
-            self._drop_events(self._rows.pop(next(iter(self._rows))).id)
+            gone = self._rows.pop(next(iter(self._rows))).id
+            self._drop_events(gone)
+            self._sizes.pop(gone, None)
 
     async def get(self, response_id: str) -> StoredResponse | None:
         return self._rows.get(response_id)
 
     async def delete(self, response_id: str) -> bool:
         self._drop_events(response_id)
+        self._sizes.pop(response_id, None)
         return self._rows.pop(response_id, None) is not None
+
+    async def stored_bytes(self, project: str) -> int:
+        responses = sum(self._sizes.get(r.id, 0) for r in self._rows.values() if r.project == project)
+        held = [h for h in self._conversations.values() if h.conversation.project == project]
+        return responses + sum(sum(h.sizes.values()) for h in held)
 
     async def unfinished(self) -> list[StoredResponse]:
         return self._unfinished()

@@ -94,6 +94,32 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
     ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
     """,
+    # 6: the bytes each response and conversation item keeps, summed per project (`stored_bytes`); rows kept
+    # before are counted by their length
+    """
+    ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE conversation_items ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE responses SET bytes = length(response) + length(input_items) + length(history);
+    UPDATE conversation_items SET bytes = length(item);
+    CREATE INDEX responses_project ON responses (project);
+    CREATE INDEX conversations_project ON conversations (project)
+    """,
+    # 7: items keyed by (project, id): input item ids are the client's, so one project's write never replaces
+    # another's row. Each kept row takes its response's project; a row whose response is gone was unreachable.
+    """
+    CREATE TABLE items_by_project (
+        project TEXT NOT NULL,
+        id TEXT NOT NULL,
+        response_id TEXT NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (project, id)
+    );
+    INSERT INTO items_by_project (project, id, response_id, item)
+        SELECT r.project, i.id, i.response_id, i.item FROM items i JOIN responses r ON r.id = i.response_id;
+    DROP TABLE items;
+    ALTER TABLE items_by_project RENAME TO items;
+    CREATE INDEX items_response ON items (response_id)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -157,6 +183,24 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE responses ADD COLUMN project TEXT NOT NULL DEFAULT 'default';
     ALTER TABLE conversations ADD COLUMN project TEXT NOT NULL DEFAULT 'default'
+    """,
+    # 6: as SQLite's 6
+    """
+    ALTER TABLE responses ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE conversation_items ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0;
+    UPDATE responses SET bytes = octet_length(response) + octet_length(input_items) + octet_length(history);
+    UPDATE conversation_items SET bytes = octet_length(item);
+    CREATE INDEX responses_project ON responses (project);
+    CREATE INDEX conversations_project ON conversations (project)
+    """,
+    # 7: as SQLite's 7, in place (the index on response_id is kept)
+    """
+    ALTER TABLE items ADD COLUMN project TEXT;
+    UPDATE items SET project = r.project FROM responses r WHERE r.id = items.response_id;
+    DELETE FROM items WHERE project IS NULL;
+    ALTER TABLE items ALTER COLUMN project SET NOT NULL;
+    ALTER TABLE items DROP CONSTRAINT items_pkey;
+    ALTER TABLE items ADD PRIMARY KEY (project, id)
     """,
 )
 

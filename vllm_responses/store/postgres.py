@@ -18,7 +18,8 @@ from vllm_responses.store.base import (
     StoredConversation,
     StoredEvent,
     StoredResponse,
-    own_items,
+    item_rows,
+    stored_size,
 )
 from vllm_responses.store.migrations import upgrade_postgres
 from vllm_responses.store.notify import CHANNEL, LocalNotices, PostgresNotices, cancel_key, events_key
@@ -129,10 +130,11 @@ class _Conversations(_Database):
         return True
 
     async def _insert_items(self, conn: Any, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        texts = [(it["id"], json.dumps(it)) for it in items]
         await conn.executemany(
-            "INSERT INTO conversation_items (conversation_id, id, item) VALUES ($1, $2, $3) "
+            "INSERT INTO conversation_items (conversation_id, id, item, bytes) VALUES ($1, $2, $3, $4) "
             "ON CONFLICT (conversation_id, id) DO NOTHING",
-            [(conversation_id, it["id"], json.dumps(it)) for it in items],
+            [(conversation_id, item_id, text, stored_size(text)) for item_id, text in texts],
         )
         await conn.execute(  # the oldest items past the per-conversation bound
             "DELETE FROM conversation_items WHERE conversation_id = $1 AND seq IN (SELECT seq FROM "
@@ -290,26 +292,26 @@ class PostgresStore(_Conversations, _Leases, _Events):
             self._pool = None
 
     async def save(self, record: StoredResponse) -> None:
+        texts = (json.dumps(record.response), json.dumps(record.input_items), json.dumps(record.history))
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO responses (id, created_at, status, include_outputs, response, input_items, "
-                "history, project) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET "
-                "created_at = EXCLUDED.created_at, status = EXCLUDED.status, "
+                "history, project, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO "
+                "UPDATE SET created_at = EXCLUDED.created_at, status = EXCLUDED.status, "
                 "include_outputs = EXCLUDED.include_outputs, response = EXCLUDED.response, "
-                "input_items = EXCLUDED.input_items, history = EXCLUDED.history",
+                "input_items = EXCLUDED.input_items, history = EXCLUDED.history, bytes = EXCLUDED.bytes",
                 record.id,
                 record.created_at,
                 record.response.get("status", ""),
                 record.include_outputs,
-                json.dumps(record.response),
-                json.dumps(record.input_items),
-                json.dumps(record.history),
+                *texts,
                 record.project,
+                stored_size(*texts),
             )
             await conn.executemany(
-                "INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET "
-                "response_id = EXCLUDED.response_id, item = EXCLUDED.item",
-                [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
+                "INSERT INTO items (project, id, response_id, item) VALUES ($1, $2, $3, $4) "
+                "ON CONFLICT (project, id) DO UPDATE SET response_id = EXCLUDED.response_id, item = EXCLUDED.item",
+                item_rows(record),
             )
         self._writes += 1
         if self._writes % 500 == 0:
@@ -334,15 +336,21 @@ class PostgresStore(_Conversations, _Leases, _Events):
 
     async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
         text = await self.pool.fetchval(
-            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id "
-            "WHERE i.id = $1 AND r.project = $2",
-            item_id,
-            project,
+            "SELECT item FROM items WHERE project = $1 AND id = $2", project, item_id
         )
         if text is None:
             return None
         item: dict[str, Any] = json.loads(text)
         return item
+
+    async def stored_bytes(self, project: str) -> int:
+        total = await self.pool.fetchval(
+            "SELECT (SELECT coalesce(sum(bytes), 0) FROM responses WHERE project = $1) + (SELECT "
+            "coalesce(sum(i.bytes), 0) FROM conversation_items i JOIN conversations c ON c.id = "
+            "i.conversation_id WHERE c.project = $1)",
+            project,
+        )
+        return int(total or 0)
 
     async def prune(self) -> None:
         async with self.pool.acquire() as conn, conn.transaction():

@@ -18,7 +18,8 @@ from vllm_responses.store.base import (
     StoredConversation,
     StoredEvent,
     StoredResponse,
-    own_items,
+    item_rows,
+    stored_size,
 )
 from vllm_responses.store.files import private_file
 from vllm_responses.store.migrations import upgrade_sqlite
@@ -107,9 +108,10 @@ class _Conversations(_Database):
         return True
 
     async def _insert_items(self, conversation_id: str, items: list[dict[str, Any]]) -> None:
+        texts = [(it["id"], json.dumps(it)) for it in items]
         await self.db.executemany(
-            "INSERT OR IGNORE INTO conversation_items (conversation_id, id, item) VALUES (?, ?, ?)",
-            [(conversation_id, it["id"], json.dumps(it)) for it in items],
+            "INSERT OR IGNORE INTO conversation_items (conversation_id, id, item, bytes) VALUES (?, ?, ?, ?)",
+            [(conversation_id, item_id, text, stored_size(text)) for item_id, text in texts],
         )
         await self.db.execute(  # the oldest items past the per-conversation bound
             "DELETE FROM conversation_items WHERE conversation_id = ? AND seq IN (SELECT seq FROM "
@@ -254,24 +256,24 @@ class SQLiteStore(_Conversations, _Leases, _Events):
             self._db = None
 
     async def save(self, record: StoredResponse) -> None:
+        texts = (json.dumps(record.response), json.dumps(record.input_items), json.dumps(record.history))
         await self.db.execute(
             "INSERT OR REPLACE INTO responses "
-            "(id, created_at, status, include_outputs, response, input_items, history, project) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "(id, created_at, status, include_outputs, response, input_items, history, project, bytes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.id,
                 record.created_at,
                 record.response.get("status", ""),
                 int(record.include_outputs),
-                json.dumps(record.response),
-                json.dumps(record.input_items),
-                json.dumps(record.history),
+                *texts,
                 record.project,
+                stored_size(*texts),
             ),
         )
         await self.db.executemany(
-            "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
-            [(it["id"], record.id, json.dumps(it)) for it in own_items(record) if it.get("id")],
+            "INSERT OR REPLACE INTO items (project, id, response_id, item) VALUES (?, ?, ?, ?)",
+            item_rows(record),
         )
         await self.db.commit()
         self._writes += 1
@@ -312,14 +314,23 @@ class SQLiteStore(_Conversations, _Leases, _Events):
 
     async def find_item(self, item_id: str, project: str = DEFAULT_PROJECT) -> dict[str, Any] | None:
         async with self.db.execute(
-            "SELECT i.item FROM items i JOIN responses r ON r.id = i.response_id WHERE i.id = ? AND r.project = ?",
-            (item_id, project),
+            "SELECT item FROM items WHERE project = ? AND id = ?", (project, item_id)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
             return None
         item: dict[str, Any] = json.loads(row[0])
         return item
+
+    async def stored_bytes(self, project: str) -> int:
+        async with self.db.execute(
+            "SELECT (SELECT coalesce(sum(bytes), 0) FROM responses WHERE project = ?) + (SELECT "
+            "coalesce(sum(i.bytes), 0) FROM conversation_items i JOIN conversations c ON c.id = "
+            "i.conversation_id WHERE c.project = ?)",
+            (project, project),
+        ) as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
 
     async def prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))

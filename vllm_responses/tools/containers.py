@@ -11,7 +11,8 @@ project), kept by the interpreter with the container (`ContainerInfo.owner`), so
 shared sandbox service, and this one after a restart, sees it. A container of another project is
 `ContainerNotFound` once its (side-effect free) lookup says whose it is, so it is neither run, listed,
 touched (its idle clock), expired nor deleted through this project. One made with no owner (through the
-sandbox service directly) is `DEFAULT_PROJECT`'s.
+sandbox service directly) is `DEFAULT_PROJECT`'s. A project's containers are bounded by its `OwnerQuota`
+(`quota_of`), which the sandbox holds: a full pool evicts only the project's own idle containers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from interpreter_service import (
@@ -29,6 +30,7 @@ from interpreter_service import (
     FileInfo,
     Interpreter,
     MemoryLimitRefused,
+    OwnerQuota,
 )
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.ids import is_id
@@ -56,8 +58,11 @@ class ContainerService:
     `InterpreterError` (`PoolExhausted` included) through.
     """
 
-    def __init__(self, interpreter: Interpreter | None) -> None:
+    def __init__(
+        self, interpreter: Interpreter | None, quota_of: Callable[[str], OwnerQuota | None] | None = None
+    ) -> None:
         self.interpreter = interpreter
+        self.quota_of = quota_of  # a project's bounds in the sandbox (None: none)
 
     @staticmethod
     def owns(info: ContainerInfo, project: str) -> bool:
@@ -127,6 +132,7 @@ class ContainerService:
             memory_limit=memory_limit,
             expires_after_s=expires_after_s,
             owner=project,
+            quota=self.quota_of(project) if self.quota_of else None,
             wait_for_worker=wait_for_worker,
         )
 

@@ -2,10 +2,16 @@
 file of the caller's (`file_id`), or a URL the operator allows (`file_url`); `input_image` parts that name a
 container file or an http(s) URL fetched into data URLs the same way.
 
+Before any is read, the request's images and files are counted and its inline bytes summed (`InputBudget`,
+context/input_budget.py): a 400 before anything is fetched or copied; what is fetched or copied then spends
+the rest of the request's total as it arrives, and a source named twice in one request is read once.
 Each part is read once, when its request arrives: the part is kept (stored, and in a conversation) with its
 `filename` and its text (`extracted_text`) in place of its `file_data`, so a later response that continues
 it shows the model the same file without the file's bytes. A part that cannot be read is a 400 naming it
-(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be.
+(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be. A PDF is read
+in the extraction pool's worker processes (context/extraction.py), charged to the request's `PdfBudget`
+(`--input-file-max-request-pages`, `--input-file-max-content-bytes`); a text file and an image are checked in
+threads of their own kind (executors.py).
 """
 
 from __future__ import annotations
@@ -15,13 +21,19 @@ import base64
 import binascii
 import contextlib
 import mimetypes
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from interpreter_service import ContainerNotFound, FileInfo
 from vllm_responses.config import Config
-from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
+from vllm_responses.context.extraction import ExtractionPool
+from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
 from vllm_responses.context.images import ImageLimits, image_data_url
+from vllm_responses.context.input_budget import PARTS_FIELD, InputBudget, InputLimits, Kind, media_parts
+from vllm_responses.context.pdf_budget import PdfBudget
+from vllm_responses.executors import FILE_TEXT, IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.file_parts import FILE_SOURCES
 from vllm_responses.protocol.ids import is_id
@@ -31,42 +43,80 @@ from vllm_responses.tools.net_guard import Refused, UrlPolicy, pinned_transport
 
 __all__ = ["FileInputs"]
 
-# The items whose list of parts may hold files, and the field that holds it.
-_PARTS_FIELD = {"message": "content", "function_call_output": "output", "custom_tool_call_output": "output"}
+_Source = tuple[bytes, str, str | None]  # a file's bytes, its name, its media type
+
+
+@dataclass
+class _Reading:
+    """One call of `FileInputs.read`: whose containers it reads, its budgets (the images and files', and what
+    its PDFs may cost to read), what it has read (by source)."""
+
+    project: str
+    budget: InputBudget
+    pdfs: PdfBudget
+    read: dict[tuple[Kind, str], _Source]
 
 
 class FileInputs:
-    """Reads `input_file` parts within the server's limits (`--input-file-*`)."""
+    """Reads `input_file` parts within the server's limits (`--input-file-*`, `--max-input-files`);
+    `takes_images` says whether the served model reads images (asked at each request)."""
 
-    def __init__(self, config: Config, containers: ContainerService) -> None:
+    def __init__(
+        self,
+        config: Config,
+        containers: ContainerService,
+        extraction: ExtractionPool,
+        takes_images: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.containers = containers
+        self.extraction = extraction
+        self.takes_images = takes_images
+        self.pdf_pages = config.input_file_max_request_pages
+        self.pdf_content_bytes = config.input_file_max_content_bytes
+        self.input_limits = InputLimits(
+            config.max_images,
+            config.max_images_total_bytes,
+            config.max_input_files,
+            config.input_files_max_total_bytes,
+        )
         self.limits = FileLimits(
             config.input_file_max_bytes, config.input_file_max_pages, config.input_file_max_chars
         )
         self.urls = UrlPolicy(config.input_file_allowed_urls, config.input_file_allow_private_networks)
         self.url_timeout = config.input_file_url_timeout
-        self.image_limits = ImageLimits(config.max_image_bytes, config.max_images, config.max_image_pixels)
+        self.image_limits = ImageLimits(config.max_image_bytes, config.max_image_pixels)
         self.image_urls = UrlPolicy(
             config.input_image_allowed_urls, config.input_image_allow_private_networks
         )
 
+    def check(self, items: list[dict[str, Any]], param: str) -> InputBudget:
+        """The images and files of `items` (wire form) counted, refused to a text-only model and their inline
+        bytes summed, from the body alone (a 400 naming the part past a limit): the budget `read` spends."""
+        return InputBudget(items, param, replace(self.input_limits, takes_images=self.takes_images()))
+
     async def read(
-        self, items: list[dict[str, Any]], param: str, project: str = DEFAULT_PROJECT
+        self,
+        items: list[dict[str, Any]],
+        param: str,
+        project: str = DEFAULT_PROJECT,
+        budget: InputBudget | None = None,
     ) -> list[dict[str, Any]]:
         """`items` (in wire form) with each `input_file` part read: its `extracted_text` and `filename` set,
         its `file_data` dropped. `param` names the list (`input`, `items`) in errors; a `file_id` must be
-        of one of `project`'s containers."""
+        of one of `project`'s containers. `budget`: what `check` gave for these items (checked now if None)."""
+        budget = budget if budget is not None else self.check(items, param)
+        reading = _Reading(project, budget, PdfBudget(self.pdf_pages, self.pdf_content_bytes), {})
         out = []
         for i, item in enumerate(items):
-            field = _PARTS_FIELD.get(str(item.get("type", "message")))
+            field = PARTS_FIELD.get(str(item.get("type", "message")))
             parts = item.get(field) if field else None
             if not isinstance(parts, list) or not any(_is_file(p) or _is_far_image(p) for p in parts):
                 out.append(item)
                 continue
             read = [
-                await self._part(p, f"{param}[{i}].{field}[{j}]", project)
+                await self._part(p, f"{param}[{i}].{field}[{j}]", reading)
                 if _is_file(p)
-                else await self._image(p, f"{param}[{i}].{field}[{j}]", project)
+                else await self._image(p, f"{param}[{i}].{field}[{j}]", reading)
                 if _is_far_image(p)
                 else p
                 for j, p in enumerate(parts)
@@ -74,7 +124,11 @@ class FileInputs:
             out.append({**item, str(field): read})
         return out
 
-    async def _part(self, part: dict[str, Any], where: str, project: str) -> dict[str, Any]:
+    def reads(self, items: list[dict[str, Any]]) -> bool:
+        """Whether `read` has work to do for `items` (in wire form): a file to read or an image to fetch."""
+        return any(kind == "file" or _is_far_image(part) for _where, kind, part in media_parts(items, ""))
+
+    async def _part(self, part: dict[str, Any], where: str, reading: _Reading) -> dict[str, Any]:
         """The part as kept once read (one sent back as kept, with its text and no source, as it is)."""
         given = [key for key in FILE_SOURCES if part.get(key)]
         if not given and part.get("extracted_text") is not None:
@@ -87,35 +141,54 @@ class FileInputs:
             )
         if given[0] == "file_data":
             data, name, media = _decoded(part, where, self.limits.max_bytes)
-        elif given[0] == "file_id":
-            data, name, media = await self._container_file(
-                str(part["file_id"]), where, project, self.limits.max_bytes
-            )
         else:
-            data, name, media = await self._fetched(str(part["file_url"]), f"{where}.file_url", self.urls)
+            source = given[0]
+            data, name, media = await self._elsewhere("file", source, str(part[source]), where, reading)
         name = str(part.get("filename") or name)
         try:
-            text = await asyncio.to_thread(read_file_text, data, name, media, self.limits)
+            text = await self._text(data, name, media, reading.pdfs)
         except Unreadable as exc:
             raise InvalidRequest(f"{exc} ({where})", param=where) from None
         kept = {key: value for key, value in part.items() if key != "file_data"}
         return {**kept, "filename": name, "extracted_text": text}
 
-    async def _image(self, part: dict[str, Any], where: str, project: str) -> dict[str, Any]:
+    async def _text(self, data: bytes, name: str, media: str | None, pdfs: PdfBudget) -> str:
+        """The file's text: a PDF's read by the extraction pool, any other file's in a file-text thread."""
+        if len(data) <= self.limits.max_bytes and file_kind(data, name, media) == "pdf":
+            return await self.extraction.extract(data, name, media, self.limits, pdfs)
+        return await run_on(FILE_TEXT, read_file_text, data, name, media, self.limits)
+
+    async def _image(self, part: dict[str, Any], where: str, reading: _Reading) -> dict[str, Any]:
         """An `input_image` naming a container file or an http(s) URL, its image fetched, checked as a data URL's
         is (`--max-image-*`) and kept as a data URL in its `image_url` (so the model sees it again later)."""
-        url, limit = part.get("image_url"), self.image_limits.max_bytes
-        if url:
-            data, _, _ = await self._fetched(str(url), f"{where}.image_url", self.image_urls, limit)
-        else:
-            data, _, _ = await self._container_file(str(part["file_id"]), where, project, limit)
+        url = part.get("image_url")
+        source = "image_url" if url else "file_id"
+        data, _, _ = await self._elsewhere("image", source, str(url or part["file_id"]), where, reading)
         kept = {key: value for key, value in part.items() if key != "file_id"}
-        return {**kept, "image_url": await asyncio.to_thread(image_data_url, data, where, self.image_limits)}
+        return {**kept, "image_url": await run_on(IMAGES, image_data_url, data, where, self.image_limits)}
+
+    async def _elsewhere(self, kind: Kind, source: str, ref: str, where: str, reading: _Reading) -> _Source:
+        """The bytes, name and media type a part's `source` (`file_id`, `file_url`, `image_url`) names (`ref`: the
+        id or URL), read once per request and spent from its budget as they arrive."""
+        key = (kind, f"{source}:{ref}")
+        if key not in reading.read:
+            limit = self.image_limits.max_bytes if kind == "image" else self.limits.max_bytes
+
+            def spend(size: int) -> None:
+                reading.budget.spend(kind, size, where)
+
+            if source == "file_id":
+                reading.read[key] = await self._container_file(ref, where, reading.project, limit, spend)
+            else:
+                policy = self.image_urls if kind == "image" else self.urls
+                reading.read[key] = await self._fetched(ref, f"{where}.{source}", policy, limit, spend)
+        return reading.read[key]
 
     async def _container_file(
-        self, file_id: str, where: str, project: str, max_bytes: int
-    ) -> tuple[bytes, str, str | None]:
-        """The bytes, base name and media type (by name) of the container file `file_id` of `project`'s."""
+        self, file_id: str, where: str, project: str, max_bytes: int, spend: Callable[[int], None]
+    ) -> _Source:
+        """The bytes, base name and media type (by name) of the container file `file_id` of `project`'s, its
+        size spent before it is copied out."""
         info = await self._find(file_id, project) if is_id(file_id, "cfile") else None
         if info is None:
             raise NotFound(
@@ -127,6 +200,7 @@ class FileInputs:
                 f"The file {file_id!r} is {info.bytes} bytes, past this server's limit of {max_bytes} bytes.",
                 param=where,
             )
+        spend(info.bytes)
         try:
             data = await self.containers.content(info)
         except ContainerNotFound:
@@ -148,11 +222,11 @@ class FileInputs:
         return None
 
     async def _fetched(
-        self, url: str, param: str, policy: UrlPolicy, max_bytes: int | None = None
-    ) -> tuple[bytes, str, str | None]:
+        self, url: str, param: str, policy: UrlPolicy, max_bytes: int, spend: Callable[[int], None]
+    ) -> _Source:
         """The bytes at `url`, the name its path ends in and its Content-Type; a 400 naming `param` (a
         `file_url` or an `image_url`) when `policy` does not allow it, or it cannot be fetched within the
-        limits (no redirects followed)."""
+        limits (no redirects followed; each chunk spent as it arrives)."""
         import httpx2
 
         field = param.rsplit(".", 1)[-1]
@@ -173,8 +247,7 @@ class FileInputs:
                 transport=pinned_transport(pinned), trust_env=False, follow_redirects=False
             ) as client:
                 async with asyncio.timeout(self.url_timeout):
-                    limit = max_bytes or self.limits.max_bytes
-                    data, media = await _download(client, pinned.target.url, limit, param)
+                    data, media = await _download(client, pinned.target.url, max_bytes, param, spend)
         except (TimeoutError, Refused, httpx2.HTTPError, OSError) as exc:
             raise InvalidRequest(
                 f"The {field} could not be fetched ({type(exc).__name__}).", param=param
@@ -182,8 +255,11 @@ class FileInputs:
         return data, PurePosixPath(pinned.target.path).name or "file", media
 
 
-async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[bytes, str | None]:
-    """The body of a GET of `url` (a 200 only) and its media type, refused past `max_bytes`."""
+async def _download(
+    client: Any, url: str, max_bytes: int, param: str, spend: Callable[[int], None]
+) -> tuple[bytes, str | None]:
+    """The body of a GET of `url` (a 200 only) and its media type, refused past `max_bytes` (each chunk
+    `spend`t as it arrives: the request's total stops it too)."""
     async with client.stream("GET", url) as response:
         if response.status_code != 200:
             raise InvalidRequest(
@@ -192,6 +268,7 @@ async def _download(client: Any, url: str, max_bytes: int, param: str) -> tuple[
             )
         body = bytearray()
         async for chunk in response.aiter_bytes():
+            spend(len(chunk))
             body += chunk
             if len(body) > max_bytes:
                 raise InvalidRequest(

@@ -12,7 +12,6 @@ address, for every request (redirects too) re-checking the URL.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
 import socket
@@ -20,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from vllm_responses.executors import RESOLVE, run_on
 
 __all__ = [
     "Pinned",
@@ -212,8 +213,8 @@ class UrlPolicy:
         """`url` matched, its host resolved once and every address checked: the address to connect to."""
         target, explicit = self.match(url)
         try:  # the socket module's resolver in a thread (an event loop such as uvloop may have its own)
-            infos = await asyncio.to_thread(
-                socket.getaddrinfo, target.host, target.port, type=socket.SOCK_STREAM
+            infos = await run_on(
+                RESOLVE, socket.getaddrinfo, target.host, target.port, type=socket.SOCK_STREAM
             )
         except OSError:
             raise Refused("the host does not resolve") from None

@@ -1,10 +1,12 @@
 """Tool search: function and custom tools given with `defer_loading: true` stay out of the prompt until a
 `tool_search` call finds them. The server runs the search over their names and descriptions (or, with
 `execution: "client"`, the client does and answers with a `tool_search_output`); the tools found, and those of
-`tool_search_output` / `additional_tools` items in the context, are offered from then on."""
+`tool_search_output` / `additional_tools` items in the context, are offered from then on. A request defers at
+most `--max-deferred-tools`; its tools are indexed once, and searched, in a worker thread, off the event loop."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -16,6 +18,8 @@ import pydantic
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.turns import tools_found_text
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.executors import SEARCH, run_on
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import CustomTool, FunctionTool, NamespaceTool, Tool
 from vllm_responses.protocol.requests import CreateResponseRequest
@@ -41,11 +45,15 @@ class DeferredTool:
 
     definition: dict[str, Any]
     spec: ToolSpec
+    words: frozenset[str]  # the words of its name and description: what a search matches
 
     def score(self, words: set[str]) -> int:
         """How many of the query's words its name and description hold."""
-        text = set(_words(f"{self.spec.name} {self.spec.description}"))
-        return len(words & text)
+        return len(words & self.words)
+
+
+def _deferred(definition: dict[str, Any], spec: ToolSpec) -> DeferredTool:
+    return DeferredTool(definition, spec, frozenset(_words(f"{spec.name} {spec.description}")))
 
 
 def _words(text: str) -> list[str]:
@@ -63,8 +71,10 @@ class ToolSearch:
     def find(self, query: str) -> list[DeferredTool]:
         """The deferred tools best matching `query` (at most `FOUND_AT_MOST`, none matching no word)."""
         words = set(_words(query))
-        ranked = sorted(self.deferred, key=lambda t: -t.score(words))
-        return [t for t in ranked[:FOUND_AT_MOST] if t.score(words) > 0]
+        scored = [(score, i) for i, t in enumerate(self.deferred) if (score := t.score(words)) > 0]
+        return [
+            self.deferred[i] for _, i in heapq.nsmallest(FOUND_AT_MOST, scored, key=lambda s: (-s[0], s[1]))
+        ]
 
     async def run(
         self, builder: ResponseBuilder, arguments: str, turns: list[Turn]
@@ -72,7 +82,7 @@ class ToolSearch:
         """A server-run search: its call and output items (events), then each tool found (for the loop to
         offer); the call and what it found added to `turns`."""
         query = _query(arguments)
-        found = self.find(query)
+        found = await run_on(SEARCH, self.find, query)
         call_id, events = builder.tool_search(
             {"query": query}, [t.definition for t in found], execution="server"
         )
@@ -98,30 +108,49 @@ def _query(arguments: str) -> str:
     return str(value).strip()
 
 
-def tool_search_of(req: CreateResponseRequest) -> ToolSearch | None:
-    """The request's tool search: its deferred tools and the tool the model is offered (None without a
-    `tool_search` tool, when `defer_loading` changes nothing)."""
+async def tool_search_of(req: CreateResponseRequest, max_deferred: int) -> ToolSearch | None:
+    """The request's tool search: its deferred tools (at most `max_deferred`, else a 400 naming `tools`),
+    indexed in a worker thread, and the tool the model is offered (None without a `tool_search` tool, when
+    `defer_loading` changes nothing)."""
     tool = next((t for t in req.tools if isinstance(t, ToolSearchTool)), None)
     if tool is None:
         return None
+    count = sum(
+        len([inner for inner in entry.tools if inner.defer_loading])
+        if isinstance(entry, NamespaceTool)
+        else int(isinstance(entry, (FunctionTool, CustomTool)) and bool(entry.defer_loading))
+        for entry in req.tools
+    )
+    if count > max_deferred:
+        raise InvalidRequest(
+            f"Too many deferred tools: {count} have defer_loading, at most {max_deferred} per request.",
+            param="tools",
+            code="too_many_tools",
+        )
+    deferred = await run_on(SEARCH, _deferred_tools, req)
+    description = tool.description or (
+        "Find more tools: search the tools you have not been shown yet by what they do. "
+        "The tools it finds can be called from then on."
+    )
+    spec = ToolSpec(TOOL_SEARCH_NAME, description, tool.parameters or _PARAMETERS, tool_search=True)
+    return ToolSearch(deferred, tool.execution or "server", spec)
+
+
+def _deferred_tools(req: CreateResponseRequest) -> tuple[DeferredTool, ...]:
+    """The request's tools given `defer_loading: true` (a namespaced one inside its namespace), indexed."""
     deferred = []
     for i, entry in enumerate(req.tools):
         if isinstance(entry, (FunctionTool, CustomTool)) and entry.defer_loading:
             definition = entry.model_dump(mode="json", exclude_none=True, by_alias=True)
-            deferred.append(DeferredTool(definition, client_tool_spec(entry, f"tools[{i}]")))
+            deferred.append(_deferred(definition, client_tool_spec(entry, f"tools[{i}]")))
         elif isinstance(entry, NamespaceTool):
             for j, inner in enumerate(entry.tools):
                 if inner.defer_loading:
                     definition = {"type": "namespace", "name": entry.name, "description": entry.description}
                     definition["tools"] = [inner.model_dump(mode="json", exclude_none=True, by_alias=True)]
                     spec = client_tool_spec(inner, f"tools[{i}].tools[{j}]", entry)
-                    deferred.append(DeferredTool(definition, spec))
-    description = tool.description or (
-        "Find more tools: search the tools you have not been shown yet by what they do. "
-        "The tools it finds can be called from then on."
-    )
-    spec = ToolSpec(TOOL_SEARCH_NAME, description, tool.parameters or _PARAMETERS, tool_search=True)
-    return ToolSearch(tuple(deferred), tool.execution or "server", spec)
+                    deferred.append(_deferred(definition, spec))
+    return tuple(deferred)
 
 
 def loaded_tools(items: Iterable[Mapping[str, Any]]) -> list[Any]:

@@ -1,9 +1,11 @@
 """The `web_search` tool, run by the server against a SearXNG-compatible JSON API (`--web-search-url`): offered to
 the model as a function taking a query; each call searched, its results shown to the model and kept for
-`url_citation`s; without a backend (or with `external_web_access: false`) the tool is not offered."""
+`url_citation`s; without a backend (or with `external_web_access: false`) the tool is not offered. A search is
+bounded in time and bytes, uses no proxy of the environment, and fails with a text naming no URL."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -14,11 +16,19 @@ import httpx
 from vllm_responses.builder.citations import WebSource
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
+from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import WebSearchTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 
-__all__ = ["SEARCH_TOOL_NAME", "SearchPlan", "SearchRun", "search_plan", "web_search_spec"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "SEARCH_TOOL_NAME",
+    "SearchPlan",
+    "SearchRun",
+    "search_plan",
+    "web_search_spec",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +36,9 @@ SEARCH_TOOL_NAME = "web_search"
 # How many results a search shows the model, by the tool's `search_context_size` (default medium).
 _RESULTS = {"low": 3, "medium": 5, "high": 10}
 _SNIPPET_CHARS = 500
+# The most of a backend's answer read (SearXNG's run to tens of KiB); past it the search fails.
+MAX_ANSWER_BYTES = 2 * 1024 * 1024
+_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
 
 
 def web_search_spec() -> ToolSpec:
@@ -64,32 +77,78 @@ def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -
 
 @dataclass(frozen=True)
 class Found:
-    """One search's outcome: its results, or why it failed."""
+    """One search's outcome: its results, or why it failed (`error`, as the model reads it: no URL)."""
 
     sources: list[WebSource]
     snippets: list[str]
     error: str | None = None
 
 
+class _Failed(Exception):
+    """A search that failed: `reason` is what the model reads, `detail` (the backend's URL and error) is logged."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
 async def search(plan: SearchPlan, query: str) -> Found:
-    """`GET url?q=query&format=json` (SearXNG's JSON API); every failure a `Found` with its `error`."""
+    """`GET url?q=query&format=json` (SearXNG's JSON API) within `plan.timeout_s` in all, its answer read up to
+    `MAX_ANSWER_BYTES` and parsed off the event loop; every failure a `Found` whose `error` names only its kind
+    (the URL, which may hold a token, and the error itself go to the log)."""
     try:
-        async with httpx.AsyncClient(timeout=plan.timeout_s, follow_redirects=False) as client:
-            r = await client.get(plan.url, params={"q": query, "format": "json"})
-            r.raise_for_status()
-            results = r.json().get("results", [])
-    except httpx.TimeoutException:
-        return Found([], [], f"the search did not answer within {plan.timeout_s:g} s")
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        return Found([], [], f"the search failed: {type(exc).__name__}: {exc}")
-    sources, snippets = [], []
+        async with asyncio.timeout(plan.timeout_s):
+            body = await _fetch(plan, query)
+        sources, snippets = await run_on(SEARCH, _results, body, plan.results)
+    except TimeoutError:
+        failed = _Failed("no answer in time", f"no answer within {plan.timeout_s:g} s")
+    except _Failed as exc:
+        failed = exc
+    else:
+        return Found(sources, snippets)
+    logger.warning("web search %r at %s failed: %s", query, plan.url, failed.detail)
+    return Found([], [], f"the web search failed ({failed.reason})")
+
+
+async def _fetch(plan: SearchPlan, query: str) -> bytes:
+    """The backend's answer to `query`: a 2xx body of at most `MAX_ANSWER_BYTES` (no redirect followed, no proxy
+    of the environment used); raises `_Failed`."""
+    try:
+        async with httpx.AsyncClient(
+            timeout=plan.timeout_s, follow_redirects=False, trust_env=False
+        ) as client:
+            params = {"q": query, "format": "json"}
+            async with client.stream("GET", plan.url, params=params, headers=_HEADERS) as r:
+                if not r.is_success:
+                    raise _Failed(f"HTTP {r.status_code // 100}xx", f"HTTP {r.status_code}")
+                body = bytearray()
+                async for chunk in r.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise _Failed("the answer was too large", f"an answer over {MAX_ANSWER_BYTES} bytes")
+                return bytes(body)
+    except httpx.TimeoutException as exc:
+        raise _Failed("no answer in time", f"{type(exc).__name__}: {exc}") from exc
+    except httpx.HTTPError as exc:
+        raise _Failed("the search backend could not be reached", f"{type(exc).__name__}: {exc}") from exc
+
+
+def _results(body: bytes, most: int) -> tuple[list[WebSource], list[str]]:
+    """The first `most` results of a SearXNG JSON answer: their sources and snippets; raises `_Failed`."""
+    try:
+        results = json.loads(body).get("results", [])
+    except (ValueError, AttributeError) as exc:
+        raise _Failed("the answer was not JSON results", f"{type(exc).__name__}: {exc}") from exc
+    sources: list[WebSource] = []
+    snippets: list[str] = []
     for result in results if isinstance(results, list) else []:
         if isinstance(result, dict) and isinstance(result.get("url"), str):
             sources.append(WebSource(result["url"], str(result.get("title") or result["url"])))
             snippets.append(str(result.get("content") or "")[:_SNIPPET_CHARS])
-        if len(sources) == plan.results:
+        if len(sources) == most:
             break
-    return Found(sources, snippets)
+    return sources, snippets
 
 
 def result_text(query: str, found: Found) -> str:
@@ -129,8 +188,6 @@ class SearchRun:
         for ev in builder.web_search_searching(index, query):
             yield ev
         found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
-        if found.error is not None:
-            logger.warning("web search %r failed: %s", query, found.error)
         builder.note_sources(found.sources)
         sources = [s.url for s in found.sources] if self.plan.include_sources else None
         for ev in builder.web_search_done(index, sources, failed=found.error is not None):
