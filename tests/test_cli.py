@@ -91,6 +91,7 @@ ENV_VALUES = {
     "--reasoning-key": ("shared secret", "shared secret"),
     "--rate-limit-rpm": ("60", 60),
     "--rate-limit-tpm": ("1000", 1000),
+    "--auth-failures-per-minute": ("5", 5),
     "--project-max-containers": ("3", 3),
     "--project-max-sandbox-memory-mb": ("2048", 2048),
     "--project-max-stored-bytes": ("1000000", 1000000),

@@ -154,8 +154,15 @@ class Config:
     rate_limit_tpm: int = setting(
         0,
         "--rate-limit-tpm",
-        "Tokens per minute allowed to each API key, counted from finished responses' usage (0: "
-        "unlimited; a keys file may set one per key).",
+        "Tokens per minute allowed to each API key: a response reserves its prompt and output budget "
+        "when admitted, settled to its usage at its end (0: unlimited; a keys file may set one per key).",
+        parse=_at_least(0),
+    )
+    auth_failures_per_minute: int = setting(
+        20,
+        "--auth-failures-per-minute",
+        "Failed API-key checks (401) allowed to each client address: a burst of this many, then this many "
+        "a minute; past it the address gets a 429 with Retry-After (0: unlimited).",
         parse=_at_least(0),
     )
     project_max_containers: int = setting(

@@ -6,8 +6,8 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from types import FrameType
 from typing import Any
 
@@ -103,12 +103,24 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
 
 class _Server(uvicorn.Server):
     """uvicorn's server, with SIGINT/SIGTERM handed to the lifecycle: the first drains (`--shutdown-grace`)
-    and then stops the server; a second forces the exit at once, as uvicorn's second Ctrl+C does."""
+    and then stops the server; a second forces the exit at once, as uvicorn's second Ctrl+C does. SIGHUP
+    calls `on_hangup` (the keys file read again) while it serves."""
 
-    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle) -> None:
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, on_hangup: Callable[[], object]) -> None:
         super().__init__(config)
         self.lifecycle = lifecycle
+        self.on_hangup = on_hangup
         self._signalled = False
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, self.on_hangup)
+        try:
+            with super().capture_signals():
+                yield
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not uvicorn's: it re-raises the signal after serving, so the process would end killed by it.
@@ -148,6 +160,7 @@ def run(config: Config) -> int:
             ws_max_size=config.max_request_bytes,  # a WebSocket message is bounded as a request body is
         ),
         lifecycle,
+        on_hangup=app.state.keys.reload,  # SIGHUP: the keys file read again
     )
 
     def stop() -> None:

@@ -19,13 +19,14 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.keys import write_keys_file
 from tests.pdfs import make_pdf, shared_stream_pdf
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.context.extraction import ExtractionPool
 
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"
 # 100 pages naming one stream of 50,000 text-show operators: 4 KB, about 40 s of a parser's CPU.
 HOSTILE = shared_stream_pdf(100, 50_000)
 SMALL = make_pdf(["Quarterly revenue rose 12 percent."])
@@ -45,7 +46,7 @@ def _pdf_item(data: bytes, filename: str = "doc.pdf") -> dict[str, Any]:
 
 def _serve(tmp_path: Path, **config: Any) -> LiveServer:
     entries = [{"key": KEY_A, "project": "proj_a"}, {"key": KEY_B, "project": "proj_b"}]
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": entries}))
+    write_keys_file(tmp_path / "keys.json", entries)
     cfg = Config(api_keys_file=str(tmp_path / "keys.json"), max_concurrent_responses=16, **config)
     return LiveServer(cfg, FakeEngine(), FakeInterpreter()).start()
 

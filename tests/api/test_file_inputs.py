@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import http.server
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +15,15 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.keys import write_keys_file
 from tests.pdfs import encrypted_pdf, make_pdf
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message, ToolResult
 
 MODEL = "fake-model"
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"
 REPORT = make_pdf(["Quarterly revenue rose 12 percent.", None, "Outlook: steady."])
 REPORT_TEXT = (
     '<file name="report.pdf">\n--- page 1 of 3 ---\nQuarterly revenue rose 12 percent.\n--- page 2 of 3 ---\n'
@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """Two projects (keys A and B), small file limits, and file_url allowed for public addresses only."""
     root = tmp_path_factory.mktemp("files")
     entries = [{"key": KEY_A, "project": "proj_a"}, {"key": KEY_B, "project": "proj_b"}]
-    (root / "keys.json").write_text(json.dumps({"keys": entries}))
+    write_keys_file(root / "keys.json", entries)
     config = Config(
         api_keys_file=str(root / "keys.json"),
         input_file_max_bytes=4096,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import http.server
 import io
-import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,13 +17,14 @@ import pytest
 from PIL import Image as PILImage
 
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.keys import write_keys_file
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Image, Message
 
 MODEL = "fake-model"
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"
 
 
 def _png(colour: tuple[int, int, int] = (0, 0, 255)) -> bytes:
@@ -73,7 +73,7 @@ def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     """Two projects; image URLs allowed anywhere, loopback included."""
     root = tmp_path_factory.mktemp("images")
     entries = [{"key": KEY_A, "project": "proj_a"}, {"key": KEY_B, "project": "proj_b"}]
-    (root / "keys.json").write_text(json.dumps({"keys": entries}))
+    write_keys_file(root / "keys.json", entries)
     config = Config(
         api_keys_file=str(root / "keys.json"),
         input_image_allowed_urls=("*",),

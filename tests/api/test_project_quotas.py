@@ -17,13 +17,14 @@ from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, code_call, say
 from tests.interpreter.scripted import ScriptedPool
+from tests.keys import write_keys_file
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
 
 MODEL = "fake-model"
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"
 OUTPUTS: Any = ["code_interpreter_call.outputs"]
 
 
@@ -32,7 +33,7 @@ def _server(tmp: Path, a_bounds: dict[str, int], **pool: Any) -> LiveServer:
         {"key": KEY_A, "project": "proj_a", **a_bounds},
         {"sha256": hashlib.sha256(KEY_B.encode()).hexdigest(), "project": "proj_b"},
     ]
-    (tmp / "keys.json").write_text(json.dumps({"keys": entries}))
+    write_keys_file(tmp / "keys.json", entries)
 
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:

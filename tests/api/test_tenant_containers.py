@@ -5,7 +5,6 @@ service's HTTP API."""
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,12 +15,13 @@ import pytest
 from interpreter_service.client import HTTPInterpreter
 from interpreter_service.http import create_app
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.keys import write_keys_file
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
 MODEL = "fake-model"
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"
 
 
 @pytest.fixture
@@ -30,8 +30,7 @@ def keys(tmp_path: Path) -> str:
         {"key": KEY_A, "project": "proj_a"},
         {"sha256": hashlib.sha256(KEY_B.encode()).hexdigest(), "project": "proj_b"},
     ]
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": entries}))
-    return str(tmp_path / "keys.json")
+    return write_keys_file(tmp_path / "keys.json", entries)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.keys import write_keys_file
 from tests.serving import LiveServer
 from vllm_responses import cli
 from vllm_responses.api.auth import KeyRing, KeysFileError
@@ -23,9 +24,9 @@ from vllm_responses.store.migrations import SQLITE_MIGRATIONS
 from vllm_responses.store.sqlite import SQLiteStore
 
 MODEL = "fake-model"
-KEY_A = "sk-proj-a-0123456789"
-KEY_B = "sk-proj-b-0123456789"  # given in the keys file as its sha256
-KEY_DEFAULT = "sk-default-0123456789"  # --api-key: project "default"
+KEY_A = "sk-proj-a-0123456789abcdef0123456789"
+KEY_B = "sk-proj-b-0123456789abcdef0123456789"  # given in the keys file as its sha256
+KEY_DEFAULT = "sk-default-0123456789abcdef0123456789"  # --api-key: project "default"
 
 
 def _keys_file(path: Path) -> str:
@@ -33,8 +34,7 @@ def _keys_file(path: Path) -> str:
         {"key": KEY_A, "project": "proj_a", "name": "alice"},
         {"sha256": hashlib.sha256(KEY_B.encode()).hexdigest(), "project": "proj_b", "name": "bob"},
     ]
-    path.write_text(json.dumps({"keys": entries}))
-    return str(path)
+    return write_keys_file(path, entries)
 
 
 @pytest.fixture(scope="module")
@@ -211,12 +211,18 @@ def test_listing_shows_only_own_containers_to_the_default_project(
     [
         ("{not json", "cannot be read as JSON"),
         ('{"keys": []}', "at least one key"),
-        ('{"keys": [{"key": "sk-0123456789"}]}', "'project'"),
-        ('{"keys": [{"key": "sk-0123456789", "sha256": "ab", "project": "p"}]}', "exactly one of"),
-        ('{"keys": [{"key": "sk-0123456789", "project": "p", "rpm": -1}]}', "'rpm'"),
-        ('{"keys": [{"key": "sk-0123456789", "project": "p", "role": "admin"}]}', "unknown field"),
+        ('{"keys": [{"key": "K"}]}', "'project'"),
         (
-            '{"keys": [{"key": "sk-0123456789", "project": "p"}, {"key": "sk-0123456789", "project": "q"}]}',
+            '{"keys": [{"key": "K", "sha256": "ab", "project": "p"}]}',
+            "exactly one of",
+        ),
+        ('{"keys": [{"key": "K", "project": "p", "rpm": -1}]}', "'rpm'"),
+        (
+            '{"keys": [{"key": "K", "project": "p", "role": "admin"}]}',
+            "unknown field",
+        ),
+        (
+            '{"keys": [{"key": "K", "project": "p"}, {"key": "K", "project": "q"}]}',
             "repeats",
         ),
     ],
@@ -225,7 +231,8 @@ def test_a_malformed_keys_file_stops_the_start(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
 ) -> None:
     path = tmp_path / "keys.json"
-    path.write_text(text)
+    path.write_text(text.replace('"K"', json.dumps(KEY_A)))  # "K": a key long enough
+    path.chmod(0o600)
     with pytest.raises(KeysFileError, match=says):
         KeyRing.from_config(Config(api_keys_file=str(path)))
     assert cli.main(["serve", "--api-keys-file", str(path)]) == 2

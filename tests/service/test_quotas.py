@@ -29,8 +29,14 @@ def test_a_projects_bounds_are_its_keys_else_the_servers() -> None:
 
 def test_the_keys_file_gives_a_projects_bounds(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    entry = {"key": "sk-a-0123456789", "project": "a", "max_containers": 2, "max_stored_bytes": 10}
+    entry = {
+        "key": "sk-a-0123456789abcdef0123456789abcdef",
+        "project": "a",
+        "max_containers": 2,
+        "max_stored_bytes": 10,
+    }
     path.write_text(json.dumps({"keys": [entry]}))
+    path.chmod(0o600)  # the server user's alone
     (principal,) = KeyRing.from_config(Config(api_keys_file=str(path))).keys.values()
     assert (principal.max_containers, principal.max_sandbox_memory_mb, principal.max_stored_bytes) == (
         2,

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 from vllm_responses.api.auth import KeyRing
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
+from vllm_responses.api.failures import AuthFailures
 from vllm_responses.api.hosts import allowed_hosts, cors_origins
 from vllm_responses.api.middleware import (
     APIKeyMiddleware,
@@ -118,8 +119,11 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         max_request_bytes=config.max_request_bytes,
         max_upload_bytes=config.max_upload_bytes,
     )
-    app.add_middleware(RateLimitMiddleware, limits=RateLimits())  # inside the key check: per key
-    app.add_middleware(APIKeyMiddleware, keys=KeyRing.from_config(config))
+    # the keys (`reload` on SIGHUP: server.py) and the per-key meters, on the app for the server and tests
+    app.state.keys, app.state.rate_limits = KeyRing.from_config(config), RateLimits()
+    app.add_middleware(RateLimitMiddleware, limits=app.state.rate_limits)  # inside the key check: per key
+    app.state.auth_failures = AuthFailures(config.auth_failures_per_minute)  # 401s per client address
+    app.add_middleware(APIKeyMiddleware, keys=app.state.keys, failures=app.state.auth_failures)
     if config.allowed_origins:  # their pages' preflights answered (outside the key check: they carry none)
         app.add_middleware(
             CORSMiddleware,

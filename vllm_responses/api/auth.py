@@ -1,10 +1,18 @@
-"""API keys and the projects they belong to: the keys file read (`KeyRing.from_config`), a bearer token resolved to
-its `Principal`, which the key check puts in the ASGI scope for routes to read (`principal_of`)."""
+"""API keys and the projects they belong to: the keys file read (`KeyRing.from_config`; again on SIGHUP,
+`KeyRing.reload`), a bearer token resolved to its `Principal`, which the key check puts in the ASGI scope for
+routes to read (`principal_of`).
+
+The keys file must be owned by the server's user and closed to group and others (mode 0600 or 0400), and each
+`key` given in it at least `MIN_KEY_CHARS` long: anything else stops the start (a reload keeps the keys read
+before)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +27,17 @@ __all__ = [
     "ANONYMOUS",
     "KeyRing",
     "KeysFileError",
+    "MIN_KEY_CHARS",
     "Principal",
     "bearer_token",
     "principal_of",
     "set_principal",
 ]
+
+logger = logging.getLogger(__name__)
+
+# The shortest `key` a keys file may give: guessing one is hopeless (a `sha256` entry is a digest already).
+MIN_KEY_CHARS = 32
 
 # a project's own bounds a key may give (None: the server's `--project-max-*`)
 _QUOTA_FIELDS = ("max_containers", "max_sandbox_memory_mb", "max_stored_bytes")
@@ -66,25 +80,30 @@ class KeyRing:
     """The keys a server accepts, by the SHA-256 of each: a token is hashed and looked up, so no comparison
     runs over the key itself (nothing to time). With no key at all, every request is `anonymous`."""
 
-    def __init__(self, keys: dict[bytes, Principal], anonymous: Principal | None) -> None:
+    def __init__(
+        self, keys: dict[bytes, Principal], anonymous: Principal | None, config: Config | None = None
+    ) -> None:
         self.keys = keys
         self.anonymous = anonymous
+        self.config = config  # what `reload` reads again
 
     @classmethod
     def from_config(cls, config: Config) -> KeyRing:
         """The keys of `--api-key` (project `default`) and `--api-keys-file`; `KeysFileError` on a bad file."""
-        rpm, tpm = config.rate_limit_rpm, config.rate_limit_tpm
-        keys: dict[bytes, Principal] = {}
-        if config.api_keys_file:
-            keys = _read_keys(Path(config.api_keys_file).expanduser(), rpm, tpm)
-        if config.api_key:
-            digest = _digest(config.api_key)
-            if digest in keys:
-                raise KeysFileError(f"--api-keys-file {config.api_keys_file}: it holds the --api-key key too")
-            keys[digest] = Principal(DEFAULT_PROJECT, "api-key", rpm, tpm, digest.hex())
-        if keys:
-            return cls(keys, None)
-        return cls({}, Principal(DEFAULT_PROJECT, ANONYMOUS, rpm, tpm, ANONYMOUS))
+        return cls(*_load(config), config)
+
+    def reload(self) -> bool:
+        """Read the keys file again (on SIGHUP): its keys replace the ones in use at once. A file that cannot
+        be used keeps the keys in use, and the log says why. Returns whether the keys were replaced."""
+        if self.config is None or not self.config.api_keys_file:
+            return False
+        try:
+            self.keys, self.anonymous = _load(self.config)
+        except KeysFileError as exc:
+            logger.error("keys not reloaded, the keys read before are kept: %s", exc)
+            return False
+        logger.info("keys reloaded from %s: %d key(s)", self.config.api_keys_file, len(self.keys))
+        return True
 
     def resolve(self, authorization: str) -> Principal | None:
         """The principal of an `Authorization` header's value; None when a key is needed and it gives none
@@ -95,12 +114,49 @@ class KeyRing:
         return self.keys.get(_digest(token)) if token else None
 
 
+def _load(config: Config) -> tuple[dict[bytes, Principal], Principal | None]:
+    """The keys of a config, by digest, and the principal of every request when there is none."""
+    rpm, tpm = config.rate_limit_rpm, config.rate_limit_tpm
+    keys: dict[bytes, Principal] = {}
+    if config.api_keys_file:
+        keys = _read_keys(Path(config.api_keys_file).expanduser(), rpm, tpm)
+    if config.api_key:
+        digest = _digest(config.api_key)
+        if digest in keys:
+            raise KeysFileError(f"--api-keys-file {config.api_keys_file}: it holds the --api-key key too")
+        keys[digest] = Principal(DEFAULT_PROJECT, "api-key", rpm, tpm, digest.hex())
+    if keys:
+        return keys, None
+    return {}, Principal(DEFAULT_PROJECT, ANONYMOUS, rpm, tpm, ANONYMOUS)
+
+
+def _read_private(path: Path, where: str) -> str:
+    """The text of the keys file, once it is known to be this user's alone (checked on the file opened)."""
+    try:
+        with path.open("rb") as f:
+            info = os.fstat(f.fileno())
+            if info.st_uid != os.geteuid():
+                raise KeysFileError(
+                    f"{where}: owned by user id {info.st_uid}, not by the user this server runs as "
+                    f"({os.geteuid()}): give it to that user (chown)"
+                )
+            if info.st_mode & 0o077:
+                raise KeysFileError(
+                    f"{where}: mode {stat.S_IMODE(info.st_mode):04o} lets other users read or change it: "
+                    "make it the owner's alone (chmod 600)"
+                )
+            return f.read().decode()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeysFileError(f"{where}: cannot be read: {exc}") from None
+
+
 def _read_keys(path: Path, rpm: int, tpm: int) -> dict[bytes, Principal]:
     """The keys file's entries by digest (docs/settings.md, "API keys and projects")."""
     where = f"--api-keys-file {path}"
+    text = _read_private(path, where)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise KeysFileError(f"{where}: cannot be read as JSON: {exc}") from None
     entries = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(entries, list) or not entries:
@@ -123,8 +179,11 @@ def _entry(entry: Any, where: str, rpm: int, tpm: int) -> tuple[bytes, Principal
     key, hashed, project = entry.get("key"), entry.get("sha256"), entry.get("project")
     if (key is None) == (hashed is None):
         raise KeysFileError(f"{where}: give exactly one of 'key' and 'sha256'")
-    if key is not None and (not isinstance(key, str) or len(key) < 8):
-        raise KeysFileError(f"{where}: 'key' must be a string of at least 8 characters")
+    if key is not None and (not isinstance(key, str) or len(key) < MIN_KEY_CHARS):
+        raise KeysFileError(
+            f"{where}: 'key' must be a string of at least {MIN_KEY_CHARS} characters (a longer random key, "
+            "or its 'sha256')"
+        )
     if hashed is not None and not _is_sha256(hashed):
         raise KeysFileError(f"{where}: 'sha256' must be 64 hexadecimal digits")
     if not isinstance(project, str) or not project:

@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from vllm_responses.api.auth import KeyRing, set_principal
+from vllm_responses.api.failures import AuthFailures
 from vllm_responses.api.hosts import HostPattern, host_allowed, origin_allowed
 from vllm_responses.protocol.errors import APIError, Forbidden, InvalidRequest, PayloadTooLarge, Unauthorized
 from vllm_responses.service.lifecycle import Lifecycle
@@ -49,7 +50,9 @@ async def deny_websocket(scope: Scope, receive: Receive, send: Send, err: APIErr
     responses (uvicorn does), else close 1008 (which the server answers with a 403)."""
     websocket = WebSocket(scope, receive, send)
     if "websocket.http.response" in scope.get("extensions", {}):
-        await websocket.send_denial_response(JSONResponse(err.body(), status_code=err.status))
+        await websocket.send_denial_response(
+            JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+        )
     else:
         await websocket.close(CLOSE_POLICY)
 
@@ -59,7 +62,7 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, err: APIError) -> 
     if scope["type"] == "websocket":
         await deny_websocket(scope, receive, send, err)
     else:
-        await JSONResponse(err.body(), status_code=err.status)(scope, receive, send)
+        await JSONResponse(err.body(), status_code=err.status, headers=err.headers)(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -127,17 +130,26 @@ class OriginCheckMiddleware:
 class APIKeyMiddleware:
     """`/v1/*` needs `Authorization: Bearer <key>` of a known key when keys are configured (HTTP, and
     WebSocket upgrades, refused before they are accepted); the key's `Principal` (its project) goes in the
-    scope for the routes (`auth.principal_of`). With no key configured every request is project `default`."""
+    scope for the routes (`auth.principal_of`). With no key configured every request is project `default`.
+    A failed check counts against the client's address (`failures`): past its limit, a 429 before any key
+    is checked."""
 
-    def __init__(self, app: ASGIApp, keys: KeyRing) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyRing, failures: AuthFailures | None = None) -> None:
         self.app = app
         self.keys = keys
+        self.failures = failures or AuthFailures(0)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and scope["path"].startswith("/v1/"):
+            client = scope.get("client")
+            address = str(client[0]) if client else ""
+            if (throttled := self.failures.refusal(address)) is not None:
+                await _refuse(scope, receive, send, throttled)
+                return
             given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
             principal = self.keys.resolve(given)
             if principal is None:
+                self.failures.failed(address)
                 err = Unauthorized("Incorrect or missing API key: send 'Authorization: Bearer <key>'.")
                 await _refuse(scope, receive, send, err)
                 return

@@ -20,7 +20,7 @@ from starlette.types import Receive
 
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import cursor_page, include_params, json_body
-from vllm_responses.api.ratelimit import charge, meter_of
+from vllm_responses.api.ratelimit import meter_of
 from vllm_responses.api.state import app_state
 from vllm_responses.api.websocket import responses_websocket
 from vllm_responses.builder.core import usage_dict
@@ -115,10 +115,10 @@ async def create_response(request: Request) -> Response:
     state = app_state(request)
     req = parse_create_request(await json_body(request))
     principal = principal_of(request)
-    run = await until_disconnect(request.receive, state.service.create(req, project=principal.project))
+    work = state.service.create(req, project=principal.project, budget=meter_of(request))
+    run = await until_disconnect(request.receive, work)
     if run is None:
         return Response(status_code=499)  # the client left while its request waited (nobody reads this)
-    charge(request, run)  # its tokens count against the key's per-minute limit when it ends
     if req.stream:
         return _sse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
@@ -159,12 +159,18 @@ async def count_input_tokens(request: Request) -> Response:
 
 async def compact_conversation(request: Request) -> Response:
     req = parse_compact_request(await json_body(request))
+    meter = meter_of(request)
+    settle = meter.reserve(1) if meter is not None else None  # a 429 once the key's minute is spent
     work = app_state(request).service.compact(req, principal_of(request).project)
-    done = await until_disconnect(request.receive, work)
-    if done is None:
-        return Response(status_code=499)  # the client left: its model call was cancelled
-    if (meter := meter_of(request)) is not None:
-        meter.spend(done.usage.input_tokens + done.usage.output_tokens)
+    spent = 0
+    try:
+        done = await until_disconnect(request.receive, work)
+        if done is None:
+            return Response(status_code=499)  # the client left: its model call was cancelled
+        spent = done.usage.input_tokens + done.usage.output_tokens
+    finally:
+        if settle is not None:
+            settle(spent)  # its tokens count once it is done
     return JSONResponse(compacted_response(done))
 
 

@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from starlette.websockets import WebSocket
 from vllm_responses.api.auth import principal_of
 from vllm_responses.api.middleware import deny_websocket
 from vllm_responses.api.params import parse_json
-from vllm_responses.api.ratelimit import charge, meter_of
+from vllm_responses.api.ratelimit import meter_of
 from vllm_responses.api.state import app_state
 from vllm_responses.api.steering import (
     Steer,
@@ -307,7 +306,7 @@ class Connection:
         """A create counts as a request of the connection's key, as over HTTP: past its per-minute limits the
         429 `rate_limit_exceeded` it would get there (as an error event)."""
         meter = meter_of(self.ws)
-        if meter is not None and (refused := meter.admit(time.monotonic())) is not None:
+        if meter is not None and (refused := meter.admit()) is not None:
             raise refused
 
     async def _evict(self, parent: object, stream_id: str | None) -> None:
@@ -339,8 +338,10 @@ class Connection:
             body["input"] = [*(item for steer in committed for item in steer.items), *given]
         req = parse_create_request(body)
         self._admit_rate()
-        run = await self.service.create(req, local=self.cache, generate=generate, project=self.project)
-        charge(self.ws, run)  # its tokens count against the key's per-minute limit when it ends
+        budget = meter_of(self.ws)  # its tokens reserved against the key's per-minute limit
+        run = await self.service.create(
+            req, local=self.cache, generate=generate, project=self.project, budget=budget
+        )
         self.steering.active[run.id] = stream_id
         if req.conversation or req.context_management:
             self.unsteerable[run.id] = (

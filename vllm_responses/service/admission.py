@@ -15,17 +15,28 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 from vllm_responses.observe.metrics import ADMISSION_WAIT
 from vllm_responses.protocol.errors import APIError, Busy
 
-__all__ = ["Admission", "Ticket", "default_max_queued"]
+__all__ = ["Admission", "Ticket", "TokenBudget", "default_max_queued"]
 
 # Bounds of the `Retry-After` a 429 carries, in seconds.
 RETRY_AFTER_MIN_S = 1
 RETRY_AFTER_MAX_S = 60
 # Weight of the newest hold time in the running mean `Retry-After` is estimated from.
 _EWMA = 0.2
+
+
+class TokenBudget(Protocol):
+    """A key's tokens per minute, as a response reserves them when it is admitted (api/ratelimit.py)."""
+
+    def reserve(self, tokens: int) -> Callable[[int], None]:
+        """Hold `tokens`, or raise the 429 (`Busy`) when they do not fit; the function returned settles the
+        hold to the tokens really used, once, when the response ends."""
+        ...
 
 
 def default_max_queued(max_running: int) -> int:

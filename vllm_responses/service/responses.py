@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -24,7 +25,7 @@ from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.runs.records import keep_record, response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
-from vllm_responses.service.admission import Admission, Ticket, default_max_queued
+from vllm_responses.service.admission import Admission, Ticket, TokenBudget, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, after_admission, no_generation
 from vllm_responses.service.plan import Planner, ResponsePlan
@@ -39,6 +40,11 @@ __all__ = ["ResponsesService"]
 _LISTED_WITH_STATUS = ("custom_tool_call", "custom_tool_call_output")
 
 logger = logging.getLogger(__name__)
+
+
+def _spent(run: Run) -> int:
+    """The tokens a run used (input and output of all its model calls)."""
+    return run.builder.usage.input_tokens + run.builder.usage.output_tokens
 
 
 class ResponsesService:
@@ -91,6 +97,7 @@ class ResponsesService:
         local: ResponseStore | None = None,
         generate: bool = True,
         project: str = DEFAULT_PROJECT,
+        budget: TokenBudget | None = None,
     ) -> Run:
         """Start a response. `local` is a connection-local cache (WebSocket mode): `previous_response_id` is
         looked up there before the store, and the finished response is kept there whatever `store` says.
@@ -104,7 +111,9 @@ class ResponsesService:
         place until its run ends (a compaction that is due waits for its slot first: its summary is a model call;
         a `context_management` request under its threshold is placed as any other). One
         with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
-        The response is `project`'s, and what it continues, references or runs code in must be too."""
+        The response is `project`'s, and what it continues, references or runs code in must be too. `budget`
+        (its key's tokens per minute) reserves the prompt's tokens and the output budget as it is admitted
+        (a 429 when they do not fit), settled to the real usage when the run ends."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
         if req.store:  # within the project's stored bytes (what its output adds is counted once kept)
             await self.limits.check_store(self.store, project, input_size(req), "input")
@@ -122,18 +131,30 @@ class ResponsesService:
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
+            prompt = 0
             for call in loop.upfront_requests() if generate else ():  # refused now: a 4xx, not a stream
-                await self.engine.precheck(call)
+                prompt = max(prompt, await self.engine.precheck(call))
             if ticket is None:
                 ticket = self.admission.reserve()  # no await from here on: the place is held by the run
+            settle = self._reserve_tokens(budget, plan, prompt) if generate and budget else None
         except BaseException:
             if ticket is not None:
                 ticket.release()
             raise
         acknowledged = self._start(run, loop, req, plan, ticket, local, generate)
+        if settle is not None and run.task is not None:  # the reservation settled to the real usage
+            run.task.add_done_callback(lambda _task: settle(_spent(run)))
         if acknowledged is not None and req.background:  # its answer says it is kept
             await asyncio.shield(acknowledged)
         return run
+
+    def _reserve_tokens(self, budget: TokenBudget, plan: ResponsePlan, prompt: int) -> Callable[[int], None]:
+        """Reserve a response's tokens against its key's budget: its prompt's (`prompt`, as the engine counted
+        them) and its output budget (`max_output_tokens`, or what the context leaves after the prompt)."""
+        output = plan.agent.max_output_tokens
+        if output is None:
+            output = max(0, self.engine.max_model_len - prompt)
+        return budget.reserve(prompt + output)
 
     def _start(
         self,
