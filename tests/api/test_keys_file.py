@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 
 from tests.fakes import FakeEngine
@@ -114,6 +115,22 @@ def test_reload_takes_the_new_keys_and_keeps_the_old_on_a_bad_file(
     path.chmod(0o600)
     assert not keys.reload()
     assert _status(live.base_url, NEW) == 200
+
+
+def test_reload_takes_the_projects_new_bounds(live: LiveServer) -> None:
+    """A project's bounds in the keys file (here `max_stored_bytes`) follow a reload as its keys do."""
+    path = Path(str(live.config.api_keys_file))
+    live.engine.reset()
+    sdk = openai.OpenAI(base_url=live.base_url + "/v1", api_key=OLD, max_retries=0, timeout=30)
+    sdk.responses.create(model="fake-model", input="x" * 2000)  # no bound yet
+    write_keys_file(path, [{"key": OLD, "project": "p", "max_stored_bytes": 1000}])
+    assert live.app.state.keys.reload()
+    with pytest.raises(openai.BadRequestError) as too_big:  # more than the new bound alone
+        sdk.responses.create(model="fake-model", input="x" * 2000)
+    assert too_big.value.code == "storage_quota_exceeded"
+    write_keys_file(path, [{"key": OLD, "project": "p"}])
+    assert live.app.state.keys.reload()
+    sdk.responses.create(model="fake-model", input="x" * 2000)  # the bound is gone again
 
 
 # `server.run` with a scripted engine in place of vLLM: the real signal handling of the real command's server

@@ -90,7 +90,7 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_state(config, open_components, life) as state:
+        async with open_state(config, open_components, life, app.state.keys) as state:
             app.state.vr = state  # read through `state.app_state`
             yield
 

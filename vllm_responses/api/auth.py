@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ class KeyRing:
         self.keys = keys
         self.anonymous = anonymous
         self.config = config  # what `reload` reads again
+        self.on_reload: list[Callable[[KeyRing], None]] = []  # told of each reload that replaced the keys
 
     @classmethod
     def from_config(cls, config: Config) -> KeyRing:
@@ -103,6 +105,8 @@ class KeyRing:
             logger.error("keys not reloaded, the keys read before are kept: %s", exc)
             return False
         logger.info("keys reloaded from %s: %d key(s)", self.config.api_keys_file, len(self.keys))
+        for listener in self.on_reload:
+            listener(self)
         return True
 
     def resolve(self, authorization: str) -> Principal | None:

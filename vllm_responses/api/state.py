@@ -15,7 +15,7 @@ from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.service.lifecycle import Lifecycle
-from vllm_responses.service.quotas import ProjectLimits
+from vllm_responses.service.quotas import KeyBounds, ProjectLimits
 from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.base import ResponseStore
 
@@ -51,22 +51,39 @@ def app_state(connection: HTTPConnection) -> AppState:
     return state
 
 
-def project_limits(config: Config) -> ProjectLimits:
-    """Each project's bounds: the server's `--project-max-*`, and those its keys in the keys file give."""
-    keys = KeyRing.from_config(config).keys.values()
-    return ProjectLimits(
-        config, [(k.project, k.max_containers, k.max_sandbox_memory_mb, k.max_stored_bytes) for k in keys]
-    )
+def key_bounds(keys: KeyRing) -> list[KeyBounds]:
+    """The bounds each key in the keys file gives its project."""
+    return [
+        (k.project, k.max_containers, k.max_sandbox_memory_mb, k.max_stored_bytes) for k in keys.keys.values()
+    ]
 
 
 @asynccontextmanager
 async def open_state(
-    config: Config, open_components: Opener, lifecycle: Lifecycle
+    config: Config, open_components: Opener, lifecycle: Lifecycle, keys: KeyRing
 ) -> AsyncIterator[AppState]:
     """Open the components, build the service over them and start `lifecycle` watching it; on exit the
-    lifecycle stops watching, the service closes, then the components."""
+    lifecycle stops watching, the service closes, then the components. Each project's bounds are the
+    server's `--project-max-*` and those its keys give, taken anew when `keys` is read again."""
+    limits = ProjectLimits(config, key_bounds(keys))
+
+    def follow(ring: KeyRing) -> None:  # the keys file read again (SIGHUP): its bounds too
+        limits.update(key_bounds(ring))
+
+    keys.on_reload.append(follow)
+    try:
+        async with _opened(config, open_components, lifecycle, limits) as state:
+            yield state
+    finally:
+        keys.on_reload.remove(follow)
+
+
+@asynccontextmanager
+async def _opened(
+    config: Config, open_components: Opener, lifecycle: Lifecycle, limits: ProjectLimits
+) -> AsyncIterator[AppState]:
     async with open_components(config) as (engine, interpreter, store):
-        service = ResponsesService(config, engine, interpreter, store, project_limits(config))
+        service = ResponsesService(config, engine, interpreter, store, limits)
         await service.recover()  # background responses a crash left running: failed, not 404
         state = AppState(
             service=service,

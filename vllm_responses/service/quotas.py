@@ -52,20 +52,25 @@ class ProjectLimits:
     """Each project's `Bounds`: its keys' own, else the server's."""
 
     def __init__(self, config: Config, keys: Iterable[KeyBounds] = ()) -> None:
-        own: dict[str, list[int | None]] = {}
-        for project, *given in keys:
-            held = own.setdefault(project, [None, None, None])
-            own[project] = [_larger(a, b) for a, b in zip(held, given, strict=True)]
-        default = (
+        self._default = Bounds(
             config.project_max_containers,
             config.project_max_sandbox_memory_mb,
             config.project_max_stored_bytes,
         )
-        self._own: Mapping[str, Bounds] = {
+        self._own: Mapping[str, Bounds] = {}
+        self.update(keys)
+
+    def update(self, keys: Iterable[KeyBounds]) -> None:
+        """Take the keys' bounds anew (the keys file read again), replacing those given before."""
+        own: dict[str, list[int | None]] = {}
+        for project, *given in keys:
+            held = own.setdefault(project, [None, None, None])
+            own[project] = [_larger(a, b) for a, b in zip(held, given, strict=True)]
+        default = (self._default.containers, self._default.sandbox_memory_mb, self._default.stored_bytes)
+        self._own = {
             p: Bounds(*(d if v is None else v for v, d in zip(vs, default, strict=True)))
             for p, vs in own.items()
         }
-        self._default = Bounds(*default)
 
     def of(self, project: str) -> Bounds:
         return self._own.get(project, self._default)
