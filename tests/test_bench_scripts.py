@@ -210,6 +210,19 @@ def test_websocket_quick(tmp_path: Path) -> None:
     assert data["round_ratios_ws_over_http"] == [round(ws["loop_ms"][0] / http["loop_ms"][0], 3)]
 
 
+def test_inputs_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_inputs.py", tmp_path, "--tree", f"a={ROOT}", "--tree", f"b={ROOT}")
+    assert data["trees"] == {"a": str(ROOT), "b": str(ROOT)}
+    for tree in ("a", "b"):
+        kinds = data["results"][tree]
+        assert set(kinds) == {"pdf", "text", "images", "response"}
+        for kind, figures in kinds.items():
+            assert 0 < figures["p50_ms"] <= figures["p95_ms"], (tree, kind)
+            assert figures["p50_ratio_to_a"] == round(
+                figures["p50_ms"] / data["results"]["a"][kind]["p50_ms"], 3
+            )
+
+
 def test_load_summary_on_set_samples() -> None:
     """The per-level summary and the checks say what the samples say."""
     from bench_load import Sample, code_streams, compare, summarize
