@@ -280,3 +280,29 @@ def test_a_container_file_named_twice_is_read_once(server: LiveServer, fresh: Fa
     assert sorted(reads) == ["/mnt/data/blue.png", "/mnt/data/notes.md"], reads  # once each
     (turn,) = [t for t in fresh.requests[0].turns if isinstance(t, Message) and t.role == "user"]
     assert turn.text.count("Ship on Friday.") == 2 and len(turn.images) == 2
+
+
+def _bomb() -> str:
+    """A PNG of 8,000 x 8,000 pixels (past --max-image-pixels) in a few KB (a decompression bomb), as a data
+    URL."""
+    buf = io.BytesIO()
+    PILImage.new("1", (8_000, 8_000)).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_images_added_to_conversations_are_checked_as_a_responses_are(
+    server: LiveServer, fresh: FakeEngine
+) -> None:
+    """A decompression bomb or bytes that are no image, inline, are a 400 naming the part on every route: the
+    conversations routes too, with nothing stored (a later response would otherwise decode them)."""
+    stored = _conversations(server)
+    cases = {
+        "image_too_large": {"type": "input_image", "image_url": _bomb()},
+        "invalid_image": {"type": "input_image", "image_url": "data:image/png;base64,bm90IGFuIGltYWdl"},
+    }
+    for code, image in cases.items():
+        for route, error in _each_route(server, [image]):
+            param = "items" if route in ("conversations", "items") else "input"
+            assert (error["code"], error["param"]) == (code, f"{param}[0].content[1].image_url"), route
+    assert fresh.requests == []
+    assert _conversations(server)[1] == stored[1]  # no item kept (the empty conversations to add to aside)

@@ -48,24 +48,25 @@ class ImageLimits:
     max_pixels: int = 40_000_000
 
 
-def input_image_parts(items: Sequence[InputItem]) -> Iterator[tuple[str, InputImage]]:
-    """The request's `input_image` parts with the place each has in the body (`input[i].content[j]`)."""
+def input_image_parts(items: Sequence[InputItem], where: str = "input") -> Iterator[tuple[str, InputImage]]:
+    """The `input_image` parts of `items` with the place each has in the body (`input[i].content[j]`; `where`
+    names the list: `items` on the conversations routes)."""
     for i, item in enumerate(items):
         if isinstance(item, MessageInput) and not isinstance(item.content, str):
             for j, part in enumerate(item.content):
                 if isinstance(part, InputImage):
-                    yield f"input[{i}].content[{j}]", part
+                    yield f"{where}[{i}].content[{j}]", part
         elif isinstance(item, (FunctionCallOutputInput, CustomToolCallOutputInput)):
             if not isinstance(item.output, str):
                 for j, out in enumerate(item.output):
                     if isinstance(out, InputImage):
-                        yield f"input[{i}].output[{j}]", out
+                        yield f"{where}[{i}].output[{j}]", out
 
 
-def check_input_images(items: Sequence[InputItem], limits: ImageLimits) -> None:
+def check_input_images(items: Sequence[InputItem], limits: ImageLimits, where: str = "input") -> None:
     """Refuse (`InvalidRequest`, a 400 naming the part) a source this server does not read, an image that is
     not a PNG, JPEG, WebP or GIF, or one over the limits (the count and the model: `InputBudget`, first)."""
-    for param, part in input_image_parts(items):
+    for param, part in input_image_parts(items, where):
         url = part.image_url
         if not url and not part.file_id:
             raise InvalidRequest(

@@ -17,9 +17,11 @@ import time
 from functools import partial
 from typing import Any
 
+from vllm_responses.context.images import check_input_images
 from vllm_responses.context.input_budget import InputBudget
 from vllm_responses.context.references import resolve_stored_items
 from vllm_responses.context.turns import input_to_items
+from vllm_responses.executors import IMAGES, run_on
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
@@ -59,7 +61,7 @@ class ConversationService:
         self, items: list[InputItem], metadata: dict[str, str] | None, project: str = DEFAULT_PROJECT
     ) -> StoredConversation:
         raw = input_to_items(items)
-        budget = self._budget(raw)  # before anything is read or stored
+        budget = await self._budget(items, raw)  # before anything is read or stored
         conversation = StoredConversation(new_id("conv"), time.time(), dict(metadata or {}), project)
         kept = await self._kept(
             conversation.id, await self._resolved(raw, budget, project), check_store=False
@@ -97,7 +99,7 @@ class ConversationService:
     ) -> list[dict[str, Any]]:
         """Append input items; the items as kept (with their ids)."""
         raw = input_to_items(items)
-        budget = self._budget(raw)  # before anything is read or stored
+        budget = await self._budget(items, raw)  # before anything is read or stored
         await self.get(conversation_id, project)
         kept = await self._kept(conversation_id, await self._resolved(raw, budget, project))
         await self._check_store(project, kept)
@@ -111,10 +113,16 @@ class ConversationService:
             adding = stored_size(*(json.dumps(it) for it in items))
             await self.limits.check_store(self.store, project, adding, "items")
 
-    def _budget(self, raw: list[dict[str, Any]]) -> InputBudget | None:
+    async def _budget(self, items: list[InputItem], raw: list[dict[str, Any]]) -> InputBudget | None:
         """The images and files of items to add (wire form) counted and their inline bytes summed, from the
-        body alone (a 400 naming the part past a limit: `FileInputs.check`): the budget their reading spends."""
-        return self.files.check(raw, "items") if self.files is not None else None
+        body alone (a 400 naming the part past a limit: `FileInputs.check`), then their inline images decoded
+        and checked as a response's are (format, bytes, pixels; on the image threads): the budget their
+        reading spends."""
+        if self.files is None:
+            return None
+        budget = self.files.check(raw, "items")
+        await run_on(IMAGES, check_input_images, items, self.files.image_limits, "items")
+        return budget
 
     async def _resolved(
         self, raw: list[dict[str, Any]], budget: InputBudget | None, project: str

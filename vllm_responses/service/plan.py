@@ -38,6 +38,7 @@ from vllm_responses.engine.types import (
     Turn,
     Usage,
 )
+from vllm_responses.executors import IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.inputs import model_tool_name
 from vllm_responses.protocol.items import ResponseEcho
@@ -141,8 +142,8 @@ class Planner:
         self._check_model(req)
         given = input_to_items(req.input)
         budget = self.files.check(given, "input")  # counts, the model, inline bytes: before any I/O
-        if isinstance(req.input, list):
-            check_input_images(req.input, self.image_limits)
+        if isinstance(req.input, list):  # inline images decoded and checked, on their own threads
+            await run_on(IMAGES, check_input_images, req.input, self.image_limits)
         open_sealed = self.opener(project)
         if open_sealed is not None:
             check_sealed_reasoning(req.input, open_sealed)
