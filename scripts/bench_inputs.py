@@ -9,8 +9,8 @@ each round sends, one after another, `--requests` of each kind:
   images     POST /v1/conversations, one item holding a 1x1 PNG (data URL): checked and counted
   response   POST /v1/responses, a plain text input (the scripted engine answers), store: false
 Reported per tree and kind: latency p50 / p95 (ms) over all rounds, and the server process's CPU ms per
-request (/proc/<pid>/stat around each kind's requests; its children, PDF extraction workers included, are
-counted once they have exited, so the `pdf` CPU is the server's own plus the worker's wall time it waited).
+request (/proc/<pid>/stat around each kind's requests; PDF extraction workers are long-lived child processes
+of their own and are not counted).
 Run: `python scripts/bench_inputs.py [--tree before=PATH --tree after=PATH] [--quick]`.
 """
 
@@ -99,9 +99,9 @@ def _post(port: int, path: str, body: dict[str, Any]) -> float:
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of `pid` and its exited, waited-for children."""
+    """User + system CPU seconds of `pid` itself."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK")
 
 
 def _round(server: ServerProcess, bodies: dict[str, tuple[str, dict[str, Any]]], n: int, out: dict) -> None:
