@@ -115,7 +115,8 @@ class ResponsesService:
         (its key's tokens per minute) reserves the prompt's tokens and the output budget as it is admitted
         (a 429 when they do not fit), settled to the real usage when the run ends."""
         self.admission.refuse_if_full()  # before any work is spent on a request refused anyway
-        if req.store:  # within the project's stored bytes (what its output adds is counted once kept)
+        # within the project's stored bytes (its output counted once kept); measured only under a bound
+        if req.store and self.limits.of(project).stored_bytes:
             await self.limits.check_store(self.store, project, input_size(req), "input")
         resolved = await self.planner.resolve(req, local, project)
         # a compaction is a model call: it waits for its slot first (silently: its stream is not open yet)
