@@ -123,8 +123,8 @@ async def create_response(request: Request) -> Response:
         return _sse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
         )
-    if req.background:
-        return JSONResponse(run.builder.snapshot())
+    if req.background:  # acknowledged `queued`, as it was when kept
+        return JSONResponse(run.acknowledgement or run.builder.snapshot())
     try:
         if await until_disconnect(request.receive, run.done.wait()) is None:
             logger.info("client left response %s before its end: cancelling it", run.id)

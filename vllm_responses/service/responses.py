@@ -107,7 +107,8 @@ class ResponsesService:
         A response's place in admission (`admission`: admitted, queued, or a 429) is decided once its first
         model call passed the engine's up-front checks (else a 4xx), before it is returned: a queued one's
         stream opens at once with `response.created` (status `queued`) and `response.queued`, and goes on
-        with `response.in_progress` once admitted (a background one is acknowledged `queued`). It holds its
+        with `response.in_progress` once admitted. A background one is acknowledged `queued` however it is
+        placed (`run.acknowledgement`), and its stream opens the same way. It holds its
         place until its run ends (a compaction that is due waits for its slot first: its summary is a model call;
         a `context_management` request under its threshold is placed as any other). One
         with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
@@ -168,12 +169,15 @@ class ResponsesService:
         generate: bool,
     ) -> asyncio.Future[None] | None:
         """Start the run's task; `ticket` is given back when it ends, however it ends (even cancelled before
-        it ran). A queued run's first events (created, queued) are made now: it is acknowledged `queued`.
-        Returns its acknowledgement (`_acknowledged`)."""
+        it ran). A queued or background run's first events (created, queued) are made now: it is acknowledged
+        `queued` (a background one with that snapshot, `run.acknowledgement`). Returns the writing of its first
+        record (`_acknowledged`)."""
         self.runs[run.id] = run
         events = loop.events() if generate else no_generation(run.builder)
-        if not ticket.admitted:
+        if not ticket.admitted or req.background:
             events = after_admission(run, ticket, run.builder.queued(), events)
+        if req.background:
+            run.acknowledgement = run.builder.snapshot()
         acknowledged = self._acknowledged(run, req, plan)
         run.task = asyncio.create_task(
             self.driver.drive(run, loop, events, req, plan.context, plan.input_items, local, acknowledged),
