@@ -139,13 +139,28 @@ async def create_response(request: Request) -> Response:
     return JSONResponse(await state.service.get(run.id, project=principal.project))
 
 
+def _without_personality(body: dict[str, Any]) -> dict[str, Any]:
+    """`personality` (a count's field, not a create's): checked, a string of at most 64 characters, then left
+    out. The served models have no style presets, so it adds nothing to the prompt the count measures."""
+    if "personality" not in body:
+        return body
+    value = body["personality"]
+    if not isinstance(value, str):
+        raise InvalidRequest(
+            "Invalid type for 'personality': expected a string.", param="personality", code="invalid_type"
+        )
+    if not 0 < len(value) <= 64:
+        raise InvalidRequest("Invalid 'personality': expected 1 to 64 characters.", param="personality")
+    return {key: item for key, item in body.items() if key != "personality"}
+
+
 async def count_input_tokens(request: Request) -> Response:
     state = app_state(request)
     body = await json_body(request)
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.", param="body")
     # `model` and `input` are optional here; the rest is validated as for create.
-    body = {**body, "model": body.get("model") or state.service.model_names[0]}
+    body = {**_without_personality(body), "model": body.get("model") or state.service.model_names[0]}
     if body.get("input") is None:
         body["input"] = []
     count = await until_disconnect(
