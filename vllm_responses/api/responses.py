@@ -189,12 +189,6 @@ async def compact_conversation(request: Request) -> Response:
     return JSONResponse(compacted_response(done))
 
 
-def _include_outputs(request: Request) -> bool | None:
-    """Whether the query's `include` asks for code outputs; None when it names nothing."""
-    include = include_params(request.query_params)
-    return ("code_interpreter_call.outputs" in include) if include else None
-
-
 def _starting_after(request: Request) -> int | None:
     after = request.query_params.get("starting_after")
     try:
@@ -207,7 +201,7 @@ async def get_response(request: Request) -> Response:
     state = app_state(request)
     rid, project = request.path_params["response_id"], principal_of(request).project
     if request.query_params.get("stream") not in ("true", "1"):
-        return JSONResponse(await state.service.get(rid, _include_outputs(request), project))
+        return JSONResponse(await state.service.get(rid, include_params(request.query_params), project))
     starting_after = _starting_after(request)
     run = state.service.run_of(rid, project)
     if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
@@ -232,6 +226,9 @@ async def cancel_response(request: Request) -> Response:
 
 
 async def list_input_items(request: Request) -> Response:
+    """The response's input items, listed as kept (`include` is checked: its values add nothing to input items,
+    whose images keep their `image_url` and whose code calls their `outputs` as sent)."""
+    include_params(request.query_params)  # an unknown value is a 400 naming `include[i]`
     rid, project = request.path_params["response_id"], principal_of(request).project
     items = await app_state(request).service.input_items(rid, project)
     return JSONResponse(cursor_page(items, request.query_params))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -28,6 +28,7 @@ from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Admission, Ticket, TokenBudget, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, after_admission, no_generation
+from vllm_responses.service.includes import full_items, with_include
 from vllm_responses.service.plan import Planner, ResponsePlan
 from vllm_responses.service.quotas import ProjectLimits, input_size
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
@@ -129,6 +130,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
+                include_sources="web_search_call.action.sources" in req.include,
                 seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)
@@ -249,18 +251,33 @@ class ResponsesService:
         return stored if stored is not None and stored.project == project else None
 
     async def get(
-        self, response_id: str, include_outputs: bool | None = None, project: str = DEFAULT_PROJECT
+        self, response_id: str, include: Sequence[str] = (), project: str = DEFAULT_PROJECT
     ) -> ResponseObject:
+        """The response as it stands; `include` (a retrieve's), when it names any value, replaces the create's
+        (service/includes.py)."""
         run = self.run_of(response_id, project)
         if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
-            return run.builder.snapshot(include_outputs=include_outputs)
+            return self._run_snapshot(run, include)
         stored = await self.stored_of(response_id, project)
         if stored is None:
             if run is not None and not run.builder.base.get("store"):  # finished with `store: false`
-                return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
+                return self._run_snapshot(run, include)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
-        show = stored.include_outputs if include_outputs is None else include_outputs
-        return {**stored.response, "output": wire_items(stored.response["output"], show)}
+        if include:
+            full = full_items(stored.response["output"], stored.history)
+            return with_include(stored.response, full, include, partial(self.seal.seal, project=project))
+        output = wire_items(
+            stored.response["output"], stored.include_outputs, include_sources=True
+        )  # as kept
+        return {**stored.response, "output": output}
+
+    def _run_snapshot(self, run: Run, include: Sequence[str]) -> ResponseObject:
+        """A response held in memory, as its create asked, or as `include` asks when it names any value."""
+        if not include:
+            return run.builder.snapshot()
+        return with_include(
+            run.builder.snapshot(), run.builder.output, include, partial(self.seal.seal, project=run.project)
+        )
 
     async def input_items(self, response_id: str, project: str = DEFAULT_PROJECT) -> list[dict[str, Any]]:
         stored = await self.stored_of(response_id, project)
