@@ -15,7 +15,7 @@ from interpreter_service import Interpreter
 from vllm_responses.agent.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
-from vllm_responses.context.compaction import Compaction, compact
+from vllm_responses.context.compaction import Compaction, compact_window
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
@@ -234,7 +234,7 @@ class ResponsesService:
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
         slot = await self.admission.acquire()  # a model call: it takes a slot as a response does
         try:
-            return await compact(self.engine, resolved.items, structured=first, always=True)
+            return await compact_window(self.engine, resolved.items, structured=first)
         finally:
             slot.release()
 
