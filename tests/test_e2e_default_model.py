@@ -125,8 +125,8 @@ def test_default_model_compacts_a_conversation(default_server: LiveServer) -> No
     compacted, body = raw.parse(), raw.http_response.json()
     validate_compacted(body)
     out = body["output"]
-    assert [it["type"] for it in out] == ["compaction", "message"]
-    summary = open_summary(out[0]["encrypted_content"])
+    assert [it["type"] for it in out] == ["message", "message", "message", "compaction"]
+    summary = open_summary(out[-1]["encrypted_content"])
     assert summary.strip() and compacted.usage.output_tokens > 0
 
     def count(items: list[dict[str, Any]]) -> int:

@@ -72,3 +72,20 @@ def test_bad_requests_name_the_param(fake_server: LiveServer, body: object, stat
     r = httpx.post(fake_server.base_url + "/v1/responses/input_tokens", json=body, timeout=10)
     assert r.status_code == status, r.text
     assert r.json()["error"]["param"] == param
+
+
+def test_personality_is_taken_as_the_sdk_sends_it(client: openai.OpenAI, fake_server: LiveServer) -> None:
+    """`personality` (a count's field in the SDK, not a create's): accepted; the served models have no style
+    presets, so the count is the one create would use. A value that is no string or is too long is a 400."""
+    plain = client.responses.input_tokens.count(model=MODEL, input="hello there").input_tokens
+    styled = client.responses.input_tokens.count(model=MODEL, input="hello there", personality="friendly")
+    assert styled.input_tokens == plain
+    custom = client.responses.input_tokens.count(input="hello there", personality="a-newer-preset")
+    assert custom.input_tokens == plain
+    for bad in (3, "x" * 65, ""):
+        r = httpx.post(
+            fake_server.base_url + "/v1/responses/input_tokens",
+            json={"input": "hi", "personality": bad},
+            timeout=10,
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "personality", r.text

@@ -275,7 +275,7 @@ def test_delete_then_404(client: openai.OpenAI, engine: FakeEngine) -> None:
 def test_background_cancel(client: openai.OpenAI, engine: FakeEngine) -> None:
     engine.reset(say("x" * 600), delay=0.02)
     r = client.responses.create(model=MODEL, input="long", background=True)
-    assert r.status == "in_progress"
+    assert r.status == "queued"  # acknowledged `queued` (as OpenAI does), then it runs
     wait_until(lambda: engine.requests)  # the engine is generating (reset() cleared the list)
     cancelled = client.responses.cancel(r.id)
     assert cancelled.status == "cancelled"
@@ -292,6 +292,9 @@ def test_background_completes_and_restreams(
         text = http.get(f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true"}).text
         events = parse_sse(text)
         check_stream(events)
+        # acknowledged `queued` although a slot was free: its stream opens as a queued one's does
+        opening = ["response.created", "response.queued", "response.in_progress"]
+        assert [e["type"] for e in events[:3]] == opening and events[0]["response"]["status"] == "queued"
         later = parse_sse(
             http.get(
                 f"{fake_server.base_url}/v1/responses/{r.id}", params={"stream": "true", "starting_after": 3}

@@ -182,8 +182,8 @@ def test_stream_events_validate_except_the_code_interpreter_ones(real_server: Li
 
 
 def test_compact_of_a_short_window_validates_with_its_compaction_item(real_server: LiveServer) -> None:
-    """The suite's compaction check: a short conversation compacts to the window the next request sends,
-    holding a compaction item, and the assistant's `output_text` has its `annotations`."""
+    """The suite's compaction check: a short conversation compacts to the window the next request sends, as
+    OpenAI shapes it: the user message kept, then one compaction item, last (the assistant's reply in it)."""
     body = {
         "model": MODEL,
         "input": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}],
@@ -191,5 +191,5 @@ def test_compact_of_a_short_window_validates_with_its_compaction_item(real_serve
     r = httpx.post(real_server.base_url + "/v1/responses/compact", json=body, timeout=60)
     assert r.status_code == 200, r.text
     got = ort.CompactResource.model_validate(r.json())
-    assert [item.type for item in got.output] == ["compaction", "message", "message"]  # type: ignore[union-attr]
+    assert [item.type for item in got.output] == ["message", "compaction"]  # type: ignore[union-attr]
     assert unknown_fields(got, r.json()) <= {"usage.input_tokens_details.cache_write_tokens"}

@@ -58,41 +58,48 @@ def count(client: openai.OpenAI, **kw: Any) -> int:
     return client.responses.input_tokens.count(model=MODEL, **kw).input_tokens
 
 
-def test_compact_summarises_the_older_items_and_keeps_the_rest(
+def test_compact_keeps_the_user_messages_then_one_compaction_item_last(
     client: openai.OpenAI, engine: FakeEngine, fake_server: LiveServer
 ) -> None:
+    """As OpenAI's compact: the user (and system, developer) messages kept, in order, then one compaction item,
+    last, standing for the assistant's side (its messages here)."""
     engine.reset(say(SUMMARY))
     raw = client.responses.with_raw_response.compact(model=MODEL, input=CONVERSATION)  # type: ignore[arg-type]
     compacted, body = raw.parse(), raw.http_response.json()
     assert compacted.object == "response.compaction" and compacted.id.startswith("resp_")
     validate_compacted(body)
     out = body["output"]
-    # developer message kept, the older turns replaced by one compaction item, the last user message kept
     assert [(it["type"], it.get("role")) for it in out] == [
         ("message", "developer"),
-        ("compaction", None),
         ("message", "user"),
+        ("message", "user"),
+        ("message", "user"),
+        ("compaction", None),
     ]
-    item = out[1]
+    assert [it["content"] for it in out[:4]] == [
+        [{"type": "input_text", "text": m["content"]}] for m in CONVERSATION if m["role"] != "assistant"
+    ]
+    item = out[-1]
     assert item["id"].startswith("cmp_") and SUMMARY not in item["encrypted_content"]
     assert open_summary(item["encrypted_content"]) == SUMMARY
-    # one summarising call: the older turns' transcript in, no tools, the fact in what it read
+    # one summarising call: the transcript up to the assistant's last message in, no tools
     (call,) = engine.requests
     assert call.tools == () and call.sampling.max_tokens
     assert "locker code is 4417" in call.turns[-1].text  # type: ignore[union-attr]
+    assert "Your name and your locker code." in call.turns[-1].text  # type: ignore[union-attr]
     assert "What is my locker code?" not in call.turns[-1].text  # type: ignore[union-attr]
+    assert "Be brief." not in call.turns[-1].text  # type: ignore[union-attr]  (kept, not summarised)
     # the summarising call's usage (the fake counts one output token per delta)
     assert compacted.usage.output_tokens == len(say(SUMMARY)) - 1
     assert compacted.usage.input_tokens == FakeEngine.prompt_tokens(call)
     # fewer tokens than the original, counted as create would render them
-    assert count(client, input=out) < count(client, input=CONVERSATION) // 2
-    # the next create accepts the output; the model reads the summary as a user turn
+    assert count(client, input=out) < count(client, input=CONVERSATION)
+    # the next create takes the window and a new question; the model reads the summary as a user turn
     engine.reset(say("4417."))
-    follow = client.responses.create(model=MODEL, input=out)  # type: ignore[arg-type]
+    follow = client.responses.create(model=MODEL, input=[*out, {"role": "user", "content": "Again?"}])  # type: ignore[list-item]
     assert follow.output_text == "4417."
     turns = engine.requests[0].turns
-    assert Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}") in turns
-    assert turns[-1] == Message("user", "What is my locker code?")
+    assert turns[-2:] == (Message("user", f"{SUMMARY_HEADER}\n{SUMMARY}"), Message("user", "Again?"))
 
 
 def test_compact_from_a_previous_response(client: openai.OpenAI, engine: FakeEngine) -> None:
@@ -105,35 +112,51 @@ def test_compact_from_a_previous_response(client: openai.OpenAI, engine: FakeEng
         input="When does the ferry leave?",
         extra_body={"structured_outputs": {"regex": "Ferry at 06:40\\."}},
     )
-    assert [it.type for it in compacted.output] == ["compaction", "message"]
+    assert [it.type for it in compacted.output] == ["message", "message", "compaction"]
     assert engine.requests[0].sampling.structured == {"regex": "Ferry at 06:40\\."}
     assert "06:40" in engine.requests[0].turns[-1].text  # type: ignore[union-attr]
 
 
-def test_nothing_older_than_the_last_user_message_still_gets_a_compaction_item(
-    client: openai.OpenAI, engine: FakeEngine
-) -> None:
-    """As OpenAI's compact: the window as the next request should send it, with a compaction item in it; with
-    nothing to summarise the item is empty, made with no model call, and says nothing to the model."""
+def test_only_user_messages_still_get_a_compaction_item(client: openai.OpenAI, engine: FakeEngine) -> None:
+    """As OpenAI's compact: the window as the next request should send it, with a compaction item last; with
+    nothing but user, system and developer messages the item is empty, made with no model call, and says
+    nothing to the model."""
     engine.reset(say("unused"))
     compacted = client.responses.compact(
         model=MODEL,
         input=[
             {"role": "developer", "content": "Be brief."},
             {"role": "user", "content": "Just one question?"},
-            {"role": "assistant", "content": "One answer."},
         ],
     )
-    assert [it.type for it in compacted.output] == ["message", "compaction", "message", "message"]
+    assert [it.type for it in compacted.output] == ["message", "message", "compaction"]
     assert engine.requests == [] and compacted.usage.total_tokens == 0
-    answer = compacted.output[3]
-    assert answer.content[0].annotations == []  # type: ignore[union-attr]
-    validate_compacted(compacted.model_dump(mode="json", exclude_unset=True))
+    # (the SDK types the output as assistant items: its user messages are dumped without warnings)
+    window = compacted.model_dump(mode="json", exclude_unset=True, warnings=False)
+    validate_compacted(window)
     engine.reset(say("ok"))
-    client.responses.create(
-        model=MODEL, input=[*compacted.model_dump(mode="json")["output"], {"role": "user", "content": "And?"}]
-    )
-    assert [type(t).__name__ for t in engine.requests[0].turns] == ["Message"] * 4  # no summary turn
+    client.responses.create(model=MODEL, input=[*window["output"], {"role": "user", "content": "And?"}])
+    assert [type(t).__name__ for t in engine.requests[0].turns] == ["Message"] * 3  # no summary turn
+
+
+def test_tool_calls_and_their_outputs_are_summarised_too(client: openai.OpenAI, engine: FakeEngine) -> None:
+    """Every item that is not a user, system or developer message goes into the one compaction item."""
+    engine.reset(say(SUMMARY))
+    window: Any = [
+        {"role": "user", "content": "Look the code up."},
+        {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"who": "Ada"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "4417"},
+        {"role": "assistant", "content": "It is 4417."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    compacted = client.responses.compact(model=MODEL, input=window)
+    assert [(it.type, getattr(it, "role", None)) for it in compacted.output] == [
+        ("message", "user"),
+        ("message", "user"),
+        ("compaction", None),
+    ]
+    (call,) = engine.requests
+    assert "lookup" in call.turns[-1].text and "4417" in call.turns[-1].text  # type: ignore[union-attr]
 
 
 def test_split_keeps_system_messages_and_everything_from_the_last_user_message() -> None:
@@ -248,7 +271,7 @@ def test_a_looping_summary_is_capped_and_its_repeats_dropped(
     (call,) = engine.requests
     assert call.sampling.max_tokens == int(FakeEngine.prompt_tokens(call) / 3)
     assert compacted.usage.output_tokens == call.sampling.max_tokens  # cut by the cap, as vLLM would
-    item = compacted.output[1]
+    item = compacted.output[-1]
     assert item.type == "compaction"
     assert open_summary(item.encrypted_content) == "Ada's code is 4417. It is mild."
 

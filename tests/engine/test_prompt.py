@@ -26,6 +26,7 @@ from vllm_responses.engine.types import (
     ToolSpec,
     code_tool_spec,
 )
+from vllm_responses.engine.verbosity import VERBOSITY_NOTES
 
 # SmolLM2-135M-Instruct's template (ChatML, no tools section, no tool role).
 CHATML = (
@@ -209,3 +210,39 @@ def test_images_become_parts_where_the_template_shows_them(tool_tok):
     assert prompt_images(turns) == [red, blue]
     # The tiny text model's template renders a tool turn's content as text only: no image shown there.
     assert probe_template(tool_tok).tool_images is False
+
+
+# A ChatML template that reads a `verbosity` variable (as a model trained with one would).
+VERBOSE_CHATML = (
+    "{% if verbosity is defined %}<|im_start|>system\nVerbosity: {{ verbosity }}<|im_end|>\n{% endif %}"
+    + CHATML
+)
+
+
+def test_verbosity_is_a_note_in_the_system_turn_where_the_template_reads_no_variable(tool_tok, chatml_tok):
+    """`text.verbosity` low / high: a note at the end of the system turn (or a new one); medium, the default:
+    nothing added."""
+    turns = (Message("developer", "be brief"), Message("user", "why is the sky blue?"))
+    for tok in (tool_tok, chatml_tok):
+        caps = probe_template(tok)
+        assert not caps.verbosity
+        parser = get_parser("hermes")()
+        plain = render_prompt(tok, GenerateRequest("r", turns), caps, parser)
+        for level, note in VERBOSITY_NOTES.items():
+            prompt = render_prompt(tok, GenerateRequest("r", turns, verbosity=level), caps, parser)
+            assert prompt.startswith(f"<|im_start|>system\nbe brief\n\n{note}<|im_end|>")
+        assert render_prompt(tok, GenerateRequest("r", turns, verbosity="medium"), caps, parser) == plain
+    alone = GenerateRequest("r", (Message("user", "hi"),), verbosity="low")
+    prompt = render_prompt(chatml_tok, alone, probe_template(chatml_tok), get_parser("hermes")())
+    assert prompt.startswith(f"<|im_start|>system\n{VERBOSITY_NOTES['low']}<|im_end|>")
+
+
+def test_verbosity_is_the_template_variable_where_the_template_reads_one(chatml_tok):
+    caps = probe_template(chatml_tok, VERBOSE_CHATML)
+    assert caps.verbosity
+    turns = (Message("user", "why is the sky blue?"),)
+    for level in ("low", "medium", "high"):
+        request = GenerateRequest("r", turns, verbosity=level)
+        prompt = render_prompt(chatml_tok, request, caps, get_parser("hermes")(), template=VERBOSE_CHATML)
+        assert prompt.startswith(f"<|im_start|>system\nVerbosity: {level}<|im_end|>")
+        assert not any(note in prompt for note in VERBOSITY_NOTES.values())

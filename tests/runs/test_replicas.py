@@ -168,7 +168,8 @@ def test_a_killed_replicas_response_is_failed_within_the_lease(
         r = a.responses.create(model=MODEL, input="take your time", background=True)
         servers.append(_replica(durable_db))
         b = _client(servers[0])
-        assert b.responses.retrieve(r.id).status == "in_progress"  # A is alive: its lease holds
+        # acknowledged `queued`, then running: A is alive, its lease holds
+        _eventually(lambda: b.responses.retrieve(r.id).status == "in_progress", 10)
     finally:
         _kill(proc)
     took = _eventually(lambda: b.responses.retrieve(r.id).status == "failed", LEASE + 10 * HEARTBEAT + 20)

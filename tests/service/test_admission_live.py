@@ -296,7 +296,7 @@ async def test_a_background_response_is_queued_then_runs(server: LiveServer, eng
         held = []
         for _ in range(2):
             r = await client.post("/v1/responses", json={"model": MODEL, "input": "bg", "background": True})
-            assert r.json()["status"] == "in_progress"  # admitted at once: acknowledged as today
+            assert r.json()["status"] == "queued"  # admitted at once, acknowledged `queued`
             held.append(r.json()["id"])
         r = await client.post("/v1/responses", json={"model": MODEL, "input": "later", "background": True})
         assert r.status_code == 200 and r.json()["status"] == "queued"

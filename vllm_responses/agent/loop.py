@@ -78,6 +78,8 @@ class AgentPlan:
     context_management: ContextManagement | None = None
     # `reasoning.effort`, for every model call (the engine hands it to a template that takes it).
     reasoning_effort: str | None = None
+    # `text.verbosity`, for every model call (a template variable, or a note in the system turn).
+    verbosity: str | None = None
 
 
 @dataclass
@@ -293,6 +295,7 @@ class AgentLoop:
             parallel_tool_calls=parallel,
             sampling=sampling,
             reasoning_effort=plan.reasoning_effort,
+            verbosity=plan.verbosity,
         )
 
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:

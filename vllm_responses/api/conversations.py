@@ -30,11 +30,6 @@ def _json(conversation: StoredConversation) -> Response:
     return JSONResponse(conversation_json(conversation.id, conversation.created_at, conversation.metadata))
 
 
-def _include_outputs(request: Request) -> bool:
-    """Whether the query's `include` asks for code outputs."""
-    return "code_interpreter_call.outputs" in include_params(request.query_params)
-
-
 async def create_conversation(request: Request) -> Response:
     items, metadata = parse_items_and_metadata(await json_body(request), items_required=False)
     project = principal_of(request).project
@@ -65,7 +60,7 @@ async def delete_conversation(request: Request) -> Response:
 
 
 async def create_items(request: Request) -> Response:
-    show = _include_outputs(request)
+    show = include_params(request.query_params)
     items, _metadata = parse_items_and_metadata(await json_body(request), items_required=True)
     work = app_state(request).service.conversations.add_items(
         request.path_params["conversation_id"], items, principal_of(request).project
@@ -77,7 +72,7 @@ async def create_items(request: Request) -> Response:
 
 
 async def list_items(request: Request) -> Response:
-    show = _include_outputs(request)
+    show = include_params(request.query_params)
     order, limit, after = page_params(request.query_params)
     page, has_more = await app_state(request).service.conversations.page(
         request.path_params["conversation_id"],
@@ -90,7 +85,7 @@ async def list_items(request: Request) -> Response:
 
 
 async def get_item(request: Request) -> Response:
-    show = _include_outputs(request)
+    show = include_params(request.query_params)
     item = await app_state(request).service.conversations.item(
         request.path_params["conversation_id"], request.path_params["item_id"], principal_of(request).project
     )

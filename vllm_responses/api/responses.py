@@ -123,8 +123,8 @@ async def create_response(request: Request) -> Response:
         return _sse(
             _stream(run, None, cancel_on_disconnect=not req.background, keepalive_s=state.keepalive_s)
         )
-    if req.background:
-        return JSONResponse(run.builder.snapshot())
+    if req.background:  # acknowledged `queued`, as it was when kept
+        return JSONResponse(run.acknowledgement or run.builder.snapshot())
     try:
         if await until_disconnect(request.receive, run.done.wait()) is None:
             logger.info("client left response %s before its end: cancelling it", run.id)
@@ -139,13 +139,28 @@ async def create_response(request: Request) -> Response:
     return JSONResponse(await state.service.get(run.id, project=principal.project))
 
 
+def _without_personality(body: dict[str, Any]) -> dict[str, Any]:
+    """`personality` (a count's field, not a create's): checked, a string of at most 64 characters, then left
+    out. The served models have no style presets, so it adds nothing to the prompt the count measures."""
+    if "personality" not in body:
+        return body
+    value = body["personality"]
+    if not isinstance(value, str):
+        raise InvalidRequest(
+            "Invalid type for 'personality': expected a string.", param="personality", code="invalid_type"
+        )
+    if not 0 < len(value) <= 64:
+        raise InvalidRequest("Invalid 'personality': expected 1 to 64 characters.", param="personality")
+    return {key: item for key, item in body.items() if key != "personality"}
+
+
 async def count_input_tokens(request: Request) -> Response:
     state = app_state(request)
     body = await json_body(request)
     if not isinstance(body, dict):
         raise InvalidRequest("The request body must be a JSON object.", param="body")
     # `model` and `input` are optional here; the rest is validated as for create.
-    body = {**body, "model": body.get("model") or state.service.model_names[0]}
+    body = {**_without_personality(body), "model": body.get("model") or state.service.model_names[0]}
     if body.get("input") is None:
         body["input"] = []
     count = await until_disconnect(
@@ -174,12 +189,6 @@ async def compact_conversation(request: Request) -> Response:
     return JSONResponse(compacted_response(done))
 
 
-def _include_outputs(request: Request) -> bool | None:
-    """Whether the query's `include` asks for code outputs; None when it names nothing."""
-    include = include_params(request.query_params)
-    return ("code_interpreter_call.outputs" in include) if include else None
-
-
 def _starting_after(request: Request) -> int | None:
     after = request.query_params.get("starting_after")
     try:
@@ -192,7 +201,7 @@ async def get_response(request: Request) -> Response:
     state = app_state(request)
     rid, project = request.path_params["response_id"], principal_of(request).project
     if request.query_params.get("stream") not in ("true", "1"):
-        return JSONResponse(await state.service.get(rid, _include_outputs(request), project))
+        return JSONResponse(await state.service.get(rid, include_params(request.query_params), project))
     starting_after = _starting_after(request)
     run = state.service.run_of(rid, project)
     if run is not None and run.done.is_set() and run.background:  # deleted meanwhile (by any replica)?
@@ -217,6 +226,9 @@ async def cancel_response(request: Request) -> Response:
 
 
 async def list_input_items(request: Request) -> Response:
+    """The response's input items, listed as kept (`include` is checked: its values add nothing to input items,
+    whose images keep their `image_url` and whose code calls their `outputs` as sent)."""
+    include_params(request.query_params)  # an unknown value is a 400 naming `include[i]`
     rid, project = request.path_params["response_id"], principal_of(request).project
     items = await app_state(request).service.input_items(rid, project)
     return JSONResponse(cursor_page(items, request.query_params))

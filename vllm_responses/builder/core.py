@@ -61,6 +61,7 @@ class ResponseState:
         "reasoning.encrypted_content"): an opaque copy of the reasoning a stateless client sends back.
     id: the response's id.
     seal: seals a finished reasoning item's text into its `encrypted_content` (store/sealing.py).
+    include_sources: whether a web search's `action.sources` go out on the wire (items keep them).
     """
 
     base: ResponseEcho
@@ -68,6 +69,7 @@ class ResponseState:
     include_reasoning: bool
     id: str
     seal: Callable[[str], str] | None = None
+    include_sources: bool = False
     created_at: int = field(default_factory=lambda: int(time.time()))
     status: ResponseStatus = ResponseStatus.IN_PROGRESS
     output: list[OutputItem] = field(default_factory=list)
@@ -101,7 +103,7 @@ class ResponseState:
 
     def wire(self, item: OutputItem) -> OutputItem:
         """A frozen copy of an item for an event (the item itself keeps changing)."""
-        return copy.deepcopy(wire_item(item, self.include_outputs))
+        return copy.deepcopy(wire_item(item, self.include_outputs, self.include_sources))
 
     def add(self, item: OutputItem) -> tuple[int, OutputItemAdded]:
         """Append `item` to the output: its index and its `output_item.added`."""
@@ -149,9 +151,12 @@ class ResponseState:
 
     # --- the response -----------------------------------------------------------------------------------
 
-    def snapshot(self, *, include_outputs: bool | None = None) -> ResponseObject:
-        """The response object as it stands now."""
+    def snapshot(
+        self, *, include_outputs: bool | None = None, include_sources: bool | None = None
+    ) -> ResponseObject:
+        """The response object as it stands now (`include_*`: what goes out, the request's when None)."""
         show = self.include_outputs if include_outputs is None else include_outputs
+        sources = self.include_sources if include_sources is None else include_sources
         return {
             "id": self.id,
             "object": "response",
@@ -160,7 +165,7 @@ class ResponseState:
             "completed_at": self.completed_at,
             "error": self.error,
             "incomplete_details": {"reason": self.incomplete_reason} if self.incomplete_reason else None,
-            "output": copy.deepcopy(wire_items(self.output, show)),
+            "output": copy.deepcopy(wire_items(self.output, show, sources)),
             "usage": usage_dict(self.usage) if self.status in TERMINAL else None,
             **self.base,
         }

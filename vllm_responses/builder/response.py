@@ -48,8 +48,8 @@ class ResponseBuilder:
 
     Parameters
     ----------
-    base, include_outputs, include_reasoning, seal: as `ResponseState` takes them (`include_reasoning` needs a
-    `seal`).
+    base, include_outputs, include_reasoning, seal, include_sources: as `ResponseState` takes them
+    (`include_reasoning` needs a `seal`).
     response_id: the response's id; a new one when None.
     """
 
@@ -61,6 +61,7 @@ class ResponseBuilder:
         include_reasoning: bool = False,
         response_id: str | None = None,
         seal: Callable[[str], str] | None = None,
+        include_sources: bool = False,
     ) -> None:
         if include_reasoning and seal is None:
             raise ValueError("include_reasoning needs a seal")
@@ -69,6 +70,7 @@ class ResponseBuilder:
             include_outputs=include_outputs,
             include_reasoning=include_reasoning,
             seal=seal,
+            include_sources=include_sources,
             id=response_id or new_id("resp"),
         )
         self._text = OpenText(self.state)
@@ -101,9 +103,11 @@ class ResponseBuilder:
     def error(self) -> ResponseError | None:
         return self.state.error
 
-    def snapshot(self, *, include_outputs: bool | None = None) -> ResponseObject:
+    def snapshot(
+        self, *, include_outputs: bool | None = None, include_sources: bool | None = None
+    ) -> ResponseObject:
         """The response object as it stands now."""
-        return self.state.snapshot(include_outputs=include_outputs)
+        return self.state.snapshot(include_outputs=include_outputs, include_sources=include_sources)
 
     def note_files(self, files: list[WrittenFile]) -> None:
         """Files code wrote during this response (a file written again replaces its earlier entry)."""

@@ -3,9 +3,11 @@
 The conversation's items split in three (`split`): system / developer messages, kept verbatim; the older
 items, summarised by one call to the served model (`_summarise`); the recent items, from the last user
 message on (the question being answered and the tool calls and outputs of the work on it), kept
-verbatim. The compacted context is `[*kept messages, compaction item, *recent items]`. `POST
-/v1/responses/compact` returns it as its `output`; `context_management` on create replaces the
-model's context with it once the context passes `compact_threshold` tokens (`over_threshold`, then `compact`).
+verbatim. The compacted context is `[*kept messages, compaction item, *recent items]`: `context_management` on
+create replaces the model's context with it once the context passes `compact_threshold` tokens
+(`over_threshold`, then `compact`). `POST /v1/responses/compact` shapes its window as OpenAI's does
+(`compact_window`): the user, system and developer messages kept, then one compaction item, last, standing for
+everything else (the assistant's messages, tool calls and outputs, reasoning, earlier compaction items).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "Compaction",
     "compact",
     "compact_loop",
+    "compact_window",
     "over_threshold",
     "split",
     "transcript",
@@ -148,26 +151,40 @@ def _tidy(text: str, *, cut: bool) -> str:
 
 
 async def compact(
-    engine: Engine,
-    items: list[dict[str, Any]],
-    *,
-    structured: dict[str, Any] | None = None,
-    always: bool = False,
+    engine: Engine, items: list[dict[str, Any]], *, structured: dict[str, Any] | None = None
 ) -> Compaction:
     """The items compacted: their older part summarised by the served model (see the module docstring).
     `structured` (vendor extension) forces the summary's text as `Sampling.structured` does. With nothing old
-    enough to summarise, the items as given (`item` None); with `always` (`/responses/compact`, as OpenAI's
-    always holds one), an empty compaction item among them, made with no model call."""
+    enough to summarise, the items as given (`item` None)."""
     kept, older, recent = split(items)
-    if not older and not always:
+    if not older:
         return Compaction(list(items), None, Usage())
-    summary, usage = await _summarise(engine, items_to_turns(older), structured) if older else ("", Usage())
-    item: CompactionItem = {
-        "id": new_id("cmp"),
-        "type": "compaction",
-        "encrypted_content": seal_summary(summary),
-    }
+    summary, usage = await _summarise(engine, items_to_turns(older), structured)
+    item = _compaction_item(summary)
     return Compaction([*kept, dict(item), *recent], item, usage)
+
+
+async def compact_window(
+    engine: Engine, items: list[dict[str, Any]], *, structured: dict[str, Any] | None = None
+) -> Compaction:
+    """`/responses/compact`: the user, system and developer messages kept, then one compaction item, last. It
+    summarises the conversation up to the last item of any other kind (the messages before it read for their
+    context, the system and developer ones left out: they are kept); with none, it is empty, made with no
+    model call, and says nothing to the model when it comes back."""
+    kept = [it for it in items if _is_message(it, "user", "system", "developer")]
+    last = max(
+        (i for i, it in enumerate(items) if not _is_message(it, "user", "system", "developer")), default=-1
+    )
+    read = [it for it in items[: last + 1] if not _is_message(it, "system", "developer")]
+    summary, usage = (
+        await _summarise(engine, items_to_turns(read), structured) if last >= 0 else ("", Usage())
+    )
+    item = _compaction_item(summary)
+    return Compaction([*kept, dict(item)], item, usage)
+
+
+def _compaction_item(summary: str) -> CompactionItem:
+    return {"id": new_id("cmp"), "type": "compaction", "encrypted_content": seal_summary(summary)}
 
 
 async def over_threshold(engine: Engine, entry: ContextManagement, first_call: GenerateRequest) -> bool:

@@ -21,6 +21,7 @@ from vllm_responses.engine.types import (
     ToolSpec,
     Turn,
 )
+from vllm_responses.engine.verbosity import VERBOSITY_VARIABLE, verbosity_kwargs, verbosity_note
 
 __all__ = [
     "ANSWER_BAD_WORDS",
@@ -80,6 +81,7 @@ class TemplateCaps:
     # The assistant message field whose earlier reasoning it renders ("reasoning_content" or "thinking");
     # None: it renders none (earlier reasoning is then dropped from prompts).
     reasoning_field: str | None = None
+    verbosity: bool = False  # reads a `verbosity` variable (`text.verbosity`, engine/verbosity.py)
 
 
 # The template variables that control reasoning, each with two values that render differently where the
@@ -121,21 +123,24 @@ def probe_template(tok: ChatTokenizer, template: str | None = None) -> TemplateC
         tool_images=tool_calls and _shows_tool_images(tok, convo, template),
         effort=_probe_effort(tok, template),
         reasoning_field=_probe_reasoning_field(tok, template),
+        verbosity=_reads(tok, template, VERBOSITY_VARIABLE, "low", "high"),
     )
 
 
 def _probe_effort(tok: ChatTokenizer, template: str | None) -> str | None:
     """The first reasoning variable whose two values render the generation prompt differently."""
+    return next((name for name, off, on in _EFFORT_VARIABLES if _reads(tok, template, name, off, on)), None)
+
+
+def _reads(tok: ChatTokenizer, template: str | None, name: str, one: Any, other: Any) -> bool:
+    """Whether the template reads variable `name`: its two values render the generation prompt differently."""
     user = [{"role": "user", "content": "hi"}]
-    for name, off, on in _EFFORT_VARIABLES:
-        try:
-            low = _render(tok, user, template, add_generation_prompt=True, **{name: off})
-            high = _render(tok, user, template, add_generation_prompt=True, **{name: on})
-        except Exception:
-            continue
-        if low != high:
-            return name
-    return None
+    try:
+        first = _render(tok, user, template, add_generation_prompt=True, **{name: one})
+        second = _render(tok, user, template, add_generation_prompt=True, **{name: other})
+    except Exception:
+        return False
+    return first != second
 
 
 def _probe_reasoning_field(tok: ChatTokenizer, template: str | None) -> str | None:
@@ -393,6 +398,9 @@ def render_prompt(
     messages = turns_to_messages(request.turns, caps, parser, images=images)
     tools = request.tools if request.tool_choice != "none" else ()
     kwargs: dict[str, Any] = {"add_generation_prompt": True, **effort_kwargs(caps, request.reasoning_effort)}
+    kwargs.update(verbosity_kwargs(caps.verbosity, request.verbosity))
+    if note := verbosity_note(caps.verbosity, request.verbosity):
+        _add_system_note(messages, note)
     if tools and caps.tools_section:
         kwargs["tools"] = tools_to_openai(tools)
     elif forced:

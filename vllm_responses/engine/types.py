@@ -196,6 +196,7 @@ class GenerateRequest:
     parallel_tool_calls: bool = True
     sampling: Sampling = field(default_factory=Sampling)
     reasoning_effort: str | None = None  # `reasoning.effort`, for templates that take it
+    verbosity: str | None = None  # `text.verbosity`: a template variable, or a system note (prompt.py)
 
 
 # --- output deltas (parser / engine -> agent loop) ----------------------------------------------------

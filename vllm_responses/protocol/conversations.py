@@ -7,6 +7,7 @@ and an input item may leave out (a status, a text's annotations).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal, TypedDict, cast
 
 from vllm_responses.protocol.errors import InvalidRequest
@@ -132,9 +133,15 @@ def conversation_item(item: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def wire_conversation_item(item: dict[str, Any], include_outputs: bool) -> dict[str, Any]:
-    """A kept item as it goes out (code outputs blanked unless asked for, the one rule in `items.wire_item`)."""
-    return cast(dict[str, Any], wire_item(cast(OutputItem, item), include_outputs))
+def wire_conversation_item(item: dict[str, Any], include: Collection[str]) -> dict[str, Any]:
+    """A kept item as it goes out: code outputs and search sources only where `include` asks for them (the
+    rules of `items.wire_item`)."""
+    shown = wire_item(
+        cast(OutputItem, item),
+        "code_interpreter_call.outputs" in include,
+        "web_search_call.action.sources" in include,
+    )
+    return cast(dict[str, Any], shown)
 
 
 def item_list(items: list[dict[str, Any]], has_more: bool = False) -> ConversationItemList:

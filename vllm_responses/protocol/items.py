@@ -401,13 +401,18 @@ class ResponseObject(ResponseEcho):
     usage: ResponseUsage | None
 
 
-def wire_item(item: OutputItem, include_outputs: bool) -> OutputItem:
+def wire_item(item: OutputItem, include_outputs: bool, include_sources: bool = False) -> OutputItem:
     """An item as it goes out: code-interpreter `outputs` blanked to null unless the client asked for them
-    (`include=["code_interpreter_call.outputs"]`). The one place that rule is applied."""
+    (`include=["code_interpreter_call.outputs"]`), a web search's `action.sources` left out unless it did
+    (`web_search_call.action.sources`). The one place those rules are applied."""
     if item["type"] == "code_interpreter_call" and not include_outputs:
         return {**item, "outputs": None}
+    if item["type"] == "web_search_call" and not include_sources and "sources" in item["action"]:
+        return {**item, "action": {k: v for k, v in item["action"].items() if k != "sources"}}
     return item
 
 
-def wire_items(items: list[OutputItem], include_outputs: bool) -> list[OutputItem]:
-    return [wire_item(item, include_outputs) for item in items]
+def wire_items(
+    items: list[OutputItem], include_outputs: bool, include_sources: bool = False
+) -> list[OutputItem]:
+    return [wire_item(item, include_outputs, include_sources) for item in items]

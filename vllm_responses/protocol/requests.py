@@ -123,7 +123,7 @@ class CreateResponseRequest(LenientModel):
     access_programs: AccessPrograms | None = None  # only `standard`
     background_options: BackgroundOptions | None = None  # checked as OpenAI checks it; runs as soon as it can
     prompt_cache_options: PromptCacheOptions | None = None  # vLLM's prefix cache is automatic
-    image: ImageOptions | None = None  # image input's options; image input is refused anyway
+    image: ImageOptions | None = None  # checked, no effect: each image goes to the model's processor as is
     # vendor extension: force output with vLLM structured outputs ({"regex"|"json"|"choice"|"grammar": ...});
     # a list gives one constraint per model call of the agent loop (the last one repeats).
     structured_outputs: Union[dict[str, Any], list[dict[str, Any]], None] = None
@@ -361,7 +361,7 @@ def _refuse_unsupported_items(items: Any) -> None:
         for j, part in enumerate(parts if isinstance(parts, list) else []):
             if isinstance(part, dict) and part.get("type") in _UNSUPPORTED_PARTS:
                 raise InvalidRequest(
-                    f"Content type {part['type']!r} is not supported: the served model reads text only.",
+                    f"Content type {part['type']!r} is not supported: audio input is not served.",
                     param=f"input[{i}].{field}[{j}].type",
                     code="unsupported_value",
                 )

@@ -10,6 +10,7 @@ from typing import Any
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
+from vllm_responses.protocol.items import ResponseObject
 from vllm_responses.store.base import DEFAULT_PROJECT
 
 __all__ = ["Run"]
@@ -36,6 +37,8 @@ class Run:
         # Set by `end`: the error the response is ended with when its task is cancelled.
         self.ending: APIError | None = None
         self.cancel_asked = False  # `cancel` was called: later calls do nothing
+        # A background response's answer to its create: the response as acknowledged (status `queued`).
+        self.acknowledgement: ResponseObject | None = None
         self._followers: set[asyncio.Queue[Any]] = set()
 
     @property

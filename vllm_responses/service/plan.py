@@ -205,6 +205,7 @@ class Planner:
             truncate=req.truncation == "auto",
             context_management=req.context_management[0] if req.context_management else None,
             reasoning_effort=_effort(req),
+            verbosity=_verbosity(req),
         )
         return ResponsePlan(agent, echo, context, resolved.input_items)
 
@@ -221,6 +222,7 @@ class Planner:
             tool_choice=choice if offered else "none",
             parallel_tool_calls=req.parallel_tool_calls,
             reasoning_effort=_effort(req),
+            verbosity=_verbosity(req),
         )
 
     def opener(self, project: str) -> Opener | None:
@@ -304,6 +306,11 @@ def _turns(req: CreateResponseRequest, items: list[dict[str, Any]], open_sealed:
 def _effort(req: CreateResponseRequest) -> str | None:
     """`reasoning.effort`, when the request sets it."""
     return req.reasoning.effort if req.reasoning else None
+
+
+def _verbosity(req: CreateResponseRequest) -> str | None:
+    """`text.verbosity`, when the request sets it."""
+    return req.text.verbosity if req.text else None
 
 
 def _structured(req: CreateResponseRequest) -> tuple[dict[str, Any], ...]:

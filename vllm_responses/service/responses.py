@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -15,7 +15,7 @@ from interpreter_service import Interpreter
 from vllm_responses.agent.loop import AgentLoop
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
-from vllm_responses.context.compaction import Compaction, compact
+from vllm_responses.context.compaction import Compaction, compact_window
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
@@ -28,6 +28,7 @@ from vllm_responses.runs.run import Run
 from vllm_responses.service.admission import Admission, Ticket, TokenBudget, default_max_queued
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.driver import RunDriver, after_admission, no_generation
+from vllm_responses.service.includes import full_items, with_include
 from vllm_responses.service.plan import Planner, ResponsePlan
 from vllm_responses.service.quotas import ProjectLimits, input_size
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
@@ -107,7 +108,8 @@ class ResponsesService:
         A response's place in admission (`admission`: admitted, queued, or a 429) is decided once its first
         model call passed the engine's up-front checks (else a 4xx), before it is returned: a queued one's
         stream opens at once with `response.created` (status `queued`) and `response.queued`, and goes on
-        with `response.in_progress` once admitted (a background one is acknowledged `queued`). It holds its
+        with `response.in_progress` once admitted. A background one is acknowledged `queued` however it is
+        placed (`run.acknowledgement`), and its stream opens the same way. It holds its
         place until its run ends (a compaction that is due waits for its slot first: its summary is a model call;
         a `context_management` request under its threshold is placed as any other). One
         with `generate=False` is admitted too (it is prepared and kept as one that calls the model is).
@@ -128,6 +130,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
+                include_sources="web_search_call.action.sources" in req.include,
                 seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)
@@ -168,12 +171,15 @@ class ResponsesService:
         generate: bool,
     ) -> asyncio.Future[None] | None:
         """Start the run's task; `ticket` is given back when it ends, however it ends (even cancelled before
-        it ran). A queued run's first events (created, queued) are made now: it is acknowledged `queued`.
-        Returns its acknowledgement (`_acknowledged`)."""
+        it ran). A queued or background run's first events (created, queued) are made now: it is acknowledged
+        `queued` (a background one with that snapshot, `run.acknowledgement`). Returns the writing of its first
+        record (`_acknowledged`)."""
         self.runs[run.id] = run
         events = loop.events() if generate else no_generation(run.builder)
-        if not ticket.admitted:
+        if not ticket.admitted or req.background:
             events = after_admission(run, ticket, run.builder.queued(), events)
+        if req.background:
+            run.acknowledgement = run.builder.snapshot()
         acknowledged = self._acknowledged(run, req, plan)
         run.task = asyncio.create_task(
             self.driver.drive(run, loop, events, req, plan.context, plan.input_items, local, acknowledged),
@@ -228,7 +234,7 @@ class ResponsesService:
         first = (forced[0] if forced else None) if isinstance(forced, list) else forced
         slot = await self.admission.acquire()  # a model call: it takes a slot as a response does
         try:
-            return await compact(self.engine, resolved.items, structured=first, always=True)
+            return await compact_window(self.engine, resolved.items, structured=first)
         finally:
             slot.release()
 
@@ -245,18 +251,33 @@ class ResponsesService:
         return stored if stored is not None and stored.project == project else None
 
     async def get(
-        self, response_id: str, include_outputs: bool | None = None, project: str = DEFAULT_PROJECT
+        self, response_id: str, include: Sequence[str] = (), project: str = DEFAULT_PROJECT
     ) -> ResponseObject:
+        """The response as it stands; `include` (a retrieve's), when it names any value, replaces the create's
+        (service/includes.py)."""
         run = self.run_of(response_id, project)
         if run is not None and (not run.done.is_set() or run.builder.status == ResponseStatus.CANCELLED):
-            return run.builder.snapshot(include_outputs=include_outputs)
+            return self._run_snapshot(run, include)
         stored = await self.stored_of(response_id, project)
         if stored is None:
             if run is not None and not run.builder.base.get("store"):  # finished with `store: false`
-                return run.builder.snapshot(include_outputs=include_outputs)  # (a stored one was deleted)
+                return self._run_snapshot(run, include)  # (a stored one was deleted)
             raise NotFound(f"Response with id {response_id!r} not found.", param="response_id")
-        show = stored.include_outputs if include_outputs is None else include_outputs
-        return {**stored.response, "output": wire_items(stored.response["output"], show)}
+        if include:
+            full = full_items(stored.response["output"], stored.history)
+            return with_include(stored.response, full, include, partial(self.seal.seal, project=project))
+        output = wire_items(
+            stored.response["output"], stored.include_outputs, include_sources=True
+        )  # as kept
+        return {**stored.response, "output": output}
+
+    def _run_snapshot(self, run: Run, include: Sequence[str]) -> ResponseObject:
+        """A response held in memory, as its create asked, or as `include` asks when it names any value."""
+        if not include:
+            return run.builder.snapshot()
+        return with_include(
+            run.builder.snapshot(), run.builder.output, include, partial(self.seal.seal, project=run.project)
+        )
 
     async def input_items(self, response_id: str, project: str = DEFAULT_PROJECT) -> list[dict[str, Any]]:
         stored = await self.stored_of(response_id, project)

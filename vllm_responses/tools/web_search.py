@@ -56,13 +56,12 @@ def web_search_spec() -> ToolSpec:
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """Where a response's searches go: the backend's URL, a timeout, how many results each shows the model,
-    and whether the client asked for `action.sources`."""
+    """Where a response's searches go: the backend's URL, a timeout, and how many results each shows the
+    model."""
 
     url: str
     timeout_s: float
     results: int
-    include_sources: bool
 
 
 def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
@@ -71,8 +70,7 @@ def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -
     tool = next((t for t in req.tools if isinstance(t, WebSearchTool)), None)
     if url is None or tool is None or tool.external_web_access is False:
         return None
-    include = "web_search_call.action.sources" in req.include
-    return SearchPlan(url, timeout_s, _RESULTS[tool.search_context_size or "medium"], include)
+    return SearchPlan(url, timeout_s, _RESULTS[tool.search_context_size or "medium"])
 
 
 @dataclass(frozen=True)
@@ -189,7 +187,7 @@ class SearchRun:
             yield ev
         found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
         builder.note_sources(found.sources)
-        sources = [s.url for s in found.sources] if self.plan.include_sources else None
+        sources = [s.url for s in found.sources]  # kept; on the wire where the client asks (builder)
         for ev in builder.web_search_done(index, sources, failed=found.error is not None):
             yield ev
         call_id = builder.web_search_item(index)["id"]
