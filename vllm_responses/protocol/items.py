@@ -7,7 +7,7 @@ per-token validation cost), and mypy checks every literal and key against them. 
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union, cast
 
 from typing_extensions import NotRequired
 
@@ -45,11 +45,13 @@ __all__ = [
     "ResponseError",
     "ResponseObject",
     "ResponseUsage",
+    "SEARCH_RESULTS",
     "ShellCallItem",
     "ToolSearchCallItem",
     "ToolSearchOutputItem",
     "UrlCitation",
     "WebSearchCallItem",
+    "public_item",
     "wire_item",
     "wire_items",
 ]
@@ -401,11 +403,27 @@ class ResponseObject(ResponseEcho):
     usage: ResponseUsage | None
 
 
+# The server's own key on its copy of a `web_search_call` item (its history, a conversation's items, a stored
+# input): the results as the model read them, so that the item given back later reads to the model as it did
+# the first time. Never sent: `public_item` drops it.
+SEARCH_RESULTS = "_search_results"
+
+
+def public_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An item without what only the server keeps of it (a web search's results as the model read them)."""
+    if SEARCH_RESULTS in item:
+        return {k: v for k, v in item.items() if k != SEARCH_RESULTS}
+    return item
+
+
 def wire_item(item: OutputItem, include_outputs: bool) -> OutputItem:
     """An item as it goes out: code-interpreter `outputs` blanked to null unless the client asked for them
-    (`include=["code_interpreter_call.outputs"]`). The one place that rule is applied."""
+    (`include=["code_interpreter_call.outputs"]`), and nothing only the server keeps (`public_item`). The one
+    place those rules are applied."""
     if item["type"] == "code_interpreter_call" and not include_outputs:
         return {**item, "outputs": None}
+    if item["type"] == "web_search_call":
+        return cast(WebSearchCallItem, public_item(cast(dict[str, Any], item)))
     return item
 
 
