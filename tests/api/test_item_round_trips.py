@@ -21,7 +21,7 @@ from tests.tools.test_web_search import RESULTS, FakeSearx
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.context.turns import MCP_DENIED, SUMMARY_HEADER
-from vllm_responses.engine.types import Message, Reasoning, ToolCall, ToolResult, Turn
+from vllm_responses.engine.types import Message, Reasoning, TextDelta, ToolCall, ToolResult, Turn
 
 MODEL = "fake-model"
 # What a search given back reads as when neither the server nor its item says what it found.
@@ -150,6 +150,16 @@ def cases(mcp_url: str) -> dict[str, Case]:
             lambda out: [
                 ToolCall(out[0]["id"], "python", '{"code": "print(6 * 7)"}'),
                 ToolResult(out[0]["id"], "python", "42\n"),
+            ],
+        ),
+        "a message before a call": Case(
+            [{"type": "code_interpreter"}],
+            [[TextDelta("Let me run it."), *code_call("print(6 * 7)")], say("42.")],
+            ["message", "code_interpreter_call", "message"],
+            lambda out: [
+                Message("assistant", "Let me run it."),
+                ToolCall(out[1]["id"], "python", '{"code": "print(6 * 7)"}'),
+                ToolResult(out[1]["id"], "python", "42\n"),
             ],
         ),
         "web_search_call": Case(
