@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.test_tenants import KEY_A, KEY_B, _keys_file
 from tests.fakes import FakeEngine, FakeInterpreter, Script, code_call, function_call, say, think
 from tests.mcp_server import McpTestServer
 from tests.serving import LiveServer
@@ -399,3 +400,37 @@ def test_kept_results_never_go_out(live: LiveServer, engine: FakeEngine) -> None
     ]
     assert all("web_search_call" in body and "_search_results" not in body for body in bodies)
     assert "web_search_call" in [it["type"] for it in json.loads(bodies[1])["data"]]
+
+
+@pytest.fixture(scope="module")
+def projects(searx: FakeSearx, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    root = tmp_path_factory.mktemp("search-projects")
+    config = Config(api_keys_file=_keys_file(root / "keys.json"), web_search_url=searx.url)
+    server = LiveServer(config, FakeEngine(), FakeInterpreter(), db=str(root / "r.db"))
+    yield server.start()
+    server.stop()
+
+
+def test_a_search_kept_for_one_project_is_not_read_for_another(projects: LiveServer) -> None:
+    """The results kept with a search are found by the item's id within its project only: another project
+    sending the same item reads it as one whose results were not kept."""
+    engine: FakeEngine = projects.engine  # type: ignore[assignment]
+    engine.reset(function_call("web_search", {"query": "pep 703"}), say("Free threading."), say("ok"))
+
+    def create_as(key: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = httpx.post(
+            projects.base_url + "/v1/responses",
+            json={"model": MODEL, **body},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    first = create_as(KEY_A, {"input": "free threading?", "tools": [{"type": "web_search"}]})
+    call = first["output"][0]
+    resent = {"input": [user("free threading?"), call, user("more?")], "store": False}
+    create_as(KEY_A, resent)
+    assert engine.requests[-1].turns[2] == ToolResult(call["id"], "web_search", search_results(5))
+    create_as(KEY_B, resent)
+    assert engine.requests[-1].turns[2] == ToolResult(call["id"], "web_search", NOT_KEPT)
