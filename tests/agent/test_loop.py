@@ -87,7 +87,8 @@ async def test_code_call_runs_and_its_output_goes_back_to_the_model() -> None:
     second = engine.requests[1].turns
     assert second[-2] == ToolCall(call["id"], CODE_TOOL_NAME, '{"code": "print(6 * 7)"}')
     assert second[-1] == ToolResult(call["id"], CODE_TOOL_NAME, "42\n")
-    assert loop.turns[-2:] == list(second[-2:]) and loop.tool_calls == 1
+    assert loop.turns[-3:-1] == list(second[-2:]) and loop.tool_calls == 1
+    assert loop.turns[-1] == Message("assistant", "It is 42.")  # its text kept as a turn too
     # Usage sums both model calls.
     assert loop.usage.input_tokens == sum(engine.prompt_tokens(r) for r in engine.requests)
 

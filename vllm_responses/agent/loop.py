@@ -18,6 +18,7 @@ from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
     Finish,
     GenerateRequest,
+    Message,
     Reasoning,
     ReasoningDelta,
     Sampling,
@@ -300,14 +301,17 @@ class AgentLoop:
 
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:
         """Stream one model call into events; how it finished and the calls it made are left on `tracker`. Its
-        reasoning is kept as a turn, before the calls it made, for the loop's next model call."""
+        reasoning and its text are kept as turns, before the calls it made, for the loop's next model call (as
+        its items read when they are given back: context/turns.py)."""
         builder = self.builder
         finish: Finish | None = None
         thought: list[str] = []
+        said: list[str] = []
         self.model_calls += 1
         async with aclosing(self.engine.generate(request)) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
+                    said.append(event.text)
                     events = builder.text_delta(event.text, event.logprobs) if event.text else []
                 elif isinstance(event, ReasoningDelta):
                     thought.append(event.text)
@@ -330,6 +334,8 @@ class AgentLoop:
             raise EngineError("the engine stream ended without a finish event")
         if "".join(thought).strip():
             self.turns.append(Reasoning("".join(thought)))
+        if "".join(said).strip():
+            self.turns.append(Message("assistant", "".join(said)))
         self.usage = self.usage + finish.usage
         for ev in tracker.close_dangling():
             yield ev

@@ -29,6 +29,7 @@ from vllm_responses.protocol.compaction import CompactedResponse, CompactRequest
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
+from vllm_responses.protocol.items import public_item
 from vllm_responses.protocol.requests import CreateResponseRequest, parse_create_request
 from vllm_responses.runs.restream import Restreams
 from vllm_responses.runs.run import Run
@@ -255,7 +256,7 @@ def compacted_response(done: Compaction) -> CompactedResponse:
         "id": new_id("resp"),
         "object": "response.compaction",
         "created_at": int(time.time()),
-        "output": done.items,
+        "output": [public_item(it) for it in done.items],
         "usage": usage_dict(done.usage),
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from vllm_responses.builder import events as ev
 from vllm_responses.builder.core import ResponseState
@@ -11,6 +11,7 @@ from vllm_responses.builder.text import OpenText
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
+    SEARCH_RESULTS,
     CodeInterpreterCallItem,
     CodeOutput,
     CodingCallItem,
@@ -154,12 +155,16 @@ class CallSteps:
             ev.web_search_event("response.web_search_call.searching", self.state.seq(), self.state.ref(index))
         ]
 
-    def web_search_done(self, index: int, sources: list[str] | None, *, failed: bool = False) -> list[Event]:
+    def web_search_done(
+        self, index: int, sources: list[str] | None, results: str, *, failed: bool = False
+    ) -> list[Event]:
         """The search ended: its item `completed` (with `action.sources` when the client asked for them) or
-        `failed`."""
+        `failed`; `results`, what the model read of it, kept on the server's copy of the item (`SEARCH_RESULTS`,
+        never sent)."""
         state = self.state
         item = state.web_search_call(index)
         item["status"] = "failed" if failed else "completed"
+        cast(dict[str, Any], item)[SEARCH_RESULTS] = results
         if sources is not None:
             item["action"]["sources"] = [{"type": "url", "url": url} for url in sources]
         events: list[Event] = []

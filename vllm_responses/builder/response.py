@@ -241,8 +241,10 @@ class ResponseBuilder:
     def web_search_searching(self, index: int, query: str) -> list[Event]:
         return self._calls.web_search_searching(index, query)
 
-    def web_search_done(self, index: int, sources: list[str] | None, *, failed: bool = False) -> list[Event]:
-        return self._calls.web_search_done(index, sources, failed=failed)
+    def web_search_done(
+        self, index: int, sources: list[str] | None, results: str, *, failed: bool = False
+    ) -> list[Event]:
+        return self._calls.web_search_done(index, sources, results, failed=failed)
 
     def note_sources(self, sources: list[WebSource]) -> None:
         """Web search results the model was shown (cited where a later message mentions their URL)."""

@@ -1,5 +1,6 @@
-"""Input items that lean on stored ones: `item_reference`s resolved, code calls sent without outputs completed,
-and each function call output checked against the calls it may answer."""
+"""Input items that lean on stored ones: `item_reference`s resolved, code calls sent without outputs completed, web
+searches given the results the server kept, and each function call output checked against the calls it may
+answer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from vllm_responses.context.reasoning import Opener, client_reasoning
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
+from vllm_responses.protocol.items import SEARCH_RESULTS, public_item
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore
 
 __all__ = ["check_call_outputs", "resolve_stored_items"]
@@ -23,7 +25,8 @@ async def resolve_stored_items(
     an unknown id is a 404 naming `{param}[i].id`), and each `code_interpreter_call` sent without `outputs`
     given those of the stored call with its id: a client that resends a response's items without having
     asked for `include=["code_interpreter_call.outputs"]` (openai-agents does) still lets the model see
-    what its code printed. Only the items of `project`'s responses are found. A reasoning item is kept as
+    what its code printed; each `web_search_call` given the results the server kept of it (`_kept_search`).
+    Only the items of `project`'s responses are found. A reasoning item is kept as
     `client_reasoning` makes it (`open_sealed` opens its sealed copy for `project`)."""
     resolved = []
     for i, item in enumerate(items):
@@ -36,12 +39,24 @@ async def resolve_stored_items(
             sealed = item.get("encrypted_content") and open_sealed is not None
             kept = await store.find_item(item["id"], project) if item.get("id") and not sealed else None
             item = client_reasoning(item, kept, open_sealed, f"{param}[{i}]")
+        elif item.get("type") == "web_search_call":
+            item = await _kept_search(store, item, project)
         elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
             found = await store.find_item(item["id"], project)
             if found is not None and found.get("type") == "code_interpreter_call":
                 item = {**item, "outputs": found.get("outputs")}
         resolved.append(item)
     return resolved
+
+
+async def _kept_search(store: ResponseStore, item: dict[str, Any], project: str) -> dict[str, Any]:
+    """A `web_search_call` given back, with the results the model read of it when the server kept them (under
+    its id, `project`'s): only the server's own copy says what a search found, never the client's word."""
+    item = public_item(item)
+    found = await store.find_item(item["id"], project)
+    if found is not None and found.get("type") == "web_search_call" and SEARCH_RESULTS in found:
+        item = {**item, SEARCH_RESULTS: found[SEARCH_RESULTS]}
+    return item
 
 
 # Each kind of call output, the kind of call it answers, and how OpenAI's message names it.

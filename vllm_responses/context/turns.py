@@ -8,6 +8,7 @@ from typing import Any
 
 from vllm_responses.context.images import code_result_images, part_images
 from vllm_responses.context.reasoning import Opener, reasoning_text
+from vllm_responses.context.searches import tool_search_call_turn, tool_search_output_turn, web_search_turns
 from vllm_responses.engine.types import (
     CODE_TOOL_NAME,
     CUSTOM_INPUT_KEY,
@@ -37,7 +38,6 @@ from vllm_responses.protocol.inputs import (
     MessageInput,
     model_tool_name,
 )
-from vllm_responses.protocol.tool_search_items import ToolSearchCallInput, ToolSearchOutputInput
 
 __all__ = [
     "MCP_DENIED",
@@ -46,7 +46,6 @@ __all__ = [
     "input_to_items",
     "items_to_turns",
     "mcp_result_text",
-    "tools_found_text",
 ]
 
 # What the model reads as the result of an MCP call the client did not approve.
@@ -186,6 +185,8 @@ def items_to_turns(
             turns.append(
                 ToolResult(ci.id, code_tool_name, code_result_text(outputs), code_result_images(outputs))
             )
+        elif kind == "web_search_call":
+            turns += web_search_turns(raw)
         elif kind in ("mcp_call", "mcp_approval_request", "mcp_approval_response"):
             turns += _mcp_turns(raw, approvals)
         elif kind == "reasoning":
@@ -221,36 +222,11 @@ def _mcp_turns(raw: dict[str, Any], approvals: dict[str, dict[str, Any]]) -> lis
     ]
 
 
-def _tool_search_call(raw: dict[str, Any]) -> Turn:
-    call = ToolSearchCallInput.model_validate(raw)
-    arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-    return ToolCall(call.key, "tool_search", arguments)
-
-
-def _tool_search_output(raw: dict[str, Any]) -> Turn:
-    """What a tool search found, as the model reads it (tools/tool_search.py writes the same for its own)."""
-    out = ToolSearchOutputInput.model_validate(raw)
-    found = []
-    for tool in out.tools:
-        namespace = str(tool["name"]) if tool.get("type") == "namespace" else None
-        inner = tool.get("tools") if namespace else [tool]
-        for t in inner if isinstance(inner, list) else []:
-            found.append((model_tool_name(str(t.get("name")), namespace), str(t.get("description") or "")))
-    return ToolResult(out.call_id or out.id or "", "tool_search", tools_found_text(found))
-
-
-def tools_found_text(found: Iterable[tuple[str, str]]) -> str:
-    """What the model reads of a tool search: the tools now available (name and description), or that none
-    matched (for a search the server ran, and for a `tool_search_output` sent back)."""
-    lines = [f"- {name}: {description}".rstrip(": ") for name, description in found]
-    return "Tools now available:\n" + "\n".join(lines) if lines else "No tool matched; try other words."
-
-
 # The coding tools' calls and outputs (offered under the tool's type: tools/coding.py), and tool searches', as
 # turns.
 _TOOL_TURNS: dict[str, Callable[[dict[str, Any]], Turn]] = {
-    "tool_search_call": _tool_search_call,
-    "tool_search_output": _tool_search_output,
+    "tool_search_call": tool_search_call_turn,
+    "tool_search_output": tool_search_output_turn,
     "shell_call": lambda raw: _coding_call(ShellCallInput.model_validate(raw), "shell"),
     "local_shell_call": lambda raw: _coding_call(LocalShellCallInput.model_validate(raw), "local_shell"),
     "apply_patch_call": lambda raw: _coding_call(ApplyPatchCallInput.model_validate(raw), "apply_patch"),

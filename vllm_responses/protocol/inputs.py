@@ -34,6 +34,7 @@ from vllm_responses.protocol.tool_search_items import (
     ToolSearchOutputInput,
     ToolSearchTool,
 )
+from vllm_responses.protocol.web_search_items import WebSearchCallInput
 
 __all__ = [
     "ASSISTANT_PART_TYPES",
@@ -255,6 +256,7 @@ InputItem = Annotated[
         ToolSearchCallInput,
         ToolSearchOutputInput,
         AdditionalToolsInput,
+        WebSearchCallInput,
     ],
     Field(discriminator="type"),
 ]

@@ -7,7 +7,7 @@ per-token validation cost), and mypy checks every literal and key against them. 
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union, cast
 
 from typing_extensions import NotRequired
 
@@ -45,11 +45,13 @@ __all__ = [
     "ResponseError",
     "ResponseObject",
     "ResponseUsage",
+    "SEARCH_RESULTS",
     "ShellCallItem",
     "ToolSearchCallItem",
     "ToolSearchOutputItem",
     "UrlCitation",
     "WebSearchCallItem",
+    "public_item",
     "wire_item",
     "wire_items",
 ]
@@ -401,14 +403,30 @@ class ResponseObject(ResponseEcho):
     usage: ResponseUsage | None
 
 
+# The server's own key on its copy of a `web_search_call` item (its history, a conversation's items, a stored
+# input): the results as the model read them, so that the item given back later reads to the model as it did
+# the first time. Never sent: `public_item` drops it.
+SEARCH_RESULTS = "_search_results"
+
+
+def public_item(item: dict[str, Any]) -> dict[str, Any]:
+    """An item without what only the server keeps of it (a web search's results as the model read them)."""
+    if SEARCH_RESULTS in item:
+        return {k: v for k, v in item.items() if k != SEARCH_RESULTS}
+    return item
+
+
 def wire_item(item: OutputItem, include_outputs: bool, include_sources: bool = False) -> OutputItem:
     """An item as it goes out: code-interpreter `outputs` blanked to null unless the client asked for them
     (`include=["code_interpreter_call.outputs"]`), a web search's `action.sources` left out unless it did
-    (`web_search_call.action.sources`). The one place those rules are applied."""
+    (`web_search_call.action.sources`), and nothing only the server keeps (`public_item`). The one place those
+    rules are applied."""
     if item["type"] == "code_interpreter_call" and not include_outputs:
         return {**item, "outputs": None}
-    if item["type"] == "web_search_call" and not include_sources and "sources" in item["action"]:
-        return {**item, "action": {k: v for k, v in item["action"].items() if k != "sources"}}
+    if item["type"] == "web_search_call":
+        item = cast(WebSearchCallItem, public_item(cast(dict[str, Any], item)))
+        if not include_sources and "sources" in item["action"]:
+            return {**item, "action": {k: v for k, v in item["action"].items() if k != "sources"}}
     return item
 
 

@@ -143,16 +143,8 @@ class CreateResponseRequest(LenientModel):
 
     @field_validator("input", mode="before")
     @classmethod
-    def _easy_messages(cls, v: Any) -> Any:
-        # `{"role": ..., "content": ...}` without a type is a message (EasyInputMessage).
-        if isinstance(v, list):
-            return [
-                {**item, "type": "message"}
-                if isinstance(item, dict) and "type" not in item and "role" in item
-                else item
-                for item in v
-            ]
-        return v
+    def _implied_types(cls, v: Any) -> Any:
+        return [_implied_type(item) for item in v] if isinstance(v, list) else v
 
     @field_validator("conversation", mode="before")
     @classmethod
@@ -342,12 +334,25 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
 _UNSUPPORTED_PARTS = ("input_audio",)  # input_file: read as text (tools/file_inputs.py)
 
 
+def _implied_type(item: Any) -> Any:
+    """An input item given without its `type` (or with `type: null`), with the one the SDK implies:
+    `{"role": ..., "content": ...}` is a message (`EasyInputMessage`), `{"id": ...}` alone an item reference
+    (`ItemReferenceParam`, whose `type` is optional)."""
+    if not isinstance(item, dict) or item.get("type") is not None:
+        return item
+    if "role" in item:
+        return {**item, "type": "message"}
+    if "id" in item and set(item) <= {"id", "type"}:
+        return {**item, "type": "item_reference"}
+    return item
+
+
 def _refuse_unsupported_items(items: Any) -> None:
     """Input item and content types this server knows but does not handle: a 400 `unsupported_value` before
     validation (which would only say they are not among the supported ones)."""
     if not isinstance(items, list):
         return
-    for i, item in enumerate(items):
+    for i, item in enumerate(map(_implied_type, items)):
         kind = item.get("type", "message") if isinstance(item, dict) else None
         if kind not in INPUT_ITEM_TYPES:
             raise InvalidRequest(

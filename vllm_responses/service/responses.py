@@ -19,7 +19,7 @@ from vllm_responses.context.compaction import Compaction, compact_window
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
-from vllm_responses.protocol.items import ResponseObject, wire_items
+from vllm_responses.protocol.items import ResponseObject, public_item, wire_items
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import ResponseStatus
 from vllm_responses.runs.records import keep_record, response_record
@@ -286,7 +286,7 @@ class ResponsesService:
         # Listed as the SDK's `ResponseItem`s, whose custom tool call items carry a status.
         return [
             {**it, "status": it.get("status", "completed")} if it.get("type") in _LISTED_WITH_STATUS else it
-            for it in stored.input_items
+            for it in map(public_item, stored.input_items)
         ]
 
     async def delete(self, response_id: str, project: str = DEFAULT_PROJECT) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from vllm_responses.context.searches import tool_description
 from vllm_responses.engine.call_tags import grammar_format
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, ToolSpec, code_tool_spec
 from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
@@ -106,11 +107,10 @@ def client_tool_spec(
         spec = function_tool_spec(tool)
     if namespace is None:
         return spec
-    description = f"[{namespace.name}: {namespace.description}] {spec.description}".strip()
     return replace(
         spec,
         name=model_tool_name(tool.name, namespace.name),
-        description=description,
+        description=tool_description(tool, namespace),
         namespace=namespace.name,
     )
 
@@ -119,23 +119,19 @@ def function_tool_spec(tool: FunctionTool) -> ToolSpec:
     """A function tool as the model is offered it (no parameters: an object with none)."""
     return ToolSpec(
         tool.name,
-        tool.description or "",
+        tool_description(tool),
         tool.parameters or {"type": "object", "properties": {}},
         strict=bool(tool.strict),
     )
 
 
 def custom_tool_spec(tool: CustomTool) -> ToolSpec:
-    """The tool as the model is offered it: its description, and the grammar its input must match."""
-    description = tool.description or ""
+    """The tool as the model is offered it: its description (the grammar noted), and the grammar its input must
+    match."""
     grammar = tool.grammar
-    if grammar is not None:
-        kind = "regular expression" if grammar.syntax == "regex" else "Lark grammar"
-        note = f"Its input must match this {kind}:\n{grammar.definition}"
-        description = f"{description}\n\n{note}" if description else note
     return ToolSpec(
         tool.name,
-        description,
+        tool_description(tool),
         CUSTOM_PARAMETERS,
         custom=True,
         grammar=(grammar.syntax, grammar.definition) if grammar is not None else None,

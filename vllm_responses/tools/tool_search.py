@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from vllm_responses.builder.response import ResponseBuilder
-from vllm_responses.context.turns import tools_found_text
+from vllm_responses.context.searches import tools_found_text
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
 from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.errors import InvalidRequest

@@ -15,6 +15,7 @@ import httpx
 
 from vllm_responses.builder.citations import WebSource
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.searches import WEB_SEARCH_NAME
 from vllm_responses.engine.types import ToolCall, ToolResult, ToolSpec, Turn
 from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.events import Event
@@ -32,7 +33,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SEARCH_TOOL_NAME = "web_search"
+SEARCH_TOOL_NAME = WEB_SEARCH_NAME
 # How many results a search shows the model, by the tool's `search_context_size` (default medium).
 _RESULTS = {"low": 3, "medium": 5, "high": 10}
 _SNIPPET_CHARS = 500
@@ -188,8 +189,9 @@ class SearchRun:
         found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
         builder.note_sources(found.sources)
         sources = [s.url for s in found.sources]  # kept; on the wire where the client asks (builder)
-        for ev in builder.web_search_done(index, sources, failed=found.error is not None):
+        text = result_text(query, found)
+        for ev in builder.web_search_done(index, sources, text, failed=found.error is not None):
             yield ev
         call_id = builder.web_search_item(index)["id"]
         turns.append(ToolCall(call_id, call_name, json.dumps({"query": query})))
-        turns.append(ToolResult(call_id, call_name, result_text(query, found)))
+        turns.append(ToolResult(call_id, call_name, text))
