@@ -22,7 +22,7 @@ from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.serving import LiveServer, free_port
 from tests.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
-from vllm_responses.engine.types import ToolCall, ToolResult
+from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 
 MODEL = "fake-model"
 RESULTS = [
@@ -292,3 +292,175 @@ def test_the_proxy_of_the_environment_is_not_used(
         assert searx.queries[-1]["q"] == ["proxied query"]
     finally:
         proxy.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("tool", "choice"),
+    [
+        ("web_search", "web_search_preview"),
+        ("web_search_preview", "web_search_preview"),
+        ("web_search", "web_search"),
+        ("web_search_2025_08_26", "web_search_preview_2025_03_11"),
+    ],
+)
+def test_tool_choice_forces_the_search(
+    client: openai.OpenAI, engine: FakeEngine, tool: str, choice: str
+) -> None:
+    """A `tool_choice` of any of the search's types forces the first model call to be the search, as a forced
+    code interpreter is forced; later calls choose freely."""
+    engine.reset(function_call("web_search", {"query": "forced"}), say("Done."))
+    r = client.responses.create(
+        model=MODEL,
+        input="q",
+        tools=[{"type": tool}],  # type: ignore[list-item]
+        tool_choice={"type": choice},  # type: ignore[arg-type,misc]
+    )
+    validate_response(r.model_dump(mode="json", exclude_unset=True, by_alias=True))
+    assert r.output[0].type == "web_search_call" and r.output[0].status == "completed"
+    assert [req.tool_choice for req in engine.requests] == [ForcedTool("web_search"), "auto"]
+    # Echoed as sent, under a type the SDK has (its ToolChoiceTypes names only the preview types).
+    assert r.tool_choice.type == (choice if "preview" in choice else "web_search_preview")  # type: ignore[union-attr]
+
+
+def test_a_forced_search_that_cannot_be_made_is_a_400(live: LiveServer, fake_server: LiveServer) -> None:
+    """Forcing the search with no `web_search` tool, with no backend, or with no live web access asked: a 400
+    naming `tool_choice`, before any model call."""
+    forced = {"type": "web_search_preview"}
+    cases = [
+        (live, [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "not in tools"),
+        (fake_server, WEB, "no search backend"),
+        (live, [{"type": "web_search", "external_web_access": False}], "no live web access"),
+    ]
+    for server, tools, said in cases:
+        server.engine.reset(say("never"))
+        body = {"model": MODEL, "input": "q", "tools": tools, "tool_choice": forced}
+        r = httpx.post(server.base_url + "/v1/responses", json=body, timeout=30)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["param"] == "tool_choice" and said in error["message"]
+        assert error["type"] == "invalid_request_error"
+        assert server.engine.requests == []
+
+
+FUNCTION = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+
+
+def test_allowed_tools_names_the_search(client: openai.OpenAI, engine: FakeEngine) -> None:
+    """`allowed_tools` naming the search (by any of its types) offers it, and only the tools it names;
+    `mode: required` forces a call to one of them. Naming only a function leaves the search out."""
+    engine.reset(function_call("web_search", {"query": "allowed"}), say("Done."))
+    allowed = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search_preview"}]}
+    r = client.responses.create(
+        model=MODEL,
+        input="q",
+        tools=[*WEB, FUNCTION],  # type: ignore[list-item]
+        tool_choice=allowed,  # type: ignore[arg-type]
+    )
+    assert r.status == "completed" and r.output[0].type == "web_search_call"
+    first = engine.requests[0]
+    assert [t.name for t in first.tools] == ["web_search"] and first.tool_choice == "required"
+    engine.reset(say("No search."))
+    only_function = {
+        "type": "allowed_tools",
+        "mode": "auto",
+        "tools": [{"type": "function", "name": "lookup"}],
+    }
+    client.responses.create(
+        model=MODEL,
+        input="q",
+        tools=[*WEB, FUNCTION],  # type: ignore[list-item]
+        tool_choice=only_function,  # type: ignore[arg-type]
+    )
+    assert [t.name for t in engine.requests[0].tools] == ["lookup"]
+
+
+@pytest.mark.parametrize(
+    ("domains", "sent", "kept"),
+    [
+        (["python.org"], "docs site:python.org", [RESULTS[0]["url"], RESULTS[1]["url"]]),
+        (
+            ["https://PEPS.python.org/", "example.com"],
+            "docs (site:peps.python.org OR site:example.com)",
+            [RESULTS[1]["url"], RESULTS[2]["url"]],
+        ),
+    ],
+)
+def test_allowed_domains_go_to_the_backend_and_limit_the_results(
+    client: openai.OpenAI,
+    engine: FakeEngine,
+    searx: FakeSearx,
+    domains: list[str],
+    sent: str,
+    kept: list[str],
+) -> None:
+    """`filters.allowed_domains`: SearXNG is asked with `site:` per domain (OR-ed), and a result from another
+    domain (the backend may ignore `site:`) is dropped; a subdomain of an allowed domain is kept."""
+    engine.reset(function_call("web_search", {"query": "docs"}), say("Done."))
+    r = client.responses.create(
+        model=MODEL,
+        input="q",
+        tools=[{"type": "web_search", "filters": {"allowed_domains": domains}}],
+        include=["web_search_call.action.sources"],
+    )
+    assert searx.queries[-1]["q"] == [sent]
+    assert [s.url for s in r.output[0].action.sources] == kept  # type: ignore[union-attr]
+    read = engine.requests[1].turns[-1].output  # type: ignore[union-attr]
+    assert all(url in read for url in kept) and read.count("https://") == len(kept)
+    assert r.tools[0].filters.allowed_domains == domains  # type: ignore[union-attr]  (echoed as sent)
+
+
+@pytest.mark.parametrize(("country", "language"), [("CH", ["de-CH"]), ("jp", ["ja-JP"]), ("ZZ", None)])
+def test_user_location_country_is_the_backends_language(
+    client: openai.OpenAI, engine: FakeEngine, searx: FakeSearx, country: str, language: list[str] | None
+) -> None:
+    """`user_location.country` goes to SearXNG as its `language` (the country's main language with it); a
+    country the server has no language for sends none; city, region and timezone are not sent."""
+    engine.reset(function_call("web_search", {"query": "weather"}), say("Done."))
+    location = {"type": "approximate", "country": country, "city": "Bern", "timezone": "Europe/Zurich"}
+    client.responses.create(
+        model=MODEL,
+        input="q",
+        tools=[{"type": "web_search_preview", "user_location": location}],  # type: ignore[list-item]
+    )
+    assert searx.queries[-1].get("language") == language
+    assert set(searx.queries[-1]) <= {"q", "format", "language"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        (
+            {"filters": {"allowed_domains": ["python.org", "not a domain"]}},
+            "tools[0].filters.allowed_domains[1]",
+        ),
+        ({"filters": {"allowed_domains": "python.org"}}, "tools[0].filters.allowed_domains"),
+        ({"user_location": {"type": "approximate", "country": "USA"}}, "tools[0].user_location.country"),
+        ({"user_location": {"type": "exact"}}, "tools[0].user_location.type"),
+    ],
+)
+def test_bad_filters_or_location_are_a_400(live: LiveServer, tool: dict[str, Any], param: str) -> None:
+    body = {"model": MODEL, "input": "q", "tools": [{"type": "web_search", **tool}]}
+    r = httpx.post(live.base_url + "/v1/responses", json=body, timeout=30)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+
+
+def test_the_results_include_shows_the_sources(live: LiveServer, engine: FakeEngine) -> None:
+    """`include: ["web_search_call.results"]` is served: the SDK's `web_search_call` has no field of its own for
+    results, so they are shown where it types them, the URLs in `action.sources` (also on a retrieve)."""
+    engine.reset(function_call("web_search", {"query": "results"}), say("Done."))
+    body = {"model": MODEL, "input": "q", "tools": WEB, "include": ["web_search_call.results"]}
+    r = httpx.post(live.base_url + "/v1/responses", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    validate_response(r.json())
+    call = validate_as(ResponseFunctionWebSearch, r.json()["output"][0])
+    urls = [r["url"] for r in RESULTS]
+    assert [s.url for s in call.action.sources] == urls  # type: ignore[union-attr]
+    got = httpx.get(
+        f"{live.base_url}/v1/responses/{r.json()['id']}",
+        params={"include[]": "web_search_call.results"},
+        timeout=30,
+    )
+    assert got.status_code == 200, got.text
+    assert [s["url"] for s in got.json()["output"][0]["action"]["sources"]] == urls

@@ -14,6 +14,7 @@ from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.protocol.items import OutputItem, wire_item
 from vllm_responses.protocol.requests import parse_create_request
+from vllm_responses.protocol.web_search_options import includes_sources
 
 __all__ = [
     "MAX_ITEMS_PER_REQUEST",
@@ -139,7 +140,7 @@ def wire_conversation_item(item: dict[str, Any], include: Collection[str]) -> di
     shown = wire_item(
         cast(OutputItem, item),
         "code_interpreter_call.outputs" in include,
-        "web_search_call.action.sources" in include,
+        includes_sources(include),
     )
     return cast(dict[str, Any], shown)
 

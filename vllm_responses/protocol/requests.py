@@ -25,6 +25,7 @@ from vllm_responses.protocol.inputs import (
     MessageInput,
     NamespaceTool,
     Tool,
+    WebSearchTool,
     model_tool_name,
     public_tool_name,
 )
@@ -47,8 +48,10 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceObject,
+    ToolChoiceWebSearch,
     check_allowed_tools,
 )
+from vllm_responses.protocol.web_search_options import search_options
 
 __all__ = ["SUPPORTED_INCLUDES", "CreateResponseRequest", "check_includes", "parse_create_request"]
 
@@ -58,6 +61,7 @@ SUPPORTED_INCLUDES = (
     "code_interpreter_call.outputs",
     "reasoning.encrypted_content",
     "web_search_call.action.sources",  # honoured where a search backend serves web_search
+    "web_search_call.results",  # the same: the SDK's web_search_call has no field of its own for results
     "message.output_text.logprobs",  # each output token's logprob, and `top_logprobs` alternatives
     "message.input_image.image_url",  # stored input images always keep their image_url (a data URL)
 )
@@ -286,6 +290,9 @@ def _check_tools(req: CreateResponseRequest) -> None:
             "local_shell, apply_patch); a namespaced tool counts as namespace__name.",
             param="tools",
         )
+    for i, tool in enumerate(req.tools):
+        if isinstance(tool, WebSearchTool):
+            search_options(tool, f"tools[{i}]")  # its filters and user_location as the SDK types them
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
     for i, tool in enumerate(req.tools):
@@ -318,6 +325,11 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
         raise InvalidRequest(
             f"tool_choice asks for {choice.type}, which is not in tools.", param="tool_choice"
         )
+    searches = any(isinstance(t, WebSearchTool) for t in req.tools)
+    if isinstance(choice, ToolChoiceWebSearch) and not searches:
+        raise InvalidRequest(
+            f"tool_choice asks for {choice.type}, which is not in tools.", param="tool_choice"
+        )
     if isinstance(choice, ToolChoiceBuiltin) and req.code_tool is None:
         raise InvalidRequest(
             "tool_choice asks for code_interpreter, which is not in tools.", param="tool_choice"
@@ -325,7 +337,13 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
     if isinstance(choice, ToolChoiceAllowed):
         labels = {t.server_label for t in req.mcp_tools}
         check_allowed_tools(
-            choice, set(names), req.code_tool is not None, set(customs), labels, set(req.coding_tools)
+            choice,
+            set(names),
+            req.code_tool is not None,
+            set(customs),
+            labels,
+            set(req.coding_tools),
+            has_web_search=searches,
         )
     if choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")

@@ -1,4 +1,4 @@
-"""The object forms of `tool_choice` in a create body, and the rule that `allowed_tools` names offered tools."""
+"""The object forms of `tool_choice` in a create body, and the rule that `allowed_tools` names given tools."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pydantic import Field
 
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.lenient import LenientModel
+from vllm_responses.protocol.web_search_options import WEB_SEARCH_TYPES
 
 __all__ = [
     "ToolChoiceAllowed",
@@ -18,6 +19,7 @@ __all__ = [
     "ToolChoiceFunction",
     "ToolChoiceMcp",
     "ToolChoiceObject",
+    "ToolChoiceWebSearch",
     "check_allowed_tools",
 ]
 
@@ -34,6 +36,15 @@ class ToolChoiceCustom(LenientModel):
 
 class ToolChoiceBuiltin(LenientModel):
     type: Literal["code_interpreter"]
+
+
+class ToolChoiceWebSearch(LenientModel):
+    """The web search must be called (the SDK's `ToolChoiceTypes` names the preview types; any type of the
+    tool is taken)."""
+
+    type: Literal[
+        "web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"
+    ]
 
 
 class ToolChoiceCoding(LenientModel):
@@ -62,6 +73,10 @@ class ToolChoiceAllowed(LenientModel):
         allowed ones."""
         return any(t.get("type") == kind and (name is None or t.get("name") == name) for t in self.tools)
 
+    def allows_web_search(self) -> bool:
+        """Whether the web search (named by any of its types) is among the allowed tools."""
+        return any(t.get("type") in WEB_SEARCH_TYPES for t in self.tools)
+
     def allows_mcp(self, server_label: str, name: str) -> bool:
         """Whether tool `name` of the MCP server `server_label` is among the allowed ones (an entry with no
         `name` allows every tool of its server)."""
@@ -77,6 +92,7 @@ ToolChoiceObject = Annotated[
         ToolChoiceFunction,
         ToolChoiceCustom,
         ToolChoiceBuiltin,
+        ToolChoiceWebSearch,
         ToolChoiceCoding,
         ToolChoiceMcp,
         ToolChoiceAllowed,
@@ -92,10 +108,11 @@ def check_allowed_tools(
     customs: Collection[str] = (),
     mcp_labels: Collection[str] = (),
     coding: Collection[str] = (),
+    has_web_search: bool = False,
 ) -> None:
     """Each `tool_choice.tools[i]` must name a function or custom tool of `tools`, the code interpreter given
-    there, an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional), or
-    a coding tool given there (`coding`: their types):
+    there, an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional), a
+    coding tool given there (`coding`: their types), or a web search given there (by any of its types):
     an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
     if not choice.tools:
         raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
@@ -109,7 +126,7 @@ def check_allowed_tools(
             continue
         if kind == "mcp" and entry.get("server_label") in mcp_labels:
             continue
-        if kind in coding:
+        if kind in coding or (kind in WEB_SEARCH_TYPES and has_web_search):
             continue
         what = f"{kind} {entry.get('name')!r}" if kind in ("function", "custom") else f"a {kind!r} tool"
         if kind == "mcp":

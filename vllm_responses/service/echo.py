@@ -7,6 +7,7 @@ from typing import Any, TypedDict
 
 from vllm_responses.protocol.items import ResponseEcho
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.tool_choice import ToolChoiceWebSearch
 
 __all__ = ["VLLM_DEFAULTS", "EchoedSampling", "echoed_sampling", "max_output_tokens", "response_echo"]
 
@@ -50,7 +51,7 @@ def response_echo(
         "model": model_name,
         "instructions": req.instructions,
         "tools": tools,
-        "tool_choice": choice if isinstance(choice, str) else choice.model_dump(mode="json"),
+        "tool_choice": _echoed_choice(choice),
         "parallel_tool_calls": req.parallel_tool_calls,
         "temperature": sampling["temperature"],
         "top_p": sampling["top_p"],
@@ -102,3 +103,13 @@ def max_output_tokens(req: CreateResponseRequest, defaults: Mapping[str, Any]) -
         return req.max_output_tokens
     value = defaults.get("max_tokens")
     return int(value) if value is not None else None
+
+
+def _echoed_choice(choice: Any) -> Any:
+    """`tool_choice` as sent, except a web search's under a type the SDK's `ToolChoiceTypes` has (it names only
+    the preview types: `web_search` and its dated type are echoed as `web_search_preview`)."""
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, ToolChoiceWebSearch) and not choice.type.startswith("web_search_preview"):
+        return {"type": "web_search_preview"}
+    return choice.model_dump(mode="json")

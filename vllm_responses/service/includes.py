@@ -2,7 +2,8 @@
 
 What each shows, from what the server kept of the response (its full items):
 - `code_interpreter_call.outputs`: the code calls' `outputs` (else null);
-- `web_search_call.action.sources`: each search's `action.sources` (else left out);
+- `web_search_call.action.sources` (or `web_search_call.results`): each search's `action.sources` (else left
+  out);
 - `reasoning.encrypted_content`: each reasoning item's text sealed for the caller's project (else left out);
 - `message.output_text.logprobs`: the logprobs the response computed (else `[]`): they are computed while
   the model writes, so only for a create that asked for them;
@@ -15,6 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 
 from vllm_responses.protocol.items import OutputItem, ResponseObject, wire_item
+from vllm_responses.protocol.web_search_options import includes_sources
 
 __all__ = ["full_items", "with_include"]
 
@@ -24,7 +26,7 @@ def with_include(
 ) -> ResponseObject:
     """`response` with its output made from its `full` items as `include` asks (see the module docstring)."""
     outputs = "code_interpreter_call.outputs" in include
-    sources = "web_search_call.action.sources" in include
+    sources = includes_sources(include)
     output = [_shown(wire_item(item, outputs, sources), include, seal) for item in full]
     return {**response, "output": output}
 

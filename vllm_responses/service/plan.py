@@ -51,6 +51,7 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceCustom,
     ToolChoiceFunction,
     ToolChoiceMcp,
+    ToolChoiceWebSearch,
 )
 from vllm_responses.runs.run import Run
 from vllm_responses.service.conversations import ConversationService
@@ -64,7 +65,7 @@ from vllm_responses.tools.functions import custom_tools, offered_tools
 from vllm_responses.tools.grammars import GrammarChecker
 from vllm_responses.tools.mcp import UrlPolicy, check_mcp_request, mcp_plan
 from vllm_responses.tools.tool_search import ToolSearch, loaded_tools, tool_search_of
-from vllm_responses.tools.web_search import SearchPlan, search_plan, web_search_spec
+from vllm_responses.tools.web_search import SEARCH_TOOL_NAME, SearchPlan, search_plan, web_search_spec
 
 __all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
 
@@ -157,7 +158,7 @@ class Planner:
         loaded = loaded_tools([*history, *input_items])
         await self.grammars.check(custom_tools(req, loaded))  # off the event loop (then cached)
         tools = offered_tools(req, loaded)
-        search = search_plan(req, self.config.web_search_url, self.config.web_search_timeout)
+        search = _offered_search(req, self.config.web_search_url, self.config.web_search_timeout)
         if search is not None:
             tools.append(web_search_spec())
         if (finder := await tool_search_of(req, self.config.max_deferred_tools)) is not None:
@@ -295,6 +296,21 @@ class Planner:
         return done if done.item is not None else None
 
 
+def _offered_search(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
+    """The response's search plan where the web search is offered (an `allowed_tools` choice may leave it out);
+    a `tool_choice` forcing a search the server cannot make is a 400 naming `tool_choice`."""
+    search = search_plan(req, url, timeout_s)
+    choice = req.tool_choice
+    if search is None and isinstance(choice, ToolChoiceWebSearch):
+        why = "no search backend is configured" if url is None else "the tool asks for no live web access"
+        raise InvalidRequest(
+            f"tool_choice asks for {choice.type}, which is not served: {why}.", param="tool_choice"
+        )
+    if isinstance(choice, ToolChoiceAllowed) and not choice.allows_web_search():
+        return None
+    return search
+
+
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]], open_sealed: Opener | None) -> list[Turn]:
     """The turns the model sees: the instructions, then the items."""
     turns = items_to_turns(items, open_sealed=open_sealed)
@@ -365,6 +381,8 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
         )
     if isinstance(choice, ToolChoiceBuiltin):
         return ForcedTool(CODE_TOOL_NAME)
+    if isinstance(choice, ToolChoiceWebSearch):
+        return ForcedTool(SEARCH_TOOL_NAME)
     if isinstance(choice, ToolChoiceCoding):
         return ForcedTool(choice.type)  # offered under its type (tools/coding.py)
     if isinstance(choice, ToolChoiceAllowed):

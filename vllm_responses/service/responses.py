@@ -22,6 +22,7 @@ from vllm_responses.protocol.errors import Conflict, NotFound
 from vllm_responses.protocol.items import ResponseObject, public_item, wire_items
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import ResponseStatus
+from vllm_responses.protocol.web_search_options import includes_sources
 from vllm_responses.runs.records import keep_record, response_record
 from vllm_responses.runs.replicas import Replica
 from vllm_responses.runs.run import Run
@@ -130,7 +131,7 @@ class ResponsesService:
                 plan.echo,
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
-                include_sources="web_search_call.action.sources" in req.include,
+                include_sources=includes_sources(req.include),
                 seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
             )
             run = Run(builder, background=req.background, project=project)

@@ -1,7 +1,9 @@
 """The `web_search` tool, run by the server against a SearXNG-compatible JSON API (`--web-search-url`): offered to
 the model as a function taking a query; each call searched, its results shown to the model and kept for
 `url_citation`s; without a backend (or with `external_web_access: false`) the tool is not offered. A search is
-bounded in time and bytes, uses no proxy of the environment, and fails with a text naming no URL."""
+bounded in time and bytes, uses no proxy of the environment, and fails with a text naming no URL;
+`filters.allowed_domains` go to the backend as `site:` terms and are enforced on its results, and
+`user_location.country` goes as its `language`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -21,6 +24,8 @@ from vllm_responses.executors import SEARCH, run_on
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import WebSearchTool
 from vllm_responses.protocol.requests import CreateResponseRequest
+from vllm_responses.protocol.web_search_options import search_options
+from vllm_responses.tools.search_language import search_language
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -57,12 +62,14 @@ def web_search_spec() -> ToolSpec:
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """Where a response's searches go: the backend's URL, a timeout, and how many results each shows the
-    model."""
+    """Where a response's searches go: the backend's URL, a timeout, how many results each shows the model, the
+    domains they are limited to (none: any), and the backend's `language` (None: its default)."""
 
     url: str
     timeout_s: float
     results: int
+    domains: tuple[str, ...] = ()
+    language: str | None = None
 
 
 def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
@@ -71,7 +78,9 @@ def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -
     tool = next((t for t in req.tools if isinstance(t, WebSearchTool)), None)
     if url is None or tool is None or tool.external_web_access is False:
         return None
-    return SearchPlan(url, timeout_s, _RESULTS[tool.search_context_size or "medium"])
+    options = search_options(tool, f"tools[{req.tools.index(tool)}]")
+    size = _RESULTS[tool.search_context_size or "medium"]
+    return SearchPlan(url, timeout_s, size, options.domains, search_language(options.country))
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,7 @@ async def search(plan: SearchPlan, query: str) -> Found:
     try:
         async with asyncio.timeout(plan.timeout_s):
             body = await _fetch(plan, query)
-        sources, snippets = await run_on(SEARCH, _results, body, plan.results)
+        sources, snippets = await run_on(SEARCH, _results, body, plan.results, plan.domains)
     except TimeoutError:
         failed = _Failed("no answer in time", f"no answer within {plan.timeout_s:g} s")
     except _Failed as exc:
@@ -117,7 +126,7 @@ async def _fetch(plan: SearchPlan, query: str) -> bytes:
         async with httpx.AsyncClient(
             timeout=plan.timeout_s, follow_redirects=False, trust_env=False
         ) as client:
-            params = {"q": query, "format": "json"}
+            params = _params(plan, query)
             async with client.stream("GET", plan.url, params=params, headers=_HEADERS) as r:
                 if not r.is_success:
                     raise _Failed(f"HTTP {r.status_code // 100}xx", f"HTTP {r.status_code}")
@@ -133,8 +142,28 @@ async def _fetch(plan: SearchPlan, query: str) -> bytes:
         raise _Failed("the search backend could not be reached", f"{type(exc).__name__}: {exc}") from exc
 
 
-def _results(body: bytes, most: int) -> tuple[list[WebSource], list[str]]:
-    """The first `most` results of a SearXNG JSON answer: their sources and snippets; raises `_Failed`."""
+def _params(plan: SearchPlan, query: str) -> dict[str, str]:
+    """The backend's query parameters: `q` (with `site:` terms, OR-ed, where domains are allowed), `format`,
+    and `language` where the plan has one."""
+    sites = " OR ".join(f"site:{domain}" for domain in plan.domains)
+    q = f"{query} ({sites})" if len(plan.domains) > 1 else f"{query} {sites}".rstrip()
+    params = {"q": q, "format": "json"}
+    if plan.language is not None:
+        params["language"] = plan.language
+    return params
+
+
+def _allowed(url: str, domains: tuple[str, ...]) -> bool:
+    """Whether `url` is on one of `domains` or a subdomain of one (any URL, without domains)."""
+    if not domains:
+        return True
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    return any(host == d or host.endswith(f".{d}") for d in domains)
+
+
+def _results(body: bytes, most: int, domains: tuple[str, ...] = ()) -> tuple[list[WebSource], list[str]]:
+    """The first `most` results of a SearXNG JSON answer on `domains` (any, without): their sources and
+    snippets; raises `_Failed`."""
     try:
         results = json.loads(body).get("results", [])
     except (ValueError, AttributeError) as exc:
@@ -142,7 +171,11 @@ def _results(body: bytes, most: int) -> tuple[list[WebSource], list[str]]:
     sources: list[WebSource] = []
     snippets: list[str] = []
     for result in results if isinstance(results, list) else []:
-        if isinstance(result, dict) and isinstance(result.get("url"), str):
+        if (
+            isinstance(result, dict)
+            and isinstance(result.get("url"), str)
+            and _allowed(result["url"], domains)
+        ):
             sources.append(WebSource(result["url"], str(result.get("title") or result["url"])))
             snippets.append(str(result.get("content") or "")[:_SNIPPET_CHARS])
         if len(sources) == most:
