@@ -5,6 +5,7 @@ events, a `concise` summary written by the model in a call of its own, and the s
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +16,8 @@ from websockets.sync.client import connect
 from tests.fakes import FakeEngine, say, think
 from tests.serving import LiveServer
 from tests.wire import check_stream, parse_sse
-from vllm_responses.context.reasoning_summary import CONCISE_OVER, SUMMARY_SYSTEM
+from vllm_responses.config import Config
+from vllm_responses.context.reasoning_summary import SUMMARY_SYSTEM
 from vllm_responses.engine.types import Message
 
 MODEL = "fake-model"
@@ -102,7 +104,7 @@ def test_without_a_summary_nothing_changes(fake_server: LiveServer, engine: Fake
 def test_concise_keeps_short_reasoning_as_its_own_summary(
     fake_server: LiveServer, engine: FakeEngine
 ) -> None:
-    assert len(THOUGHT) <= CONCISE_OVER
+    assert len(THOUGHT) <= fake_server.config.concise_summary_over == 600
     engine.reset([*think(THOUGHT), *say("Hi!")])
     events = stream(fake_server, reasoning={"summary": "concise"})
 
@@ -116,7 +118,7 @@ def test_concise_keeps_short_reasoning_as_its_own_summary(
 def test_concise_summarises_long_reasoning_in_a_model_call_of_its_own(
     fake_server: LiveServer, engine: FakeEngine
 ) -> None:
-    assert len(LONG) > CONCISE_OVER
+    assert len(LONG) > fake_server.config.concise_summary_over
     engine.reset([*think(LONG), *say("Hi!")], say(SUMMARY))
     events = stream(fake_server, reasoning={"summary": "concise"})
 
@@ -201,3 +203,20 @@ def test_websocket_mode_streams_the_summary(fake_server: LiveServer, engine: Fak
     check_stream(plain)
     assert [e["type"] for e in plain if e["type"] in SUMMARY_EVENTS][0] == SUMMARY_EVENTS[0]
     assert final_item(plain)["summary"] == [{"type": "summary_text", "text": THOUGHT}]
+
+
+@pytest.fixture(scope="module")
+def low_threshold() -> Iterator[LiveServer]:
+    live = LiveServer(Config(concise_summary_over=10), FakeEngine(), None)
+    live.start()
+    yield live
+    live.stop()
+
+
+def test_the_concise_threshold_is_a_setting(low_threshold: LiveServer) -> None:
+    engine: FakeEngine = low_threshold.engine
+    engine.reset([*think(THOUGHT), *say("Hi!")], say(SUMMARY))
+    events = stream(low_threshold, reasoning={"summary": "concise"})
+
+    assert final_item(events)["summary"] == [{"type": "summary_text", "text": SUMMARY}]
+    assert len(engine.requests) == 2

@@ -82,6 +82,8 @@ class AgentPlan:
     reasoning_effort: str | None = None
     # `text.verbosity`, for every model call (a template variable, or a note in the system turn).
     verbosity: str | None = None
+    # `reasoning.summary: "concise"`: reasoning longer than this (characters) is summarised by a call of its own.
+    concise_summary_over: int = 600
 
 
 @dataclass
@@ -304,7 +306,7 @@ class AgentLoop:
         """`reasoning.summary: "concise"`: the open reasoning, when long, summarised by the served model in a
         call of its own (counted in the usage) before the item closes (context/reasoning_summary.py)."""
         reasoning = self.builder.unsummarised_reasoning()
-        if reasoning is None or not needs_summary(reasoning):
+        if reasoning is None or not needs_summary(reasoning, self.plan.concise_summary_over):
             return
         summary, usage = await summarise_reasoning(self.engine, reasoning, self.request_id)
         self.usage = self.usage + usage

@@ -2,7 +2,7 @@
 
 The call's prompt is fixed (`SUMMARY_SYSTEM`, then the reasoning and `SUMMARY_ASK`), asks for no reasoning of
 its own (`reasoning_effort` "none") and is capped at `SUMMARY_MAX_TOKENS`; only its text is the summary. A
-reasoning of at most `CONCISE_OVER` characters is its own summary, with no call (`needs_summary`).
+reasoning of at most `--concise-summary-over` characters is its own summary, with no call (`needs_summary`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from contextlib import aclosing
 from vllm_responses.engine.base import Engine
 from vllm_responses.engine.types import Finish, GenerateRequest, Message, Sampling, TextDelta, Usage
 
-__all__ = ["CONCISE_OVER", "SUMMARY_MAX_TOKENS", "needs_summary", "summarise_reasoning"]
+__all__ = ["SUMMARY_MAX_TOKENS", "needs_summary", "summarise_reasoning"]
 
-# Reasoning longer than this (characters) gets a summary written apart from it; shorter is its own summary.
-CONCISE_OVER = 600
 SUMMARY_MAX_TOKENS = 128
 
 SUMMARY_SYSTEM = (
@@ -26,9 +24,9 @@ SUMMARY_SYSTEM = (
 SUMMARY_ASK = "Summarise the reasoning above in at most three short sentences. Write only the summary."
 
 
-def needs_summary(reasoning: str) -> bool:
-    """Whether `reasoning` is long enough to be summarised apart from it."""
-    return len(reasoning.strip()) > CONCISE_OVER
+def needs_summary(reasoning: str, over: int) -> bool:
+    """Whether `reasoning` is longer than `over` characters: summarised apart from it."""
+    return len(reasoning.strip()) > over
 
 
 async def summarise_reasoning(engine: Engine, reasoning: str, request_id: str) -> tuple[str, Usage]:
