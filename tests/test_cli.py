@@ -108,6 +108,7 @@ ENV_VALUES = {
     "--code-interpreter-user": ("", ""),
     "--code-interpreter-isolation": ("none", "none"),
     "--max-turns": ("3", 3),
+    "--concise-summary-over": ("200", 200),
     "--tool-call-parser": ("pythonic", "pythonic"),
     "--log-level": ("debug", "debug"),
     "--no-code-interpreter": ("1", True),

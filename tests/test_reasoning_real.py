@@ -158,3 +158,38 @@ def test_effort_reaches_the_template(engine: ForcedEngine, client: openai.OpenAI
     assert engine.render(engine.requests[1]).endswith("<|im_start|>assistant\n")
     assert off.usage is not None and on.usage is not None
     assert off.usage.input_tokens > on.usage.input_tokens  # the empty think block is in the prompt
+
+
+def test_a_summary_streams_as_the_reasoning_is_generated(engine: ForcedEngine, client: openai.OpenAI) -> None:
+    engine.plan = [ANSWER]
+    summary: list[str] = []
+    with client.responses.stream(model=TINY, input="Weather?", reasoning={"summary": "detailed"}) as s:
+        for event in s:
+            if event.type == "response.reasoning_summary_text.delta":
+                summary.append(event.delta)
+        resp = s.get_final_response()
+
+    item = resp.output[0]
+    assert item.type == "reasoning" and item.content is not None
+    assert [p.text for p in item.summary] == [item.content[0].text] == ["".join(summary)]
+    assert "The tool said sunny." in "".join(summary)
+
+
+def test_a_concise_summary_of_long_reasoning_is_written_by_the_model(
+    engine: ForcedEngine, client: openai.OpenAI
+) -> None:
+    thought = " ".join(f"Weigh option {i} against the rest and keep the better one." for i in range(14))
+    engine.plan = [f"<think>{thought}</think>Option 13.", "Kept the best option."]
+    resp = client.responses.create(model=TINY, input="Which?", reasoning={"summary": "concise"})
+
+    validate_response(resp.model_dump(mode="json"))
+    item = resp.output[0]
+    assert item.type == "reasoning" and item.content is not None
+    assert [p.text for p in item.summary] == ["Kept the best option."]
+    assert thought in item.content[0].text
+    first, summarising = engine.requests
+    assert summarising.reasoning_effort == "none" and thought in engine.render(summarising)
+    assert (
+        resp.usage is not None
+        and resp.usage.output_tokens > resp.usage.output_tokens_details.reasoning_tokens
+    )

@@ -271,6 +271,13 @@ class Config:
     max_turns: int = setting(
         8, "--max-turns", "Model calls one response may make (agent-loop bound).", parse=int
     )
+    concise_summary_over: int = setting(
+        600,
+        "--concise-summary-over",
+        "reasoning.summary 'concise': reasoning longer than this many characters is summarised by the served "
+        "model in a call of its own; shorter reasoning is its own summary.",
+        parse=_at_least(0),
+    )
     tool_parser: str | None = setting(
         None,
         "--tool-call-parser",

@@ -33,6 +33,7 @@ from openai.types.responses.response_output_item import (
     McpListToolsTool,
 )
 from openai.types.responses.response_output_text import AnnotationContainerFileCitation, AnnotationURLCitation
+from openai.types.responses.response_reasoning_item import Summary as ReasoningSummary
 from openai.types.responses.response_status import ResponseStatus as SDKResponseStatus
 from pydantic import BaseModel
 
@@ -66,6 +67,7 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ApplyPatchCallItem, ResponseApplyPatchToolCall),
     (items.WebSearchCallItem, ResponseFunctionWebSearch),
     (items.UrlCitation, AnnotationURLCitation),
+    (items.SummaryText, ReasoningSummary),
     (items.ToolSearchCallItem, ResponseToolSearchCall),
     (items.ToolSearchOutputItem, ResponseToolSearchOutputItem),
 ]
@@ -101,8 +103,9 @@ def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
     assert (
-        len(ours) == 35
-    )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three
+        len(ours) == 39
+    )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three,
+    # reasoning summaries four
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

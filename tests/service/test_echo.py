@@ -90,14 +90,18 @@ def test_the_sdk_reads_the_echo(client: openai.OpenAI, engine: FakeEngine) -> No
     assert r.model_extra == {"store": False, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
-def test_effort_reaches_every_model_call_and_the_echo_says_no_summary_is_made(
+def test_effort_reaches_every_model_call_and_the_echo_says_which_summary_is_made(
     client: openai.OpenAI, engine: FakeEngine
 ) -> None:
     r = client.responses.create(model=MODEL, input="hi", reasoning={"effort": "low", "summary": "auto"})
-    assert r.reasoning is not None and (r.reasoning.effort, r.reasoning.summary) == ("low", None)
+    assert r.reasoning is not None and (r.reasoning.effort, r.reasoning.summary) == ("low", "auto")
     assert [q.reasoning_effort for q in engine.requests] == ["low"]
     client.responses.create(model=MODEL, input="hi")
     assert engine.requests[-1].reasoning_effort is None
+    r = client.responses.create(model=MODEL, input="hi", reasoning={"generate_summary": "concise"})
+    assert (
+        r.reasoning is not None and r.reasoning.summary == "concise"
+    )  # the deprecated name, read as `summary`
 
 
 # --- vLLM's sampling extensions -------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from interpreter_service import Interpreter
 from vllm_responses.agent.calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.compaction import compact_loop
+from vllm_responses.context.reasoning_summary import needs_summary, summarise_reasoning
 from vllm_responses.context.truncation import fit_loop
 from vllm_responses.engine.base import Engine, EngineError
 from vllm_responses.engine.types import (
@@ -81,6 +82,8 @@ class AgentPlan:
     reasoning_effort: str | None = None
     # `text.verbosity`, for every model call (a template variable, or a note in the system turn).
     verbosity: str | None = None
+    # `reasoning.summary: "concise"`: reasoning longer than this (characters) is summarised by a call of its own.
+    concise_summary_over: int = 600
 
 
 @dataclass
@@ -299,6 +302,16 @@ class AgentLoop:
             verbosity=plan.verbosity,
         )
 
+    async def _concise_summary(self) -> None:
+        """`reasoning.summary: "concise"`: the open reasoning, when long, summarised by the served model in a
+        call of its own (counted in the usage) before the item closes (context/reasoning_summary.py)."""
+        reasoning = self.builder.unsummarised_reasoning()
+        if reasoning is None or not needs_summary(reasoning, self.plan.concise_summary_over):
+            return
+        summary, usage = await summarise_reasoning(self.engine, reasoning, self.request_id)
+        self.usage = self.usage + usage
+        self.builder.summarise(summary)
+
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:
         """Stream one model call into events; how it finished and the calls it made are left on `tracker`. Its
         reasoning and its text are kept as turns, before the calls it made, for the loop's next model call (as
@@ -310,6 +323,8 @@ class AgentLoop:
         self.model_calls += 1
         async with aclosing(self.engine.generate(request)) as stream:
             async for event in stream:
+                if not isinstance(event, ReasoningDelta):  # the open reasoning ends here
+                    await self._concise_summary()
                 if isinstance(event, TextDelta):
                     said.append(event.text)
                     events = builder.text_delta(event.text, event.logprobs) if event.text else []
@@ -332,6 +347,7 @@ class AgentLoop:
                     yield ev
         if finish is None:
             raise EngineError("the engine stream ended without a finish event")
+        await self._concise_summary()
         if "".join(thought).strip():
             self.turns.append(Reasoning("".join(thought)))
         if "".join(said).strip():

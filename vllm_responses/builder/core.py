@@ -62,6 +62,8 @@ class ResponseState:
     id: the response's id.
     seal: seals a finished reasoning item's text into its `encrypted_content` (store/sealing.py).
     include_sources: whether a web search's `action.sources` go out on the wire (items keep them).
+    summary: `reasoning.summary` (auto, concise, detailed): what a reasoning item's summary is (summary.py);
+        None: reasoning items have none.
     """
 
     base: ResponseEcho
@@ -70,6 +72,7 @@ class ResponseState:
     id: str
     seal: Callable[[str], str] | None = None
     include_sources: bool = False
+    summary: str | None = None
     created_at: int = field(default_factory=lambda: int(time.time()))
     status: ResponseStatus = ResponseStatus.IN_PROGRESS
     output: list[OutputItem] = field(default_factory=list)

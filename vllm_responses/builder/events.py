@@ -35,12 +35,17 @@ from vllm_responses.protocol.events import (
     ReasoningTextDelta,
     ReasoningTextDone,
     ResponseLifecycle,
+    SummaryPartAdded,
+    SummaryPartDone,
+    SummaryRef,
+    SummaryTextDelta,
+    SummaryTextDone,
     TextDelta,
     TextDone,
     WebSearchEvent,
     WebSearchEventType,
 )
-from vllm_responses.protocol.items import Annotation, OutputItem, ResponseObject
+from vllm_responses.protocol.items import Annotation, OutputItem, ResponseObject, SummaryText
 
 __all__ = [
     "annotation_added",
@@ -63,6 +68,10 @@ __all__ = [
     "output_item_done",
     "reasoning_text_delta",
     "reasoning_text_done",
+    "summary_part_added",
+    "summary_part_done",
+    "summary_text_delta",
+    "summary_text_done",
     "text_delta",
     "text_done",
 ]
@@ -129,6 +138,25 @@ def reasoning_text_delta(seq: int, ref: PartRef, delta: str) -> ReasoningTextDel
 
 def reasoning_text_done(seq: int, ref: PartRef, text: str) -> ReasoningTextDone:
     return {"type": "response.reasoning_text.done", "sequence_number": seq, "text": text, **ref}
+
+
+# --- a reasoning item's summary parts ----------------------------------------------------------------
+
+
+def summary_part_added(seq: int, ref: SummaryRef, part: SummaryText) -> SummaryPartAdded:
+    return {"type": "response.reasoning_summary_part.added", "sequence_number": seq, "part": part, **ref}
+
+
+def summary_text_delta(seq: int, ref: SummaryRef, delta: str) -> SummaryTextDelta:
+    return {"type": "response.reasoning_summary_text.delta", "sequence_number": seq, "delta": delta, **ref}
+
+
+def summary_text_done(seq: int, ref: SummaryRef, text: str) -> SummaryTextDone:
+    return {"type": "response.reasoning_summary_text.done", "sequence_number": seq, "text": text, **ref}
+
+
+def summary_part_done(seq: int, ref: SummaryRef, part: SummaryText) -> SummaryPartDone:
+    return {"type": "response.reasoning_summary_part.done", "sequence_number": seq, "part": part, **ref}
 
 
 # --- function and custom tool calls ------------------------------------------------------------------

@@ -48,7 +48,7 @@ class ResponseBuilder:
 
     Parameters
     ----------
-    base, include_outputs, include_reasoning, seal, include_sources: as `ResponseState` takes them
+    base, include_outputs, include_reasoning, seal, include_sources, summary: as `ResponseState` takes them
     (`include_reasoning` needs a `seal`).
     response_id: the response's id; a new one when None.
     """
@@ -62,6 +62,7 @@ class ResponseBuilder:
         response_id: str | None = None,
         seal: Callable[[str], str] | None = None,
         include_sources: bool = False,
+        summary: str | None = None,
     ) -> None:
         if include_reasoning and seal is None:
             raise ValueError("include_reasoning needs a seal")
@@ -71,6 +72,7 @@ class ResponseBuilder:
             include_reasoning=include_reasoning,
             seal=seal,
             include_sources=include_sources,
+            summary=summary,
             id=response_id or new_id("resp"),
         )
         self._text = OpenText(self.state)
@@ -204,6 +206,14 @@ class ResponseBuilder:
 
     def reasoning_delta(self, text: str) -> list[Event]:
         return self._text.reasoning_delta(text)
+
+    def unsummarised_reasoning(self) -> str | None:
+        """The open reasoning's text when a `concise` summary of it is still to be given (`summarise`)."""
+        return self._text.unsummarised()
+
+    def summarise(self, text: str) -> None:
+        """Give the open reasoning item its `concise` summary, written apart from it (out as the item closes)."""
+        self._text.summarise(text)
 
     # --- function, custom and code calls (calls.py) ---------------------------------------------------
 

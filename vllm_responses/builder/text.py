@@ -6,6 +6,7 @@ import copy
 from collections.abc import Sequence
 
 from vllm_responses.builder import events as ev
+from vllm_responses.builder import summary
 from vllm_responses.builder.citations import file_citations, url_citations
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.engine.types import TokenLogprob
@@ -49,6 +50,7 @@ class OpenText:
         self.state = state
         self.message: int | None = None  # output_index of the open message, if any
         self.reasoning: int | None = None  # output_index of the open reasoning item, if any
+        self.summary: str | None = None  # the open reasoning's `concise` summary, once written (`summarise`)
 
     def start_item(self, item: OutputItem) -> tuple[int, list[Event]]:
         """Close the open text and add `item` after it: its index and the events."""
@@ -127,7 +129,19 @@ class OpenText:
             events += opened
         index = self.reasoning
         state.reasoning(index)["content"][0]["text"] += text
-        return [*events, ev.reasoning_text_delta(state.seq(), state.part_ref(index), text)]
+        events.append(ev.reasoning_text_delta(state.seq(), state.part_ref(index), text))
+        return events + summary.delta(state, index, text) if summary.streams(state) else events
+
+    def summarise(self, text: str) -> None:
+        """The open reasoning item's `concise` summary, written apart from it: given as the item closes."""
+        assert self.reasoning is not None
+        self.summary = text
+
+    def unsummarised(self) -> str | None:
+        """The open reasoning's text when `concise` asked for a summary it was not given yet."""
+        if self.reasoning is None or self.state.summary != "concise" or self.summary is not None:
+            return None
+        return self.state.reasoning(self.reasoning)["content"][0]["text"]
 
     def _open_reasoning(self) -> tuple[int, list[Event]]:
         state = self.state
@@ -142,7 +156,8 @@ class OpenText:
         part_added = ev.content_part_added(
             state.seq(), state.part_ref(index), {"type": "reasoning_text", "text": ""}
         )
-        return index, [added, part_added]
+        events: list[Event] = [added, part_added]
+        return index, events + summary.begin(state, index) if summary.streams(state) else events
 
     def _close_reasoning(self, status: ItemStatus) -> list[Event]:
         state = self.state
@@ -154,8 +169,13 @@ class OpenText:
         if state.include_reasoning and state.seal is not None:  # sealed, for a client that stores nothing
             item["encrypted_content"] = state.seal(text)
         ref = state.part_ref(index)
-        return [
+        events: list[Event] = [
             ev.reasoning_text_done(state.seq(), ref, text),
             ev.content_part_done(state.seq(), ref, {"type": "reasoning_text", "text": text}),
-            state.item_done(index),
         ]
+        if summary.streams(state):
+            events += summary.end(state, index)
+        elif state.summary == "concise":  # a short reasoning is its own summary
+            events += summary.whole(state, index, text if self.summary is None else self.summary)
+            self.summary = None
+        return [*events, state.item_done(index)]

@@ -15,6 +15,7 @@ from vllm_responses.protocol.items import (
     OutputText,
     ReasoningContent,
     ResponseObject,
+    SummaryText,
 )
 from vllm_responses.protocol.status import EndEventType
 
@@ -45,6 +46,11 @@ __all__ = [
     "PartRef",
     "ReasoningTextDelta",
     "ReasoningTextDone",
+    "SummaryPartAdded",
+    "SummaryPartDone",
+    "SummaryRef",
+    "SummaryTextDelta",
+    "SummaryTextDone",
     "ResponseLifecycle",
     "TextDelta",
     "TextDone",
@@ -173,6 +179,48 @@ class ReasoningTextDone(TypedDict):
     output_index: int
     content_index: int
     text: str
+
+
+class SummaryRef(ItemRef):
+    """The summary part of a reasoning item an event is about."""
+
+    summary_index: int
+
+
+class SummaryPartAdded(TypedDict):
+    type: Literal["response.reasoning_summary_part.added"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    summary_index: int
+    part: SummaryText
+
+
+class SummaryTextDelta(TypedDict):
+    type: Literal["response.reasoning_summary_text.delta"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    summary_index: int
+    delta: str
+
+
+class SummaryTextDone(TypedDict):
+    type: Literal["response.reasoning_summary_text.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    summary_index: int
+    text: str
+
+
+class SummaryPartDone(TypedDict):
+    type: Literal["response.reasoning_summary_part.done"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+    summary_index: int
+    part: SummaryText
 
 
 class FunctionArgumentsDelta(TypedDict):
@@ -306,6 +354,10 @@ Event = Union[
     AnnotationAdded,
     ReasoningTextDelta,
     ReasoningTextDone,
+    SummaryPartAdded,
+    SummaryTextDelta,
+    SummaryTextDone,
+    SummaryPartDone,
     FunctionArgumentsDelta,
     FunctionArgumentsDone,
     CustomInputDelta,

@@ -47,6 +47,7 @@ __all__ = [
     "ResponseUsage",
     "SEARCH_RESULTS",
     "ShellCallItem",
+    "SummaryText",
     "ToolSearchCallItem",
     "ToolSearchOutputItem",
     "UrlCitation",
@@ -127,12 +128,19 @@ class ReasoningContent(TypedDict):
     text: str
 
 
+class SummaryText(TypedDict):
+    """`response_reasoning_item.Summary`"""
+
+    type: Literal["summary_text"]
+    text: str
+
+
 class ReasoningItem(TypedDict):
     """`ResponseReasoningItem`"""
 
     id: str
     type: Literal["reasoning"]
-    summary: list[Any]
+    summary: list[SummaryText]
     status: ItemStatus
     content: list[ReasoningContent]
     encrypted_content: NotRequired[str]

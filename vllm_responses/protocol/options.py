@@ -35,7 +35,7 @@ class TextConfig(LenientModel):
 
 
 class Reasoning(LenientModel):
-    """`reasoning` (the SDK's `Reasoning`): its enums are checked, its values otherwise unused."""
+    """`reasoning` (the SDK's `Reasoning`): `effort` and `summary` are used, the rest only checked."""
 
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None

@@ -176,6 +176,12 @@ class CreateResponseRequest(LenientModel):
         return "code_interpreter_call.outputs" in self.include
 
     @property
+    def summary(self) -> str | None:
+        """`reasoning.summary` (or the deprecated `reasoning.generate_summary`): how reasoning is summarised."""
+        r = self.reasoning
+        return (r.summary or r.generate_summary) if r else None
+
+    @property
     def wants_reasoning(self) -> bool:
         return "reasoning.encrypted_content" in self.include
 

@@ -68,9 +68,9 @@ def response_echo(
         else {"format": {"type": "text"}},
         "truncation": req.truncation or "disabled",
         "user": req.user,
-        # As OpenAI's API reports them (Open Responses requires them too). `summary` is null: no summary is
-        # made here (reasoning items carry the full reasoning text instead), whatever the request asked.
-        "reasoning": {"effort": req.reasoning.effort, "summary": None} if req.reasoning else None,
+        # As OpenAI's API reports them (Open Responses requires them too); `summary` is the one reasoning
+        # items are given (`generate_summary`, deprecated, read as `summary`).
+        "reasoning": {"effort": req.reasoning.effort, "summary": req.summary} if req.reasoning else None,
         "top_logprobs": req.top_logprobs or 0,
         "service_tier": "default",
         "safety_identifier": req.safety_identifier,

@@ -196,6 +196,7 @@ class Planner:
             max_tool_calls=req.max_tool_calls,
             max_turns=self.config.max_turns,
             code_timeout_s=self.config.code_interpreter_timeout,
+            concise_summary_over=self.config.concise_summary_over,
             container=container,
             structured=_structured(req),
             compaction=compacted.item if compacted is not None else None,

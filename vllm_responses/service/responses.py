@@ -133,6 +133,7 @@ class ResponsesService:
                 include_reasoning=req.wants_reasoning,
                 include_sources=includes_sources(req.include),
                 seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
+                summary=req.summary,
             )
             run = Run(builder, background=req.background, project=project)
             loop = AgentLoop(plan.agent, builder, self.engine, self.interpreter, run.id)
