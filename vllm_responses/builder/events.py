@@ -35,6 +35,9 @@ from vllm_responses.protocol.events import (
     ReasoningTextDelta,
     ReasoningTextDone,
     ResponseLifecycle,
+    ShellCommandAdded,
+    ShellCommandDelta,
+    ShellCommandDone,
     TextDelta,
     TextDone,
     WebSearchEvent,
@@ -63,6 +66,9 @@ __all__ = [
     "output_item_done",
     "reasoning_text_delta",
     "reasoning_text_done",
+    "shell_command_added",
+    "shell_command_delta",
+    "shell_command_done",
     "text_delta",
     "text_done",
 ]
@@ -181,6 +187,39 @@ def code_call_interpreting(seq: int, ref: ItemRef) -> CodeCallInterpreting:
 
 def code_call_completed(seq: int, ref: ItemRef) -> CodeCallCompleted:
     return {"type": "response.code_interpreter_call.completed", "sequence_number": seq, **ref}
+
+
+# --- shell calls' commands ---------------------------------------------------------------------------
+
+
+def shell_command_added(seq: int, index: int, command_index: int) -> ShellCommandAdded:
+    return {
+        "type": "response.shell_call_command.added",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "command": "",
+    }
+
+
+def shell_command_delta(seq: int, index: int, command_index: int, delta: str) -> ShellCommandDelta:
+    return {
+        "type": "response.shell_call_command.delta",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "delta": delta,
+    }
+
+
+def shell_command_done(seq: int, index: int, command_index: int, command: str) -> ShellCommandDone:
+    return {
+        "type": "response.shell_call_command.done",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "command": command,
+    }
 
 
 # --- remote MCP -----------------------------------------------------------------------------------------

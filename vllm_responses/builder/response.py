@@ -36,6 +36,7 @@ from vllm_responses.protocol.items import (
     ResponseEcho,
     ResponseError,
     ResponseObject,
+    ShellCallItem,
     WebSearchCallItem,
 )
 from vllm_responses.protocol.status import END_EVENTS, ResponseStatus
@@ -255,6 +256,15 @@ class ResponseBuilder:
 
     def custom_call_done(self, index: int) -> list[Event]:
         return self._calls.custom_call_done(index)
+
+    def shell_call_start(self) -> tuple[int, list[Event]]:
+        return self._calls.shell_call_start()
+
+    def shell_command(self, index: int, command_index: int, delta: str, *, closed: bool) -> list[Event]:
+        return self._calls.shell_command(index, command_index, delta, closed=closed)
+
+    def shell_call_done(self, index: int, item: ShellCallItem, closed: int) -> list[Event]:
+        return self._calls.shell_call_done(index, item, closed)
 
     def code_item(self, index: int) -> CodeInterpreterCallItem:
         return self.state.code_call(index)

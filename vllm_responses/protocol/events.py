@@ -46,6 +46,9 @@ __all__ = [
     "ReasoningTextDelta",
     "ReasoningTextDone",
     "ResponseLifecycle",
+    "ShellCommandAdded",
+    "ShellCommandDelta",
+    "ShellCommandDone",
     "TextDelta",
     "TextDone",
     "TopLogprob",
@@ -295,6 +298,30 @@ class McpArgumentsDone(TypedDict):
     arguments: str
 
 
+class ShellCommandAdded(TypedDict):
+    type: Literal["response.shell_call_command.added"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    command: str
+
+
+class ShellCommandDelta(TypedDict):
+    type: Literal["response.shell_call_command.delta"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    delta: str
+
+
+class ShellCommandDone(TypedDict):
+    type: Literal["response.shell_call_command.done"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    command: str
+
+
 Event = Union[
     ResponseLifecycle,
     OutputItemAdded,
@@ -319,4 +346,7 @@ Event = Union[
     McpArgumentsDelta,
     McpArgumentsDone,
     WebSearchEvent,
+    ShellCommandAdded,
+    ShellCommandDelta,
+    ShellCommandDone,
 ]
