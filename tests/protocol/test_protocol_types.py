@@ -101,7 +101,7 @@ def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
     assert (
-        len(ours) == 38
+        len(ours) == 39
     )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three
     for literal, td in ours:
         assert literal in sdk, literal

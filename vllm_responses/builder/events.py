@@ -15,6 +15,7 @@ from vllm_responses.protocol.events import (
     CodeCallInterpreting,
     CodeDelta,
     CodeDone,
+    CompactionCompacting,
     ContentPartAdded,
     ContentPartDone,
     CustomInputDelta,
@@ -52,6 +53,7 @@ __all__ = [
     "code_call_interpreting",
     "code_delta",
     "code_done",
+    "compaction_compacting",
     "content_part_added",
     "content_part_done",
     "custom_input_delta",
@@ -187,6 +189,13 @@ def code_call_interpreting(seq: int, ref: ItemRef) -> CodeCallInterpreting:
 
 def code_call_completed(seq: int, ref: ItemRef) -> CodeCallCompleted:
     return {"type": "response.code_interpreter_call.completed", "sequence_number": seq, **ref}
+
+
+# --- compaction ------------------------------------------------------------------------------------------
+
+
+def compaction_compacting(seq: int, ref: ItemRef) -> CompactionCompacting:
+    return {"type": "response.compaction.compacting", "sequence_number": seq, **ref}
 
 
 # --- shell calls' commands ---------------------------------------------------------------------------

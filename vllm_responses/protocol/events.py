@@ -25,6 +25,7 @@ __all__ = [
     "CodeCallInterpreting",
     "CodeDelta",
     "CodeDone",
+    "CompactionCompacting",
     "ContentPartAdded",
     "ContentPartDone",
     "CustomInputDelta",
@@ -298,6 +299,13 @@ class McpArgumentsDone(TypedDict):
     arguments: str
 
 
+class CompactionCompacting(TypedDict):
+    type: Literal["response.compaction.compacting"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
 class ShellCommandAdded(TypedDict):
     type: Literal["response.shell_call_command.added"]
     sequence_number: int
@@ -349,4 +357,5 @@ Event = Union[
     ShellCommandAdded,
     ShellCommandDelta,
     ShellCommandDone,
+    CompactionCompacting,
 ]
