@@ -132,3 +132,9 @@ def test_a_trigger_that_is_not_last_is_a_400(fake_server: LiveServer) -> None:
     r = httpx.post(fake_server.base_url + "/v1/responses", json=body, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == "input[0]"
+
+
+def test_a_trigger_is_no_conversation_item(fake_server: LiveServer) -> None:
+    r = httpx.post(fake_server.base_url + "/v1/conversations", json={"items": [TRIGGER]}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "items[0].type"
