@@ -8,12 +8,12 @@ from typing import Any
 
 import httpx
 import openai
-from openai.types.responses import ResponseCompactionCompactingEvent
+from openai.types.responses import ResponseCompactionCompactingEvent, ResponseConfigurationUpdateItem
 
 from tests.context.test_compaction import CONVERSATION, SUMMARY
 from tests.fakes import FakeEngine, say
 from tests.serving import LiveServer
-from tests.wire import MESSAGE_EVENT_RUNS, check_stream, event_runs, parse_sse, validate_response
+from tests.wire import MESSAGE_EVENT_RUNS, check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.context.turns import SUMMARY_HEADER
 from vllm_responses.engine.types import Message
 from vllm_responses.protocol.compaction import open_summary
@@ -64,6 +64,9 @@ def test_an_update_in_a_conversation_and_among_its_items(client: openai.OpenAI, 
     assert engine.requests[-1].reasoning_effort == "minimal"
     items = client.conversations.items.list(conversation.id, order="asc").data
     assert [item.type for item in items] == ["configuration_update", "message", "message"]
+    item = items[0].model_dump(mode="json", exclude_unset=True, by_alias=True)
+    assert item["id"].startswith("cfg_")
+    validate_as(ResponseConfigurationUpdateItem, item)
 
 
 def test_a_bad_update_is_a_400(fake_server: LiveServer) -> None:
