@@ -126,7 +126,7 @@ def check_stream(events: list[dict[str, Any]]) -> None:
             done.add(e["output_index"])
         elif "output_index" in e:
             assert e["output_index"] in added and e["output_index"] not in done, e
-            assert e["item_id"] == added[e["output_index"]]
+            assert e.get("item_id", added[e["output_index"]]) == added[e["output_index"]]
     terminal = [
         e for e in events if e["type"] in ("response.completed", "response.incomplete", "response.failed")
     ]

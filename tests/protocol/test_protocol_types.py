@@ -103,9 +103,9 @@ def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
     assert (
-        len(ours) == 39
+        len(ours) == 43
     )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three,
-    # reasoning summaries four
+    # reasoning summaries four, shell commands three, compaction one
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

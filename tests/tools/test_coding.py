@@ -11,12 +11,15 @@ import httpx
 import openai
 import pytest
 from openai.types.responses import ResponseApplyPatchToolCall, ResponseFunctionShellToolCall
+from openai.types.responses import ResponseShellCallCommandAddedEvent as ShellAdded
+from openai.types.responses import ResponseShellCallCommandDeltaEvent as ShellDelta
+from openai.types.responses import ResponseShellCallCommandDoneEvent as ShellDone
 from openai.types.responses.response_output_item import LocalShellCall
 
 from tests.fakes import FakeEngine, function_call, say
 from tests.serving import LiveServer
 from tests.tools.test_functions import custom_call
-from tests.wire import check_stream, parse_sse, validate_as, validate_response
+from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 from vllm_responses.tools.coding import coding_call_item
 
@@ -152,6 +155,70 @@ def test_the_sdk_stream_helper_reads_the_calls(client: openai.OpenAI, engine: Fa
     with client.responses.stream(model=MODEL, input="q", tools=TOOLS) as stream:
         final = stream.get_final_response()
     assert [item.type for item in final.output] == ["shell_call", "local_shell_call"]
+
+
+def test_a_shell_call_streams_its_commands_as_the_model_writes_them(
+    fake_server: LiveServer, engine: FakeEngine
+) -> None:
+    commands = ["ls -la", 'echo "a\\tb" > c.txt', ""]
+    engine.reset(function_call("shell", {"commands": commands, "timeout_ms": 500}))
+    events = parse_sse(post(fake_server, {"input": "look", "tools": TOOLS, "stream": True}).text)
+    check_stream(events)
+    assert event_runs(e["type"] for e in events) == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        *[
+            *["response.shell_call_command.added", "response.shell_call_command.delta"],
+            "response.shell_call_command.done",
+        ]
+        * 2,
+        "response.shell_call_command.added",  # the empty command: no delta
+        "response.shell_call_command.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert events[2]["item"]["status"] == "in_progress" and events[2]["item"]["action"]["commands"] == []
+    deltas = [e for e in events if e["type"] == "response.shell_call_command.delta"]
+    assert len(deltas) > 2  # as the model writes, not whole
+    for i, command in enumerate(commands):
+        assert "".join(e["delta"] for e in deltas if e["command_index"] == i) == command
+        (done,) = [
+            e for e in events if e["type"] == "response.shell_call_command.done" and e["command_index"] == i
+        ]
+        assert done["command"] == command and done["output_index"] == 0
+    call = validate_as(ResponseFunctionShellToolCall, events[-2]["item"])
+    assert call.id == events[2]["item"]["id"] and call.call_id == events[2]["item"]["call_id"]
+    assert call.action.commands == commands and call.status == "completed"
+
+
+def test_shell_arguments_of_another_shape_still_end_in_command_events(
+    fake_server: LiveServer, engine: FakeEngine
+) -> None:
+    engine.reset(function_call("shell", {"command": "pwd"}))
+    events = parse_sse(post(fake_server, {"input": "look", "tools": TOOLS, "stream": True}).text)
+    check_stream(events)
+    command = [e for e in events if e["type"].startswith("response.shell_call_command.")]
+    assert [(e["type"], e["command_index"]) for e in command] == [
+        ("response.shell_call_command.added", 0),
+        ("response.shell_call_command.delta", 0),
+        ("response.shell_call_command.done", 0),
+    ]
+    assert command[1]["delta"] == command[2]["command"] == "pwd"
+
+
+def test_the_sdk_stream_helper_types_the_shell_command_events(
+    client: openai.OpenAI, engine: FakeEngine
+) -> None:
+    engine.reset(function_call("shell", {"commands": ["pwd", "id -u"]}))
+    with client.responses.stream(model=MODEL, input="q", tools=TOOLS) as stream:
+        seen = list(stream)
+        final = stream.get_final_response()
+    typed = [e for e in seen if isinstance(e, (ShellAdded, ShellDelta, ShellDone))]
+    assert [type(e) for e in typed if not isinstance(e, ShellDelta)] == [ShellAdded, ShellDone] * 2
+    assert [e.command for e in typed if isinstance(e, ShellDone)] == ["pwd", "id -u"]
+    (call,) = final.output
+    assert isinstance(call, ResponseFunctionShellToolCall) and call.action.commands == ["pwd", "id -u"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from interpreter_service import InterpreterError
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.parsers.partial_json import JsonStringField
+from vllm_responses.engine.parsers.partial_list import JsonStringListField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
 from vllm_responses.protocol.events import Event
 from vllm_responses.tools.coding import coding_call_item
@@ -41,6 +42,7 @@ class OpenCall:
         None  # set for calls to a remote MCP tool (an mcp_call or mcp_approval_request item)
     )
     coding: str | None = None  # set for calls to a coding tool: the item type, added when the call ends
+    commands: JsonStringListField | None = None  # set for shell calls: decodes the commands as they stream
     search: bool = False  # a web search (run by the server once the model call ends)
     finder: str | None = None  # a tool search: who runs it ("server": the loop, "client"), added when it ends
 
@@ -159,6 +161,11 @@ class CallTracker:
         """A call the client answers: a custom_tool_call or function_call item (with its namespace, if any)."""
         spec = self.client_tools.get(event.name)
         name, namespace = (spec.item_name, spec.namespace) if spec is not None else (event.name, None)
+        if spec is not None and spec.call_type == "shell_call":  # added now, its commands streamed
+            index, events = self.builder.shell_call_start()
+            commands = JsonStringListField("commands")
+            self._open[event.index] = OpenCall(index, event.name, coding=spec.call_type, commands=commands)
+            return events
         if spec is not None and spec.call_type is not None:  # its item is made whole once its arguments end
             self._open[event.index] = OpenCall(-1, event.name, coding=spec.call_type)
             return []
@@ -181,6 +188,8 @@ class CallTracker:
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
             return self.builder.custom_call_delta(call.index, text) if text else []
+        if call.commands is not None:
+            return self._shell_steps(call, call.commands.feed(event.arguments))
         if call.coding is not None or call.search or call.finder:  # made (or run) once the call ends
             return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
@@ -203,6 +212,10 @@ class CallTracker:
             return (self.builder.custom_call_delta(call.index, rest) if rest else []) + (
                 self.builder.custom_call_done(call.index)
             )
+        if call.commands is not None:
+            item = coding_call_item("shell_call", call.arguments)
+            assert item["type"] == "shell_call"
+            return self.builder.shell_call_done(call.index, item, call.commands.closed)
         if call.coding is not None:
             call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
             return events
@@ -219,6 +232,12 @@ class CallTracker:
                 return self.builder.mcp_approval_done(call.index, arguments)
             return self.builder.mcp_call_arguments_done(call.index, arguments)
         return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
+
+    def _shell_steps(self, call: OpenCall, steps: list[tuple[int, str, bool]]) -> list[Event]:
+        events: list[Event] = []
+        for command_index, text, closed in steps:
+            events += self.builder.shell_command(call.index, command_index, text, closed=closed)
+        return events
 
     def close_dangling(self) -> list[Event]:
         """End the calls the parser opened but never closed (the output was cut off)."""

@@ -17,6 +17,7 @@ from vllm_responses.protocol.items import (
     CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
+    ShellCallItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
     WebSearchCallItem,
@@ -101,6 +102,53 @@ class CallSteps:
     def coding_call(self, item: CodingCallItem) -> tuple[int, list[Event]]:
         """A coding tool's call, announced whole once the model's call has ended."""
         return self._whole(item)
+
+    def shell_call_start(self) -> tuple[int, list[Event]]:
+        """A shell call, added (in progress, no commands yet) as soon as the model starts writing it."""
+        new = ShellCallItem(
+            id=new_id("sh"),
+            type="shell_call",
+            call_id=new_id("call"),
+            action={"commands": [], "timeout_ms": None, "max_output_length": None},
+            status="in_progress",
+        )
+        return self.text.start_item(new)
+
+    def shell_command(self, index: int, command_index: int, delta: str, *, closed: bool) -> list[Event]:
+        """Characters of the call's `command_index`-th command (added when first seen), and its end."""
+        state = self.state
+        commands: list[str] = self._shell_call(index)["action"]["commands"]
+        events: list[Event] = []
+        while len(commands) <= command_index:
+            commands.append("")
+            events.append(ev.shell_command_added(state.seq(), index, len(commands) - 1))
+        if delta:
+            commands[command_index] += delta
+            events.append(ev.shell_command_delta(state.seq(), index, command_index, delta))
+        if closed:
+            events.append(ev.shell_command_done(state.seq(), index, command_index, commands[command_index]))
+        return events
+
+    def shell_call_done(self, index: int, item: ShellCallItem, closed: int) -> list[Event]:
+        """The call as its whole arguments read (`item`): the commands not yet closed streamed to their end
+        (`closed` of them are), then the item done under the id it was added with."""
+        announced = self._shell_call(index)
+        sent: list[str] = announced["action"]["commands"]
+        events: list[Event] = []
+        for i, command in enumerate(item["action"]["commands"]):
+            if i < closed:
+                continue
+            if i < len(sent) and not command.startswith(sent[i]):
+                sent[i] = command  # read otherwise whole (arguments cut off): the done event has it so
+            so_far = sent[i] if i < len(sent) else ""
+            events += self.shell_command(index, i, command[len(so_far) :], closed=True)
+        self.state.output[index] = {**item, "id": announced["id"], "call_id": announced["call_id"]}
+        return [*events, self.state.item_done(index)]
+
+    def _shell_call(self, index: int) -> ShellCallItem:
+        item = self.state.output[index]
+        assert item["type"] == "shell_call"
+        return item
 
     # --- tool search (tools/tool_search.py) -------------------------------------------------------------
 

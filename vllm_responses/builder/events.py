@@ -15,6 +15,7 @@ from vllm_responses.protocol.events import (
     CodeCallInterpreting,
     CodeDelta,
     CodeDone,
+    CompactionCompacting,
     ContentPartAdded,
     ContentPartDone,
     CustomInputDelta,
@@ -35,6 +36,9 @@ from vllm_responses.protocol.events import (
     ReasoningTextDelta,
     ReasoningTextDone,
     ResponseLifecycle,
+    ShellCommandAdded,
+    ShellCommandDelta,
+    ShellCommandDone,
     SummaryPartAdded,
     SummaryPartDone,
     SummaryRef,
@@ -54,6 +58,7 @@ __all__ = [
     "code_call_interpreting",
     "code_delta",
     "code_done",
+    "compaction_compacting",
     "content_part_added",
     "content_part_done",
     "custom_input_delta",
@@ -68,6 +73,9 @@ __all__ = [
     "output_item_done",
     "reasoning_text_delta",
     "reasoning_text_done",
+    "shell_command_added",
+    "shell_command_delta",
+    "shell_command_done",
     "summary_part_added",
     "summary_part_done",
     "summary_text_delta",
@@ -209,6 +217,46 @@ def code_call_interpreting(seq: int, ref: ItemRef) -> CodeCallInterpreting:
 
 def code_call_completed(seq: int, ref: ItemRef) -> CodeCallCompleted:
     return {"type": "response.code_interpreter_call.completed", "sequence_number": seq, **ref}
+
+
+# --- compaction ------------------------------------------------------------------------------------------
+
+
+def compaction_compacting(seq: int, ref: ItemRef) -> CompactionCompacting:
+    return {"type": "response.compaction.compacting", "sequence_number": seq, **ref}
+
+
+# --- shell calls' commands ---------------------------------------------------------------------------
+
+
+def shell_command_added(seq: int, index: int, command_index: int) -> ShellCommandAdded:
+    return {
+        "type": "response.shell_call_command.added",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "command": "",
+    }
+
+
+def shell_command_delta(seq: int, index: int, command_index: int, delta: str) -> ShellCommandDelta:
+    return {
+        "type": "response.shell_call_command.delta",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "delta": delta,
+    }
+
+
+def shell_command_done(seq: int, index: int, command_index: int, command: str) -> ShellCommandDone:
+    return {
+        "type": "response.shell_call_command.done",
+        "sequence_number": seq,
+        "output_index": index,
+        "command_index": command_index,
+        "command": command,
+    }
 
 
 # --- remote MCP -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from vllm_responses.builder import events as ev
 from vllm_responses.builder.calls import CallSteps
 from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.builder.core import ResponseState
@@ -36,6 +37,7 @@ from vllm_responses.protocol.items import (
     ResponseEcho,
     ResponseError,
     ResponseObject,
+    ShellCallItem,
     WebSearchCallItem,
 )
 from vllm_responses.protocol.status import END_EVENTS, ResponseStatus
@@ -135,10 +137,12 @@ class ResponseBuilder:
         return self._text.close(final=final)
 
     def compaction(self, item: CompactionItem) -> list[Event]:
-        """The compaction item of a context compacted before the first model call (`context_management`):
-        added and done at once, ahead of the rest of the output, so a stateless client can send it back."""
+        """The compaction item of a context compacted before the first model call (`context_management`, a
+        `compaction_trigger`): added, compacting and done at once, ahead of the rest of the output, so a
+        stateless client can send it back."""
         index, added = self.state.add(item)
-        return [added, self.state.item_done(index)]
+        compacting = ev.compaction_compacting(self.state.seq(), self.state.ref(index))
+        return [added, compacting, self.state.item_done(index)]
 
     def completed(self, usage: Usage) -> list[Event]:
         return self._finish(ResponseStatus.COMPLETED, usage)
@@ -265,6 +269,15 @@ class ResponseBuilder:
 
     def custom_call_done(self, index: int) -> list[Event]:
         return self._calls.custom_call_done(index)
+
+    def shell_call_start(self) -> tuple[int, list[Event]]:
+        return self._calls.shell_call_start()
+
+    def shell_command(self, index: int, command_index: int, delta: str, *, closed: bool) -> list[Event]:
+        return self._calls.shell_command(index, command_index, delta, closed=closed)
+
+    def shell_call_done(self, index: int, item: ShellCallItem, closed: int) -> list[Event]:
+        return self._calls.shell_call_done(index, item, closed)
 
     def code_item(self, index: int) -> CodeInterpreterCallItem:
         return self.state.code_call(index)

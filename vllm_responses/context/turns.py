@@ -86,6 +86,8 @@ def input_to_items(input_: str | list[InputItem]) -> list[dict[str, Any]]:
                     "custom_tool_call": "ctc",
                     "compaction": "cmp",
                     "mcp_approval_response": "mcpa",
+                    "configuration_update": "cfg",
+                    "compaction_trigger": "cmpt",
                 }.get(d["type"], "item")
             ),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Literal, TypedDict, cast
 
+from vllm_responses.protocol.configuration_items import CompactionTriggerInput
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.protocol.items import OutputItem, wire_item
@@ -90,6 +91,13 @@ def parse_items_and_metadata(
         message = exc.message.replace(param, renamed).replace("Input item", "Item")
         raise InvalidRequest(message, param=renamed, code=exc.code) from None
     assert isinstance(req.input, list)
+    for i, item in enumerate(req.input):
+        if isinstance(item, CompactionTriggerInput):  # a request to a response, no conversation item
+            raise InvalidRequest(
+                "A compaction_trigger is not a conversation item: give it as a response's last input item.",
+                param=f"items[{i}].type",
+                code="unsupported_value",
+            )
     return req.input, req.metadata
 
 

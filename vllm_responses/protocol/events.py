@@ -26,6 +26,7 @@ __all__ = [
     "CodeCallInterpreting",
     "CodeDelta",
     "CodeDone",
+    "CompactionCompacting",
     "ContentPartAdded",
     "ContentPartDone",
     "CustomInputDelta",
@@ -52,6 +53,9 @@ __all__ = [
     "SummaryTextDelta",
     "SummaryTextDone",
     "ResponseLifecycle",
+    "ShellCommandAdded",
+    "ShellCommandDelta",
+    "ShellCommandDone",
     "TextDelta",
     "TextDone",
     "TopLogprob",
@@ -343,6 +347,37 @@ class McpArgumentsDone(TypedDict):
     arguments: str
 
 
+class CompactionCompacting(TypedDict):
+    type: Literal["response.compaction.compacting"]
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
+class ShellCommandAdded(TypedDict):
+    type: Literal["response.shell_call_command.added"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    command: str
+
+
+class ShellCommandDelta(TypedDict):
+    type: Literal["response.shell_call_command.delta"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    delta: str
+
+
+class ShellCommandDone(TypedDict):
+    type: Literal["response.shell_call_command.done"]
+    sequence_number: int
+    output_index: int
+    command_index: int
+    command: str
+
+
 Event = Union[
     ResponseLifecycle,
     OutputItemAdded,
@@ -371,4 +406,8 @@ Event = Union[
     McpArgumentsDelta,
     McpArgumentsDone,
     WebSearchEvent,
+    ShellCommandAdded,
+    ShellCommandDelta,
+    ShellCommandDone,
+    CompactionCompacting,
 ]

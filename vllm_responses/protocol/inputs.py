@@ -18,6 +18,7 @@ from vllm_responses.protocol.coding_items import (
     ShellTool,
 )
 from vllm_responses.protocol.compaction import CompactionInput
+from vllm_responses.protocol.configuration_items import CompactionTriggerInput, ConfigurationUpdateInput
 from vllm_responses.protocol.file_parts import InputFile
 from vllm_responses.protocol.items import CodeStatus, ItemStatus
 from vllm_responses.protocol.lenient import LenientModel
@@ -257,6 +258,8 @@ InputItem = Annotated[
         ToolSearchOutputInput,
         AdditionalToolsInput,
         WebSearchCallInput,
+        ConfigurationUpdateInput,
+        CompactionTriggerInput,
     ],
     Field(discriminator="type"),
 ]

@@ -10,6 +10,7 @@ from pydantic import Field, Strict, ValidationError, field_validator
 
 from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
 from vllm_responses.protocol.compaction import ContextManagement
+from vllm_responses.protocol.configuration_items import CompactionTriggerInput
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.fields import check_known_fields
 from vllm_responses.protocol.inputs import (
@@ -246,6 +247,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
         raise invalid_request(exc) from None
     if isinstance(req.input, list):
         _check_roles(req.input)
+        _check_trigger_last(req.input)
     check_includes(req.include)
     _check_combinations(req)
     _check_tools(req)
@@ -394,6 +396,17 @@ def _refuse_unsupported_items(items: Any) -> None:
                     param=f"input[{i}].{field}[{j}].type",
                     code="unsupported_value",
                 )
+
+
+def _check_trigger_last(items: list[InputItem]) -> None:
+    """A `compaction_trigger` must be the input's last item, as the SDK says."""
+    for i, item in enumerate(items[:-1]):
+        if isinstance(item, CompactionTriggerInput):
+            raise InvalidRequest(
+                "A compaction_trigger must be the final input item.",
+                param=f"input[{i}]",
+                code="invalid_value",
+            )
 
 
 def _check_roles(items: list[InputItem]) -> None:

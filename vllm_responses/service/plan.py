@@ -54,6 +54,7 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceWebSearch,
 )
 from vllm_responses.runs.run import Run
+from vllm_responses.service.configuration import configured
 from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
@@ -80,6 +81,9 @@ class Resolved:
     tools: list[ToolSpec]  # the tools offered (an MCP server's come once the loop lists them)
     search: SearchPlan | None  # where its web searches go (None: the tool is not offered)
     tool_search: ToolSearch | None  # its deferred tools and their search (None: no `tool_search` tool)
+    # the request as it runs: with the settings of the context's `configuration_update` items
+    request: CreateResponseRequest
+    triggered: bool = False  # its input ended with a `compaction_trigger`: the context is compacted first
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -151,6 +155,9 @@ class Planner:
         history = await self._history(req, local, project)
         read = await self.files.read(given, "input", project, budget)
         input_items = await resolve_stored_items(self.store, read, "input", project, open_sealed)
+        req = configured(req, [*history, *input_items])
+        triggered = bool(input_items) and input_items[-1].get("type") == "compaction_trigger"
+        input_items = [item for item in input_items if item.get("type") != "compaction_trigger"]
         check_call_outputs(history, input_items)
         check_mcp_request(req, [*history, *input_items], input_items, self._mcp_policy)
         check_code_tool(req, self.containers.interpreter)
@@ -165,7 +172,7 @@ class Planner:
             tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
-        return Resolved(history, input_items, turns, tools, search, finder)
+        return Resolved(history, input_items, turns, tools, search, finder, req, triggered)
 
     async def plan(
         self,
@@ -281,19 +288,22 @@ class Planner:
         return list(await fit_context(self.engine, first, budget))
 
     async def compaction_due(self, req: CreateResponseRequest, resolved: Resolved) -> bool:
-        """Whether `plan` will compact the context (`context_management` and its threshold passed): a model
-        call before the response begins, made once the response holds a running slot."""
+        """Whether `plan` will compact the context (`context_management` and its threshold passed, or a
+        `compaction_trigger`): a model call before the response begins, made once the response holds a running
+        slot."""
+        if resolved.triggered:
+            return True
         if not req.context_management:
             return False
         first = self.first_call(req, resolved.turns, resolved.tools)
         return await over_threshold(self.engine, req.context_management[0], first)
 
     async def _compacted(self, req: CreateResponseRequest, resolved: Resolved) -> Compaction | None:
-        """`context_management`, its threshold passed: the context compacted (context/compaction.py); None when
-        nothing came of it."""
-        assert req.context_management
-        entry = req.context_management[0]
-        done = await compact(self.engine, resolved.items, structured=entry.structured_outputs)
+        """The context compacted (context/compaction.py), as `compaction_due` asked; None when nothing came of
+        it."""
+        entry = req.context_management[0] if req.context_management else None
+        structured = entry.structured_outputs if entry is not None else None
+        done = await compact(self.engine, resolved.items, structured=structured)
         return done if done.item is not None else None
 
 

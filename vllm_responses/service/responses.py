@@ -122,6 +122,7 @@ class ResponsesService:
         if req.store and self.limits.of(project).stored_bytes:
             await self.limits.check_store(self.store, project, input_size(req), "input")
         resolved = await self.planner.resolve(req, local, project)
+        req = resolved.request  # with the context's configuration updates
         # a compaction is a model call: it waits for its slot first (silently: its stream is not open yet)
         due = generate and await self.planner.compaction_due(req, resolved)
         ticket = await self.admission.acquire() if due else None
@@ -223,7 +224,7 @@ class ResponsesService:
         try:
             resolved = await self.planner.resolve(req, project=project)
             return await self.engine.count_tokens(
-                self.planner.first_call(req, resolved.turns, resolved.tools)
+                self.planner.first_call(resolved.request, resolved.turns, resolved.tools)
             )
         finally:
             slot.release()
