@@ -8,6 +8,7 @@ each round sends, one after another, `--requests` of each kind:
   text       POST /v1/conversations, one item holding a 6-byte text file
   images     POST /v1/conversations, one item holding a 1x1 PNG (data URL): checked and counted
   response   POST /v1/responses, a plain text input (the scripted engine answers), store: false
+  image_response  the same with a 1x1 PNG data URL beside the text: checked as a response's input image
 Reported per tree and kind: latency p50 / p95 (ms) over all rounds, and the server process's CPU ms per
 request (/proc/<pid>/stat around each kind's requests; PDF extraction workers are long-lived child processes
 of their own and are not counted).
@@ -65,6 +66,9 @@ def _bodies() -> dict[str, tuple[str, dict[str, Any]]]:
     def item(part: dict[str, Any]) -> dict[str, Any]:
         return {"items": [{"type": "message", "role": "user", "content": [part]}]}
 
+    def response_input(part: dict[str, Any]) -> dict[str, Any]:
+        return {"input": item(part)["items"]}
+
     return {
         "pdf": (
             "/v1/conversations",
@@ -81,6 +85,14 @@ def _bodies() -> dict[str, tuple[str, dict[str, Any]]]:
             item({"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}", "detail": "auto"}),
         ),
         "response": ("/v1/responses", {"model": "fake-model", "input": "hi", "store": False}),
+        "image_response": (
+            "/v1/responses",
+            {
+                "model": "fake-model",
+                "store": False,
+                **response_input({"type": "input_image", "image_url": f"data:image/png;base64,{_PNG}"}),
+            },
+        ),
     }
 
 

@@ -215,7 +215,7 @@ def test_inputs_quick(tmp_path: Path) -> None:
     assert data["trees"] == {"a": str(ROOT), "b": str(ROOT)}
     for tree in ("a", "b"):
         kinds = data["results"][tree]
-        assert set(kinds) == {"pdf", "text", "images", "response"}
+        assert set(kinds) == {"pdf", "text", "images", "response", "image_response"}
         for kind, figures in kinds.items():
             assert 0 < figures["p50_ms"] <= figures["p95_ms"], (tree, kind)
             assert figures["p50_ratio_to_a"] == round(

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import base64
 import io
+import random
+import threading
 from typing import Any
 
 import pytest
 from PIL import Image as PILImage
 
+from vllm_responses.context import images
 from vllm_responses.context.images import ImageLimits, check_input_images, code_result_images, data_url_image
 from vllm_responses.context.turns import input_to_items, items_to_turns
 from vllm_responses.engine.types import Image, Message, ToolResult
@@ -112,3 +115,30 @@ def test_code_result_images_are_the_png_outputs() -> None:
     ]
     assert code_result_images(outputs) == (Image(PNG, "image/png"),)
     assert data_url_image(PNG_URL, "p").media_type == "image/png"
+
+
+async def test_small_inline_images_are_checked_at_once_and_large_ones_on_the_image_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: list[str] = []
+    check = images.check_input_images
+
+    def recorded(*args: Any) -> None:
+        threads.append(threading.current_thread().name)
+        check(*args)
+
+    monkeypatch.setattr(images, "check_input_images", recorded)
+    noise = PILImage.frombytes(
+        "RGB", (160, 160), random.Random(0).randbytes(160 * 160 * 3)
+    )  # ~77 KB as a PNG
+    buf = io.BytesIO()
+    noise.save(buf, "PNG")
+    large = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    assert len(PNG_URL) <= images.CHECK_INLINE_CHARS < len(large)
+    await images.check_input_images_off_loop(
+        _input({"type": "input_image", "image_url": PNG_URL}), ImageLimits()
+    )
+    await images.check_input_images_off_loop(
+        _input({"type": "input_image", "image_url": large}), ImageLimits()
+    )
+    assert threads[0] == threading.current_thread().name and threads[1].startswith("image-check")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_responses.engine.types import Image
+from vllm_responses.executors import IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import (
     CustomToolCallOutputInput,
@@ -25,6 +26,7 @@ __all__ = [
     "MEDIA_TYPES",
     "ImageLimits",
     "check_input_images",
+    "check_input_images_off_loop",
     "code_result_images",
     "data_url_image",
     "image_data_url",
@@ -79,6 +81,22 @@ def check_input_images(items: Sequence[InputItem], limits: ImageLimits, where: s
                 "An image_url is a data URL (data:image/png;base64,...) or an http(s) URL.",
                 param=f"{param}.image_url",
             )
+
+
+# Inline images up to this many characters of data URL in all are checked on the caller's thread: the hop to
+# the image threads would cost more than checking them.
+CHECK_INLINE_CHARS = 64 * 1024
+
+
+async def check_input_images_off_loop(
+    items: Sequence[InputItem], limits: ImageLimits, where: str = "input"
+) -> None:
+    """`check_input_images`, in one of the image threads unless the images are small (`CHECK_INLINE_CHARS`)."""
+    size = sum(len(part.image_url or "") for _, part in input_image_parts(items, where))
+    if size <= CHECK_INLINE_CHARS:
+        check_input_images(items, limits, where)
+    else:
+        await run_on(IMAGES, check_input_images, items, limits, where)
 
 
 def data_url_image(url: str, param: str, limits: ImageLimits | None = None) -> Image:

@@ -17,11 +17,10 @@ import time
 from functools import partial
 from typing import Any
 
-from vllm_responses.context.images import check_input_images
+from vllm_responses.context.images import check_input_images_off_loop
 from vllm_responses.context.input_budget import InputBudget
 from vllm_responses.context.references import resolve_stored_items
 from vllm_responses.context.turns import input_to_items
-from vllm_responses.executors import IMAGES, run_on
 from vllm_responses.protocol.conversations import conversation_item
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.ids import new_id
@@ -121,7 +120,7 @@ class ConversationService:
         if self.files is None:
             return None
         budget = self.files.check(raw, "items")
-        await run_on(IMAGES, check_input_images, items, self.files.image_limits, "items")
+        await check_input_images_off_loop(items, self.files.image_limits, "items")
         return budget
 
     async def _resolved(

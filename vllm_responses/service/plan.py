@@ -21,7 +21,7 @@ from typing import Any
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact, over_threshold
-from vllm_responses.context.images import ImageLimits, check_input_images
+from vllm_responses.context.images import ImageLimits, check_input_images_off_loop
 from vllm_responses.context.reasoning import Opener, check_sealed_reasoning
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
 from vllm_responses.context.truncation import fit_context
@@ -38,7 +38,6 @@ from vllm_responses.engine.types import (
     Turn,
     Usage,
 )
-from vllm_responses.executors import IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.inputs import model_tool_name
 from vllm_responses.protocol.items import ResponseEcho
@@ -148,7 +147,7 @@ class Planner:
         given = input_to_items(req.input)
         budget = self.files.check(given, "input")  # counts, the model, inline bytes: before any I/O
         if isinstance(req.input, list):  # inline images decoded and checked, on their own threads
-            await run_on(IMAGES, check_input_images, req.input, self.image_limits)
+            await check_input_images_off_loop(req.input, self.image_limits)
         open_sealed = self.opener(project)
         if open_sealed is not None:
             check_sealed_reasoning(req.input, open_sealed)

@@ -43,6 +43,9 @@ from vllm_responses.tools.net_guard import Refused, UrlPolicy, pinned_transport
 
 __all__ = ["FileInputs"]
 
+# Text files up to this size are read on the caller's thread: the hop to the file-text threads would cost more.
+READ_INLINE_BYTES = 64 * 1024
+
 _Source = tuple[bytes, str, str | None]  # a file's bytes, its name, its media type
 
 
@@ -153,9 +156,12 @@ class FileInputs:
         return {**kept, "filename": name, "extracted_text": text}
 
     async def _text(self, data: bytes, name: str, media: str | None, pdfs: PdfBudget) -> str:
-        """The file's text: a PDF's read by the extraction pool, any other file's in a file-text thread."""
+        """The file's text: a PDF's read by the extraction pool, any other file's in a file-text thread (a small
+        one's at once: the hop would cost more than reading it)."""
         if len(data) <= self.limits.max_bytes and file_kind(data, name, media) == "pdf":
             return await self.extraction.extract(data, name, media, self.limits, pdfs)
+        if len(data) <= READ_INLINE_BYTES:
+            return read_file_text(data, name, media, self.limits)
         return await run_on(FILE_TEXT, read_file_text, data, name, media, self.limits)
 
     async def _image(self, part: dict[str, Any], where: str, reading: _Reading) -> dict[str, Any]:
