@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from starlette.types import Scope
 
 from vllm_responses.config import Config
 from vllm_responses.store.base import DEFAULT_PROJECT
+from vllm_responses.store.files import not_private
 
 __all__ = [
     "ANONYMOUS",
@@ -138,17 +138,9 @@ def _read_private(path: Path, where: str) -> str:
     """The text of the keys file, once it is known to be this user's alone (checked on the file opened)."""
     try:
         with path.open("rb") as f:
-            info = os.fstat(f.fileno())
-            if info.st_uid != os.geteuid():
-                raise KeysFileError(
-                    f"{where}: owned by user id {info.st_uid}, not by the user this server runs as "
-                    f"({os.geteuid()}): give it to that user (chown)"
-                )
-            if info.st_mode & 0o077:
-                raise KeysFileError(
-                    f"{where}: mode {stat.S_IMODE(info.st_mode):04o} lets other users read or change it: "
-                    "make it the owner's alone (chmod 600)"
-                )
+            problem = not_private(os.fstat(f.fileno()))
+            if problem is not None:
+                raise KeysFileError(f"{where}: {problem}")
             return f.read().decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise KeysFileError(f"{where}: cannot be read: {exc}") from None

@@ -1,12 +1,30 @@
-"""The SQLite store's file and folder, created private: the folder 0700 and the file 0600 (SQLite gives its
--wal and -shm files the database file's mode), since stored responses hold whatever clients sent."""
+"""Private files: the SQLite store's file and folder created private (the folder 0700 and the file 0600; SQLite
+gives its -wal and -shm files the database file's mode), since stored responses hold whatever clients sent;
+and the check that a secret file read (the keys file, the reasoning key) is this server user's alone."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
-__all__ = ["private_file"]
+__all__ = ["not_private", "private_file"]
+
+
+def not_private(info: os.stat_result) -> str | None:
+    """What makes a file (its `fstat`) other than this server user's alone, and how to mend it; None when it is
+    (owned by the server's user, `mode & 0o077 == 0`)."""
+    if info.st_uid != os.geteuid():
+        return (
+            f"owned by user id {info.st_uid}, not by the user this server runs as ({os.geteuid()}): "
+            "give it to that user (chown)"
+        )
+    if info.st_mode & 0o077:
+        return (
+            f"mode {stat.S_IMODE(info.st_mode):04o} lets other users read or change it: "
+            "make it the owner's alone (chmod 600)"
+        )
+    return None
 
 
 def private_file(path: str | Path) -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from vllm_responses.store.files import not_private
+
 __all__ = ["SEAL_VERSION", "ReasoningKeyError", "ReasoningSeal", "key_file", "key_id", "reasoning_seal"]
 
 SEAL_VERSION = b"\x02"  # the first byte of every blob, authenticated with it (a later format gets another)
@@ -144,14 +146,9 @@ def _read_private(path: Path) -> str | None:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise ReasoningKeyError(f"{path} is not a regular file: refused")
-        if st.st_uid != os.geteuid():
-            raise ReasoningKeyError(
-                f"{path} belongs to user id {st.st_uid}, not to this server's ({os.geteuid()}): refused"
-            )
-        if st.st_mode & 0o077:
-            raise ReasoningKeyError(
-                f"{path} is open to other users (mode {stat.S_IMODE(st.st_mode):04o}): refused; chmod 600 it"
-            )
+        problem = not_private(st)
+        if problem is not None:
+            raise ReasoningKeyError(f"{path}: {problem}; refused")
         return f.read()
 
 
