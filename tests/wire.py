@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import openai
 import pydantic
+import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "check_stream",
     "event_runs",
     "parse_sse",
+    "sdk_refusal",
     "validate_as",
     "validate_event",
     "validate_response",
@@ -90,6 +93,17 @@ def validate_response(body: dict[str, Any]) -> Response:
     parsed = Response.model_validate(body)
     _no_extras(parsed, "response")
     return parsed
+
+
+def sdk_refusal(call: Callable[[], Any]) -> dict[str, Any]:
+    """The error object of the 4xx the SDK raised for `call()` (the SDK's `body` is the body's `error`), checked
+    to carry OpenAI's four fields."""
+    with pytest.raises(openai.APIStatusError) as caught:
+        call()
+    assert 400 <= caught.value.status_code < 500, caught.value
+    error = caught.value.body
+    assert isinstance(error, dict) and {"message", "type", "param", "code"} <= error.keys(), error
+    return error
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:

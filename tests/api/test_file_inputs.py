@@ -18,6 +18,7 @@ from tests.fakes import FakeEngine, FakeInterpreter
 from tests.keys import write_keys_file
 from tests.pdfs import encrypted_pdf, make_pdf
 from tests.serving import LiveServer
+from tests.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message, ToolResult
 
@@ -78,16 +79,6 @@ def fake(server: LiveServer) -> FakeEngine:
 def _user_text(engine: FakeEngine, call: int = 0) -> str:
     turns = [t for t in engine.requests[call].turns if isinstance(t, Message) and t.role == "user"]
     return turns[-1].text
-
-
-def _bad(call: Any) -> dict[str, Any]:
-    """The error object of the 4xx the SDK raised for `call()` (the SDK's `body` is the body's `error`)."""
-    with pytest.raises(openai.APIStatusError) as caught:
-        call()
-    assert 400 <= caught.value.status_code < 500, caught.value
-    error = caught.value.body
-    assert isinstance(error, dict) and {"message", "type", "param", "code"} <= error.keys(), error
-    return error
 
 
 # --- what the model is given ------------------------------------------------------------------------------
@@ -166,7 +157,7 @@ def test_another_projects_file_id_is_not_found(server: LiveServer, fake: FakeEng
     part = {"type": "input_file", "file_id": uploaded.id}
     for file_id in (uploaded.id, "cfile_" + "0" * 24, "../etc/passwd"):
         sent = [{"role": "user", "content": [part | {"file_id": file_id}]}]
-        error = _bad(lambda sent=sent: b.responses.create(model=MODEL, input=sent))  # type: ignore[misc]
+        error = sdk_refusal(lambda sent=sent: b.responses.create(model=MODEL, input=sent))  # type: ignore[misc]
         assert error["param"] == "input[0].content[0].file_id"
         assert error["code"] == "not_found" and file_id in error["message"]
     assert fake.requests == []
@@ -231,7 +222,7 @@ def test_a_conversation_keeps_a_file_added_to_it(client: openai.OpenAI, engine: 
 
 
 def _refused(client: openai.OpenAI, part: dict[str, Any]) -> dict[str, Any]:
-    body = _bad(
+    body = sdk_refusal(
         lambda: client.responses.create(
             model=MODEL,
             input=[
@@ -307,7 +298,7 @@ def test_a_file_in_a_tool_output_that_cannot_be_read_names_its_output_part(
     client: openai.OpenAI, engine: FakeEngine
 ) -> None:
     bad = {"type": "input_file", "file_data": data_url(b"\x89PNG", "image/png"), "filename": "p.png"}
-    body = _bad(
+    body = sdk_refusal(
         lambda: client.responses.create(
             model=MODEL,
             input=[
@@ -322,7 +313,7 @@ def test_a_file_in_a_tool_output_that_cannot_be_read_names_its_output_part(
 
 def test_a_conversation_refuses_an_unreadable_file_naming_its_item(client: openai.OpenAI) -> None:
     bad = {"type": "input_file", "file_data": data_url(b"\x00\x01", "application/octet-stream")}
-    body = _bad(
+    body = sdk_refusal(
         lambda: client.conversations.create(
             items=[{"type": "message", "role": "user", "content": [bad]}]  # type: ignore[list-item]
         )
@@ -363,7 +354,7 @@ def _url_part(url: str) -> list[dict[str, Any]]:
 
 
 def test_file_url_is_refused_unless_the_operator_allows_it(client: openai.OpenAI, files_site: str) -> None:
-    error = _bad(
+    error = sdk_refusal(
         lambda: client.responses.create(model=MODEL, input=_url_part(files_site + "/docs/report.pdf"))
     )
     assert error["param"] == "input[0].content[0].file_url"
@@ -371,7 +362,9 @@ def test_file_url_is_refused_unless_the_operator_allows_it(client: openai.OpenAI
 
 
 def test_file_url_to_a_private_address_is_refused_through_star(a: openai.OpenAI, files_site: str) -> None:
-    error = _bad(lambda: a.responses.create(model=MODEL, input=_url_part(files_site + "/docs/report.pdf")))
+    error = sdk_refusal(
+        lambda: a.responses.create(model=MODEL, input=_url_part(files_site + "/docs/report.pdf"))
+    )
     assert error["param"] == "input[0].content[0].file_url"
     assert "not allowed" in error["message"]
 
@@ -383,7 +376,7 @@ def test_file_url_is_fetched_where_private_networks_are_allowed(files_site: str,
         sdk = _sdk(live)
         sdk.responses.create(model=MODEL, input=_url_part(files_site + "/docs/report.pdf"))
         assert _user_text(live.engine) == "\n" + REPORT_TEXT + "\n"
-        missing = _bad(
+        missing = sdk_refusal(
             lambda: sdk.responses.create(model=MODEL, input=_url_part(files_site + "/nothing.pdf"))
         )
         assert missing["param"] == "input[0].content[0].file_url"

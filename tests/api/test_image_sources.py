@@ -19,6 +19,7 @@ from PIL import Image as PILImage
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.keys import write_keys_file
 from tests.serving import LiveServer
+from tests.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Image, Message
 
@@ -97,15 +98,6 @@ def _message(part: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _bad(call: Any) -> dict[str, Any]:
-    with pytest.raises(openai.APIStatusError) as caught:
-        call()
-    assert 400 <= caught.value.status_code < 500, caught.value
-    error = caught.value.body
-    assert isinstance(error, dict) and {"message", "type", "param", "code"} <= error.keys(), error
-    return error
-
-
 def test_an_image_url_is_fetched_shown_to_the_model_and_kept_as_a_data_url(
     open_server: LiveServer, site: str
 ) -> None:
@@ -124,11 +116,11 @@ def test_an_image_url_that_fails_or_is_no_image_is_a_400_naming_it(
     engine: FakeEngine = open_server.engine
     engine.reset()
     sdk = _sdk(open_server)
-    missing = _bad(
+    missing = sdk_refusal(
         lambda: sdk.responses.create(model=MODEL, input=_message({"image_url": site + "/img/x.png"}))
     )  # type: ignore[arg-type]
     assert missing["param"] == "input[0].content[1].image_url" and "HTTP 404" in missing["message"]
-    junk = _bad(
+    junk = sdk_refusal(
         lambda: sdk.responses.create(model=MODEL, input=_message({"image_url": site + "/img/not.png"}))
     )  # type: ignore[arg-type]
     assert junk["param"] == "input[0].content[1]" and junk["code"] == "invalid_image"
@@ -144,7 +136,7 @@ def test_a_container_files_image_is_read_by_its_file_id_for_its_project_only(ope
     uploaded = a.containers.files.create(box, file=("red.png", red))
     a.responses.create(model=MODEL, input=_message({"file_id": uploaded.id}))  # type: ignore[arg-type]
     assert engine.requests[0].turns[-1] == Message("user", "Colour?", (Image(red, "image/png"),))
-    error = _bad(lambda: b.responses.create(model=MODEL, input=_message({"file_id": uploaded.id})))  # type: ignore[arg-type]
+    error = sdk_refusal(lambda: b.responses.create(model=MODEL, input=_message({"file_id": uploaded.id})))  # type: ignore[arg-type]
     assert error["param"] == "input[0].content[1].file_id" and error["code"] == "not_found"
     assert len(engine.requests) == 1
 
@@ -159,7 +151,7 @@ def test_image_urls_are_refused_unless_allowed_and_private_ones_unless_opened(
         live = _start(config, tmp_path_factory.mktemp("closed"))
         try:
             sdk = openai.OpenAI(base_url=live.base_url + "/v1", api_key="k", max_retries=0, timeout=30)
-            error = _bad(
+            error = sdk_refusal(
                 lambda sdk=sdk: sdk.responses.create(
                     model=MODEL, input=_message({"image_url": site + "/img/blue.png"})
                 )  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import io
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -22,6 +22,7 @@ from websockets.sync.client import connect
 
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.serving import LiveServer
+from tests.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message
 
@@ -143,16 +144,6 @@ def _message(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Look."}, *parts]}]
 
 
-def _bad(call: Callable[[], Any]) -> dict[str, Any]:
-    """The error object of the 4xx the SDK raised for `call()`."""
-    with pytest.raises(openai.APIStatusError) as caught:
-        call()
-    assert 400 <= caught.value.status_code < 500, caught.value
-    error = caught.value.body
-    assert isinstance(error, dict) and {"message", "type", "param", "code"} <= error.keys(), error
-    return error
-
-
 def _conversations(server: LiveServer) -> tuple[int, int]:
     """The conversations and conversation items the server's SQLite store holds."""
     with sqlite3.connect(server.db_path) as db:  # type: ignore[attr-defined]
@@ -175,12 +166,12 @@ def _each_route(server: LiveServer, parts: list[dict[str, Any]]) -> Iterator[tup
     """`parts` sent in one message on every route that takes input: each route's name and the error it gave
     (the conversation whose items are added to is made empty first)."""
     sdk, input_ = _sdk(server), _message(parts)
-    yield "responses", _bad(lambda: sdk.responses.create(model=MODEL, input=input_))  # type: ignore[arg-type]
-    yield "input_tokens", _bad(lambda: sdk.responses.input_tokens.count(model=MODEL, input=input_))  # type: ignore[arg-type]
+    yield "responses", sdk_refusal(lambda: sdk.responses.create(model=MODEL, input=input_))  # type: ignore[arg-type]
+    yield "input_tokens", sdk_refusal(lambda: sdk.responses.input_tokens.count(model=MODEL, input=input_))  # type: ignore[arg-type]
     yield "websocket", _ws_error(server, input_)
-    yield "conversations", _bad(lambda: sdk.conversations.create(items=input_))  # type: ignore[arg-type]
+    yield "conversations", sdk_refusal(lambda: sdk.conversations.create(items=input_))  # type: ignore[arg-type]
     conversation = sdk.conversations.create().id
-    yield "items", _bad(lambda: sdk.conversations.items.create(conversation, items=input_))  # type: ignore[arg-type]
+    yield "items", sdk_refusal(lambda: sdk.conversations.items.create(conversation, items=input_))  # type: ignore[arg-type]
     assert sdk.conversations.items.list(conversation).data == []
 
 
@@ -247,7 +238,7 @@ def test_a_download_past_the_requests_total_is_stopped_midway(
     site.big_sent = 0
     sdk = _sdk(server)
     part = {"type": "input_file", "file_url": f"{site.url}/big.txt"}
-    error = _bad(lambda: sdk.responses.create(model=MODEL, input=_message([part])))  # type: ignore[arg-type]
+    error = sdk_refusal(lambda: sdk.responses.create(model=MODEL, input=_message([part])))  # type: ignore[arg-type]
     assert (error["code"], error["param"]) == ("file_too_large", "input[0].content[1]")
     assert "1048576 bytes in all" in error["message"]
     assert site.big_done.wait(60)
