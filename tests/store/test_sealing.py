@@ -22,9 +22,14 @@ P = "proj_a"
 
 def test_a_sealed_text_opens_and_hides_its_text() -> None:
     seal = ReasoningSeal(bytes(range(32)))
-    blob = seal.seal("The answer is 42 because 6 * 7.", P)
-    assert "42" not in blob and "answer" not in base64.urlsafe_b64decode(blob).decode(errors="replace")
-    assert seal.open(blob, P) == "The answer is 42 because 6 * 7."
+    text = "The answer is 42 because 6 * 7."
+    blob = seal.seal(text, P)
+    raw = base64.urlsafe_b64decode(blob)
+    # Whole phrases, not two characters: a random ciphertext holds "42" by chance about once in a hundred.
+    for hidden in ("The answer", "because 6"):
+        assert hidden not in blob and hidden.encode() not in raw
+        assert base64.urlsafe_b64encode(hidden.encode()).decode()[:8] not in blob
+    assert seal.open(blob, P) == text
     assert seal.seal("x", P) != seal.seal("x", P)  # a fresh nonce each time
 
 
