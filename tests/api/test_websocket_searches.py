@@ -1,7 +1,8 @@
-"""WebSocket mode's connection-local cache and the searches: a `store: false` response kept on the connection keeps
-what the server alone holds of its searches, so that the next turn on the same connection (its
-`previous_response_id`) shows the model a web search's results and a tool search's found tools as the first turn
-did. Through the `openai` SDK's `client.responses.connect()`, over the scripted engine and a fake SearXNG."""
+"""WebSocket mode's connection-local cache and what the server alone keeps: a `store: false` response kept on the
+connection keeps its searches whole, so that the next turn on the same connection shows the model a web search's
+results and a tool search's found tools as the first turn did, through its `previous_response_id` or with its
+items resent as input (an `item_reference` finds them too). Through the `openai` SDK's
+`client.responses.connect()`, over the scripted engine and a fake SearXNG."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tests.serving import LiveServer
 from tests.tools.test_web_search import RESULTS, FakeSearx
 from tests.wire import validate_response
 from vllm_responses.config import Config
-from vllm_responses.engine.types import ToolCall, ToolResult
+from vllm_responses.context.searches import NOT_KEPT
+from vllm_responses.engine.types import Message, ToolCall, ToolResult
 
 MODEL = "fake-model"
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -82,6 +84,53 @@ def test_a_web_search_s_results_survive_the_connection_cache(live: LiveServer, e
     turns = engine.requests[-1].turns
     assert turns[1:3] == (ToolCall(call["id"], "web_search", '{"query": "pep 703"}'), read)
     assert second["previous_response_id"] == first["id"]
+
+
+def test_a_search_resent_as_input_on_the_connection_reads_as_it_did(
+    live: LiveServer, engine: FakeEngine
+) -> None:
+    """A client that resends a `store: false` response's items as input on the connection that made them (in
+    place of `previous_response_id`) has the model read the search's results from the connection's cache; on
+    another connection the cache is gone, and the search reads as one whose results were not kept."""
+    tools = [{"type": "web_search", "search_context_size": "low"}]
+    engine.reset(
+        function_call("web_search", {"query": "pep 703"}), say("Free threading."), say("Yes."), say("Hm.")
+    )
+    with connected(live) as connection:
+        first = turn(connection, input="free threading?", tools=tools)
+        read = engine.requests[-1].turns[-1]
+        context = [
+            {"role": "user", "content": "free threading?"},
+            *first["output"],
+            {"role": "user", "content": "more?"},
+        ]
+        turn(connection, input=context, tools=tools)
+    call = first["output"][0]
+    assert engine.requests[-1].turns[1:3] == (
+        ToolCall(call["id"], "web_search", '{"query": "pep 703"}'),
+        read,
+    )
+    with connected(live) as other:
+        turn(other, input=context, tools=tools)
+    assert engine.requests[-1].turns[2] == ToolResult(call["id"], "web_search", NOT_KEPT)
+
+
+def test_an_item_reference_finds_an_item_of_the_connection_cache(
+    live: LiveServer, engine: FakeEngine
+) -> None:
+    engine.reset(say("Blue."), say("Because."))
+    with connected(live) as connection:
+        first = turn(connection, input="Favourite colour?")
+        reference = {"type": "item_reference", "id": first["output"][0]["id"]}
+        turn(
+            connection,
+            input=[
+                {"role": "user", "content": "Favourite colour?"},
+                reference,
+                {"role": "user", "content": "Why?"},
+            ],
+        )
+    assert engine.requests[-1].turns[1] == Message("assistant", "Blue.")
 
 
 def test_a_tool_search_s_found_tools_survive_the_connection_cache(
