@@ -20,40 +20,57 @@ async def resolve_stored_items(
     param: str,
     project: str = DEFAULT_PROJECT,
     open_sealed: Opener | None = None,
+    local: ResponseStore | None = None,
 ) -> list[dict[str, Any]]:
     """`items` with each `item_reference` replaced by the stored item it names (the Vercel AI SDK sends these;
     an unknown id is a 404 naming `{param}[i].id`), and each `code_interpreter_call` sent without `outputs`
     given those of the stored call with its id: a client that resends a response's items without having
     asked for `include=["code_interpreter_call.outputs"]` (openai-agents does) still lets the model see
     what its code printed; each `web_search_call` given the results the server kept of it (`_kept_search`).
-    Only the items of `project`'s responses are found. A reasoning item is kept as
+    Only the items of `project`'s responses are found, in `local` (a WebSocket connection's cache, whose
+    `store: false` responses the store does not hold) first, then in `store`. A reasoning item is kept as
     `client_reasoning` makes it (`open_sealed` opens its sealed copy for `project`)."""
+    finder = _Finder(store, local, project)
     resolved = []
     for i, item in enumerate(items):
         if item.get("type") == "item_reference":
-            found = await store.find_item(item["id"], project)
+            found = await finder.find(item["id"])
             if found is None:
                 raise NotFound(f"Item with id {item['id']!r} not found.", param=f"{param}[{i}].id")
             item = found
         elif item.get("type") == "reasoning":
             sealed = item.get("encrypted_content") and open_sealed is not None
-            kept = await store.find_item(item["id"], project) if item.get("id") and not sealed else None
+            kept = await finder.find(item["id"]) if item.get("id") and not sealed else None
             item = client_reasoning(item, kept, open_sealed, f"{param}[{i}]")
         elif item.get("type") == "web_search_call":
-            item = await _kept_search(store, item, project)
+            item = await _kept_search(finder, item)
         elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
-            found = await store.find_item(item["id"], project)
+            found = await finder.find(item["id"])
             if found is not None and found.get("type") == "code_interpreter_call":
                 item = {**item, "outputs": found.get("outputs")}
         resolved.append(item)
     return resolved
 
 
-async def _kept_search(store: ResponseStore, item: dict[str, Any], project: str) -> dict[str, Any]:
+class _Finder:
+    """Finds a kept item of `project` by its id: in `local` first (when given), then in `store`."""
+
+    def __init__(self, store: ResponseStore, local: ResponseStore | None, project: str) -> None:
+        self.stores = [s for s in (local, store) if s is not None]
+        self.project = project
+
+    async def find(self, item_id: str) -> dict[str, Any] | None:
+        for store in self.stores:
+            if (found := await store.find_item(item_id, self.project)) is not None:
+                return found
+        return None
+
+
+async def _kept_search(finder: _Finder, item: dict[str, Any]) -> dict[str, Any]:
     """A `web_search_call` given back, with the results the model read of it when the server kept them (under
-    its id, `project`'s): only the server's own copy says what a search found, never the client's word."""
+    its id): only the server's own copy says what a search found, never the client's word."""
     item = public_item(item)
-    found = await store.find_item(item["id"], project)
+    found = await finder.find(item["id"])
     if found is not None and found.get("type") == "web_search_call" and SEARCH_RESULTS in found:
         item = {**item, SEARCH_RESULTS: found[SEARCH_RESULTS]}
     return item

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -27,6 +27,7 @@ CallStatus = Literal["in_progress", "completed", "incomplete"]
 
 class ShellEnvironment(LenientModel):
     type: Literal["local", "container_auto", "container_reference"]
+    skills: list[Any] | None = None  # none are served: non-empty, a 400 (`parse_create_request`)
 
     @field_validator("type")
     @classmethod

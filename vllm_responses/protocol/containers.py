@@ -11,6 +11,7 @@ from interpreter_service import ContainerInfo, FileInfo
 from vllm_responses.protocol.errors import InvalidRequest
 
 __all__ = [
+    "SKILLS_REFUSED",
     "CreateContainerRequest",
     "ExpiresAfter",
     "MemoryLimit",
@@ -22,6 +23,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MemoryLimit = Literal["1g", "4g", "16g", "64g"]  # the values the SDK's `memory_limit` allows
+# Why skills (a container's, a code interpreter tool's container's, a shell tool's environment's) are refused.
+SKILLS_REFUSED = (
+    "Skills are not supported: this server has no skills to mount in a container or offer the model."
+)
 
 
 class _Model(BaseModel):
@@ -72,7 +77,7 @@ def parse_create_container(body: Any) -> CreateContainerRequest:
             code="unsupported_value",
         )
     if req.skills:
-        raise InvalidRequest("Skills are not supported.", param="skills", code="unsupported_parameter")
+        raise InvalidRequest(SKILLS_REFUSED, param="skills", code="unsupported_parameter")
     extra = sorted(set(body) - set(CreateContainerRequest.model_fields))
     if extra:
         logger.info("ignoring container fields this server does not use: %s", ", ".join(extra))

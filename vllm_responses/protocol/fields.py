@@ -12,7 +12,7 @@ __all__ = ["SDK_CREATE_FIELDS", "check_known_fields"]
 
 logger = logging.getLogger(__name__)
 
-# Every top-level field of the `openai` SDK's `ResponseCreateParams` (3.54; tests/protocol holds this to the
+# Every top-level field of the `openai` SDK's `ResponseCreateParams` (3.57; tests/protocol holds this to the
 # installed SDK). Those the request model does not declare are accepted and ignored (logged), unless
 # `parse_create_request` refuses them by name.
 SDK_CREATE_FIELDS = frozenset(

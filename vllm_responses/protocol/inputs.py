@@ -284,6 +284,8 @@ class ContainerAuto(LenientModel):
     file_ids: list[str] | None = None
     memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
     network_policy: NetworkPolicy | None = None
+    # (`skills`, which the SDK's code interpreter tool does not type, is read as an extra field and refused when
+    # non-empty: `parse_create_request`)
 
 
 class CodeInterpreterTool(LenientModel):

@@ -11,6 +11,7 @@ from pydantic import Field, Strict, ValidationError, field_validator
 from vllm_responses.protocol.coding_items import ApplyPatchTool, LocalShellTool, ShellTool
 from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.configuration_items import CompactionTriggerInput
+from vllm_responses.protocol.containers import SKILLS_REFUSED
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.fields import check_known_fields
 from vllm_responses.protocol.inputs import (
@@ -251,6 +252,7 @@ def parse_create_request(body: Any) -> CreateResponseRequest:
     check_includes(req.include)
     _check_combinations(req)
     _check_tools(req)
+    _check_skills(req)
     _check_tool_choice(req)
     fmt = req.text.format if req.text else None
     if fmt is not None and fmt.type == "json_schema" and (fmt.schema_ is None or not fmt.name):
@@ -315,6 +317,20 @@ def _check_tools(req: CreateResponseRequest) -> None:
                 param=f"tools[{i}].container.file_ids",
                 code="unsupported_parameter",
             )
+
+
+def _check_skills(req: CreateResponseRequest) -> None:
+    """Skills given to a code interpreter's container or a shell's environment: a 400 naming them, as `POST
+    /v1/containers` answers (an empty list is none)."""
+    for i, tool in enumerate(req.tools):
+        if isinstance(tool, CodeInterpreterTool) and isinstance(tool.container, ContainerAuto):
+            skills, param = (tool.container.model_extra or {}).get("skills"), f"tools[{i}].container.skills"
+        elif isinstance(tool, ShellTool) and tool.environment is not None:
+            skills, param = tool.environment.skills, f"tools[{i}].environment.skills"
+        else:
+            continue
+        if skills:
+            raise InvalidRequest(SKILLS_REFUSED, param=param, code="unsupported_parameter")
 
 
 def _check_tool_choice(req: CreateResponseRequest) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from vllm_responses.protocol.items import ResponseEcho
+from vllm_responses.protocol.lenient import undeclared
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceWebSearch
 
@@ -35,8 +36,7 @@ def response_echo(
     """The echoed fields of a response to `req`: only those we model (unknown fields inside a tool are
     accepted and ignored, never echoed), with the sampling values in effect (`default_sampling`: the engine's)."""
     tools = [
-        t.model_dump(mode="json", by_alias=True, exclude_none=True, include=set(type(t).model_fields))
-        for t in req.tools
+        t.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=undeclared(t)) for t in req.tools
     ]
     for tool in tools:  # as OpenAI echoes them: a function tool's description and strict always present
         if tool["type"] == "function":

@@ -153,7 +153,7 @@ class Planner:
             check_sealed_reasoning(req.input, open_sealed)
         history = await self._history(req, local, project)
         read = await self.files.read(given, "input", project, budget)
-        input_items = await resolve_stored_items(self.store, read, "input", project, open_sealed)
+        input_items = await resolve_stored_items(self.store, read, "input", project, open_sealed, local)
         req = configured(req, [*history, *input_items])
         triggered = bool(input_items) and input_items[-1].get("type") == "compaction_trigger"
         input_items = [item for item in input_items if item.get("type") != "compaction_trigger"]
