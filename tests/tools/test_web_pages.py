@@ -343,15 +343,15 @@ def test_page_actions_given_back_read_as_the_first_time(
     client: openai.OpenAI, engine: FakeEngine, web: FakeWeb
 ) -> None:
     """The text a page action showed is kept with the server's copy of its item: given back through
-    `previous_response_id`, or resent as input items, the model reads the same calls and text, and a page of
-    the earlier results can still be opened."""
+    `previous_response_id`, in a conversation, or resent as input items, the model reads the same calls and
+    text, and a page of the earlier results can still be opened."""
     article, plain = f"{web.base}/article", f"{web.base}/plain"
-    engine.reset(
+    scripted = [
         function_call("web_search", {"query": "article plain"}),
         function_call("open_page", {"url": article}),
         function_call("find_in_page", {"url": article, "pattern": "needle"}),
-        say("Read it."),
-    )
+    ]
+    engine.reset(*scripted, say("Read it."))
     first = client.responses.create(model=MODEL, input="q", tools=WEB)
     seen = list(engine.requests[3].turns[1:])  # the calls and what they read, after the user's message
     assert [t.name for t in seen if isinstance(t, ToolCall)] == ["web_search", "open_page", "find_in_page"]
@@ -360,6 +360,21 @@ def test_page_actions_given_back_read_as_the_first_time(
     client.responses.create(model=MODEL, input="and?", tools=WEB, previous_response_id=first.id)
     assert list(engine.requests[0].turns[1:7]) == seen
     assert read(engine) == f"{plain}\n\nJust text.\nSecond line."  # a result of the earlier search
+
+    engine.reset(say("ok"))
+    conversation = client.conversations.create()
+    engine.reset(*scripted, say("Read it."))
+    client.responses.create(model=MODEL, input="q", tools=WEB, conversation=conversation.id)
+    in_conversation = list(engine.requests[3].turns[1:])
+    engine.reset(say("ok"))
+    client.responses.create(model=MODEL, input="and?", tools=WEB, conversation=conversation.id)
+    assert list(engine.requests[0].turns[1:7]) == in_conversation
+    assert (
+        [t.output for t in in_conversation if isinstance(t, ToolResult)][1:]
+        == [  # the same pages read
+            t.output for t in seen if isinstance(t, ToolResult)
+        ][1:]
+    )
 
     engine.reset(say("ok"))
     resent = [item.model_dump(mode="json", exclude_none=True) for item in first.output]
@@ -395,3 +410,52 @@ def test_page_actions_not_kept_read_as_not_kept(live: LiveServer, engine: FakeEn
         ToolCall("ws_b", "find_in_page", '{"url": "https://a.test/", "pattern": "p"}'),
         ToolResult("ws_b", "find_in_page", "Error: the page could not be opened."),
     ]
+
+
+def test_the_sdk_stream_helper_and_no_proxy(
+    client: openai.OpenAI, engine: FakeEngine, web: FakeWeb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's own stream accumulator takes the page actions' events (it raises on an event out of place);
+    HTTP_PROXY in the server's environment does not carry the page's fetch: it goes straight to the page."""
+    proxied: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            proxied.append(self.path)
+            self.send_response(502)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", free_port()), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+        url = f"{web.base}/article"
+        engine.reset(
+            function_call("web_search", {"query": "article"}),
+            function_call("find_in_page", {"url": url, "pattern": "GIL"}),
+            say(f"See {url}."),
+        )
+        plain = openai.OpenAI(
+            base_url=client.base_url,
+            api_key="unused",
+            max_retries=0,
+            http_client=httpx.Client(trust_env=False),
+        )
+        with plain.responses.stream(model=MODEL, input="q", tools=WEB) as stream:  # type: ignore[arg-type]
+            kinds = [event.type for event in stream]
+            final = stream.get_final_response()
+        assert kinds.count("response.web_search_call.completed") == 2
+        found = final.output[1]
+        assert isinstance(found, ResponseFunctionWebSearch) and isinstance(found.action, ActionFind)
+        assert found.status == "completed" and found.action.pattern == "GIL"
+        assert proxied == []
+        assert read(engine).startswith(f"1 match for 'GIL' in {url}:")
+    finally:
+        proxy.shutdown()
