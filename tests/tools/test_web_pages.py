@@ -7,6 +7,7 @@ as the call's error while the response goes on; the items given back read as the
 from __future__ import annotations
 
 import collections
+import gzip
 import json
 import threading
 import time
@@ -81,6 +82,22 @@ class FakeWeb:
                             self.wfile.write(b"<p>" + b"x" * 65536 + b"</p>")
                     except (BrokenPipeError, ConnectionResetError):
                         pass
+                elif path in ("/gzipped", "/bomb"):  # sent compressed, though `identity` was asked
+                    data = ARTICLE.encode() if path == "/gzipped" else b" " * (10 * 1024 * 1024)
+                    packed = gzip.compress(data)
+                    self.send_response(200)
+                    self.send_header("content-type", "text/html")
+                    self.send_header("content-encoding", "gzip")
+                    self.send_header("content-length", str(len(packed)))
+                    self.end_headers()
+                    self.wfile.write(packed)
+                elif path == "/brotli":
+                    self.send_response(200)
+                    self.send_header("content-type", "text/html")
+                    self.send_header("content-encoding", "br")
+                    self.send_header("content-length", "4")
+                    self.end_headers()
+                    self.wfile.write(b"\x0b\x00\x80\x03")
                 elif path == "/slow":
                     time.sleep(3)
                     self._send(200, "text/plain", b"too late")
@@ -304,6 +321,8 @@ def test_a_private_address_is_refused_without_the_setting(web: FakeWeb) -> None:
     ("page", "said"),
     [
         ("big", "Error: the page could not be opened (it is too large)."),
+        ("bomb", "Error: the page could not be opened (it is too large)."),
+        ("brotli", "Error: the page could not be read (sent as br)."),
         ("slow", "Error: the page could not be opened (no answer in time)."),
         ("pdf", "Error: the page could not be read (application/pdf is neither HTML nor text)."),
         ("missing", "Error: the page could not be opened (HTTP 4xx)."),
@@ -313,8 +332,9 @@ def test_a_private_address_is_refused_without_the_setting(web: FakeWeb) -> None:
 def test_a_page_that_cannot_be_read_is_the_calls_error(
     client: openai.OpenAI, engine: FakeEngine, web: FakeWeb, page: str, said: str
 ) -> None:
-    """Over 2 MiB, no answer within --web-search-timeout, neither HTML nor text, an HTTP error, a redirect to
-    another site: the call fails, the model reads why (naming no address), and the response goes on."""
+    """Over 2 MiB (sent so, or unpacked from a small gzip body), no answer within --web-search-timeout, an
+    encoding not read, neither HTML nor text, an HTTP error, a redirect to another site: the call fails, the
+    model reads why (naming no address), and the response goes on."""
     engine.reset(
         function_call("web_search", {"query": page}),
         function_call("open_page", {"url": f"{web.base}/{page}"}),
@@ -327,12 +347,13 @@ def test_a_page_that_cannot_be_read_is_the_calls_error(
     assert r.output[2].type == "message"
 
 
-def test_a_redirect_within_the_site_is_followed(
-    client: openai.OpenAI, engine: FakeEngine, web: FakeWeb
+@pytest.mark.parametrize("page", ["moved", "gzipped"])
+def test_a_redirect_within_the_site_is_followed_and_gzip_read(
+    client: openai.OpenAI, engine: FakeEngine, web: FakeWeb, page: str
 ) -> None:
-    url = f"{web.base}/moved"
+    url = f"{web.base}/{page}"
     engine.reset(
-        function_call("web_search", {"query": "moved"}), function_call("open_page", {"url": url}), say("ok")
+        function_call("web_search", {"query": page}), function_call("open_page", {"url": url}), say("ok")
     )
     r = client.responses.create(model=MODEL, input="q", tools=WEB)
     assert r.output[1].status == "completed"  # type: ignore[union-attr]

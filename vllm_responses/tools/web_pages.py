@@ -18,6 +18,7 @@ import asyncio
 import json
 import logging
 import re
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,10 @@ _MAX_REDIRECTS = 5
 _AROUND = 150
 _PASSAGES = 10
 _COUNTED = 1000  # matches counted at most
+# The Content-Encodings a page may come in (it is asked for `identity`).
+_ENCODINGS = frozenset({"identity", "", "gzip", "x-gzip", "deflate"})
+_TOO_LARGE = "the page could not be opened (it is too large)"
+_NO_ADDRESS = "the host does not resolve"  # net_guard's reason for a host with no address
 _HEADERS = {
     "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1",
     "Accept-Encoding": "identity",
@@ -155,24 +160,26 @@ class PageRun:
         """The page at `url`, fetched within the limits and its text extracted; raises `_Failed`."""
         try:
             async with asyncio.timeout(self.timeout_s):
-                body, content_type = await self._download(url)
+                raw, encoding, content_type = await self._download(url)
         except TimeoutError:
             raise _Failed("the page could not be opened (no answer in time)") from None
         try:
-            text: PageText = await run_on(SEARCH, page_text, body, content_type)
+            text = await run_on(SEARCH, _readable, raw, encoding, content_type)
         except NotText as exc:
             media = exc.media_type if re.fullmatch(r"[\w.+-]+/[\w.+-]+", exc.media_type) else "it"
             raise _Failed(f"the page could not be read ({media} is neither HTML nor text)") from None
         return Page(url, text.title, text.text)
 
-    async def _download(self, url: str) -> tuple[bytes, str | None]:
-        """The body of a 2xx answer to GET `url` (at most `MAX_PAGE_BYTES`) and its Content-Type."""
+    async def _download(self, url: str) -> tuple[bytes, str, str | None]:
+        """The body of a 2xx answer to GET `url` as sent (at most `MAX_PAGE_BYTES`), its Content-Encoding and
+        its Content-Type."""
         import httpx2
 
         try:
             pinned = await self.policy.pin(url)
         except Refused as exc:
-            raise _Failed("the page could not be opened (its address is not allowed)", str(exc)) from None
+            why = "the site could not be reached" if str(exc) == _NO_ADDRESS else "its address is not allowed"
+            raise _Failed(f"the page could not be opened ({why})", str(exc)) from None
         try:
             async with httpx2.AsyncClient(
                 transport=pinned_transport(pinned),
@@ -185,15 +192,15 @@ class PageRun:
                     if not response.is_success:
                         code = response.status_code
                         raise _Failed(f"the page could not be opened (HTTP {code // 100}xx)", f"HTTP {code}")
+                    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                    if encoding not in _ENCODINGS:
+                        raise _Failed(f"the page could not be read (sent as {encoding or 'it'})")
                     body = bytearray()
-                    async for chunk in response.aiter_bytes():
+                    async for chunk in response.aiter_raw():  # decoded (bounded) by `_readable`
                         body += chunk
                         if len(body) > MAX_PAGE_BYTES:
-                            raise _Failed(
-                                "the page could not be opened (it is too large)",
-                                f"over {MAX_PAGE_BYTES} bytes",
-                            )
-                    return bytes(body), response.headers.get("content-type")
+                            raise _Failed(_TOO_LARGE, f"over {MAX_PAGE_BYTES} bytes")
+                    return bytes(body), encoding, response.headers.get("content-type")
         except Refused as exc:
             raise _Failed("the page could not be opened (it redirected to another site)", str(exc)) from None
         except httpx2.TooManyRedirects as exc:
@@ -202,6 +209,21 @@ class PageRun:
             raise _Failed("the page could not be opened (no answer in time)", repr(exc)) from None
         except (httpx2.HTTPError, OSError) as exc:
             raise _Failed("the page could not be opened (the site could not be reached)", repr(exc)) from None
+
+
+def _readable(raw: bytes, encoding: str, content_type: str | None) -> PageText:
+    """A page's text from its body as sent: decompressed (gzip or deflate, to at most `MAX_PAGE_BYTES`: a small
+    body that would unpack past it is too large), then read (page_text.py); raises `_Failed` or `NotText`."""
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        try:
+            unpacker = zlib.decompressobj(32 + zlib.MAX_WBITS)  # a gzip or zlib header, found
+            body = unpacker.decompress(raw, MAX_PAGE_BYTES + 1)
+        except zlib.error:
+            raise _Failed("the page could not be read (its compression is broken)") from None
+        if len(body) > MAX_PAGE_BYTES:
+            raise _Failed(_TOO_LARGE)
+        raw = body
+    return page_text(raw, content_type)
 
 
 def _normal(url: str) -> str | None:
