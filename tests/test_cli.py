@@ -131,6 +131,7 @@ ENV_VALUES = {
     "--mcp-timeout": ("2.5", 2.5),
     "--web-search-url": ("http://127.0.0.1:8888/search", "http://127.0.0.1:8888/search"),
     "--web-search-timeout": ("4", 4.0),
+    "--web-search-page-allow-private-networks": ("1", True),
     "--mcp-allowed-urls": ("http://a:1/mcp,*", "http://a:1/mcp,*"),
     "--mcp-allow-private-networks": ("1", True),
     "--input-file-max-bytes": ("2048", 2048),

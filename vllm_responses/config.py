@@ -415,8 +415,16 @@ class Config:
     web_search_timeout: float = setting(
         10.0,
         "--web-search-timeout",
-        "Seconds one web search may take; past it the search fails and the model is told so.",
+        "Seconds one web search (or one result page fetched) may take; past it the call fails and the "
+        "model is told so.",
         parse=float,
+    )
+    web_search_page_allow_private_networks: bool = setting(
+        False,
+        "--web-search-page-allow-private-networks",
+        "Let the web search's open_page and find_in_page open result pages on loopback, private and "
+        "link-local addresses (off: such a page is refused and the model is told so).",
+        switch=True,
     )
     # input_file parts, read as text (tools/file_inputs.py)
     input_file_max_bytes: int = setting(

@@ -135,7 +135,7 @@ def test_a_search_its_item_results_and_citations(
     assert searx.queries[-1] == {"q": ["python 3.13 news"], "format": ["json"]}
     # The model was offered the search as a function, and read the results (5 at most: medium context).
     first, second = engine.requests
-    assert [t.name for t in first.tools] == ["web_search"]
+    assert [t.name for t in first.tools] == ["web_search", "open_page", "find_in_page"]  # tools/web_pages.py
     assert second.turns[-2] == ToolCall(call.id, "web_search", '{"query": "python 3.13 news"}')
     result = second.turns[-1]
     assert isinstance(result, ToolResult) and result.output.startswith(
@@ -358,7 +358,8 @@ def test_allowed_tools_names_the_search(client: openai.OpenAI, engine: FakeEngin
     )
     assert r.status == "completed" and r.output[0].type == "web_search_call"
     first = engine.requests[0]
-    assert [t.name for t in first.tools] == ["web_search"] and first.tool_choice == "required"
+    assert [t.name for t in first.tools] == ["web_search", "open_page", "find_in_page"]
+    assert first.tool_choice == "required"
     engine.reset(say("No search."))
     only_function = {
         "type": "allowed_tools",

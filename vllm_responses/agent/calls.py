@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from interpreter_service import InterpreterError
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.searches import SEARCH_ACTIONS
 from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.parsers.partial_list import JsonStringListField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
@@ -64,8 +65,8 @@ class CallTracker:
         becomes a function_call item under that name.
     mcp_routes: the remote MCP tools offered, by name (their calls become mcp_call items, or
         mcp_approval_request items when the call waits for the client's approval).
-    search_names: the name the web search is offered under (its calls become web_search_call items, searched
-        by the loop once the model call ends).
+    search_names: the names the web search and its page actions are offered under (their calls become
+        web_search_call items, run by the loop once the model call ends).
     tool_search: who runs the tool search, when it is offered ("server": the loop, once the model call
         ends; "client": its call becomes a tool_search_call item the client answers).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
@@ -144,7 +145,7 @@ class CallTracker:
             self._open[event.index] = OpenCall(-1, event.name, finder=self.tool_search)
             events = []
         elif event.name in self.search_names:
-            index, events = self.builder.web_search_start()
+            index, events = self.builder.web_search_start(SEARCH_ACTIONS.get(event.name, "search"))
             self._open[event.index] = OpenCall(index, event.name, search=True)
         elif event.name in self.mcp_routes:
             route = self.mcp_routes[event.name]

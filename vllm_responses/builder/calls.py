@@ -17,6 +17,7 @@ from vllm_responses.protocol.items import (
     CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
+    SearchActionType,
     ShellCallItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
@@ -181,12 +182,14 @@ class CallSteps:
 
     # --- web search calls (run by the server) ----------------------------------------------------------
 
-    def web_search_start(self) -> tuple[int, list[Event]]:
+    def web_search_start(self, action: SearchActionType = "search") -> tuple[int, list[Event]]:
+        """A web search call begins: its item added with an `action` of that type, its fields empty until the
+        call's arguments are read (`web_search_searching`)."""
         new: WebSearchCallItem = {
             "id": new_id("ws"),
             "type": "web_search_call",
             "status": "in_progress",
-            "action": {"type": "search", "query": ""},
+            "action": _empty_action(action),
         }
         index, events = self.text.start_item(new)
         ref = self.state.ref(index)
@@ -195,10 +198,11 @@ class CallSteps:
             ev.web_search_event("response.web_search_call.in_progress", self.state.seq(), ref),
         ]
 
-    def web_search_searching(self, index: int, query: str) -> list[Event]:
+    def web_search_searching(self, index: int, action: dict[str, Any]) -> list[Event]:
+        """The call's `action` read from its arguments (a search's `query`, a page's `url` and `pattern`)."""
         item = self.state.web_search_call(index)
         item["status"] = "searching"
-        item["action"]["query"] = query
+        item["action"] = dict(action)
         return [
             ev.web_search_event("response.web_search_call.searching", self.state.seq(), self.state.ref(index))
         ]
@@ -255,3 +259,12 @@ class CallSteps:
         if failed:
             return [state.item_done(index)]
         return [ev.code_call_completed(state.seq(), state.ref(index)), state.item_done(index)]
+
+
+def _empty_action(action: SearchActionType) -> dict[str, Any]:
+    """A web search call's `action` before its arguments are read: its type, its required fields empty."""
+    if action == "search":
+        return {"type": "search", "query": ""}
+    if action == "open_page":
+        return {"type": "open_page", "url": ""}
+    return {"type": "find_in_page", "url": "", "pattern": ""}

@@ -37,6 +37,7 @@ from vllm_responses.protocol.items import (
     ResponseEcho,
     ResponseError,
     ResponseObject,
+    SearchActionType,
     ShellCallItem,
     WebSearchCallItem,
 )
@@ -249,11 +250,11 @@ class ResponseBuilder:
     def web_search_item(self, index: int) -> WebSearchCallItem:
         return self.state.web_search_call(index)
 
-    def web_search_start(self) -> tuple[int, list[Event]]:
-        return self._calls.web_search_start()
+    def web_search_start(self, action: SearchActionType = "search") -> tuple[int, list[Event]]:
+        return self._calls.web_search_start(action)
 
-    def web_search_searching(self, index: int, query: str) -> list[Event]:
-        return self._calls.web_search_searching(index, query)
+    def web_search_searching(self, index: int, action: dict[str, Any]) -> list[Event]:
+        return self._calls.web_search_searching(index, action)
 
     def web_search_done(
         self, index: int, sources: list[str] | None, results: str, *, failed: bool = False

@@ -46,6 +46,7 @@ __all__ = [
     "ResponseObject",
     "ResponseUsage",
     "SEARCH_RESULTS",
+    "SearchActionType",
     "ShellCallItem",
     "SummaryText",
     "ToolSearchCallItem",
@@ -281,13 +282,19 @@ class ApplyPatchCallItem(TypedDict):
     status: Literal["in_progress", "completed"]
 
 
+# A `web_search_call`'s `action.type`: a search, or a result's page opened or searched (tools/web_pages.py).
+SearchActionType = Literal["search", "open_page", "find_in_page"]
+
+
 class WebSearchCallItem(TypedDict):
-    """`ResponseFunctionWebSearch` (a search the server ran: tools/web_search.py)"""
+    """`ResponseFunctionWebSearch` (a search the server ran: tools/web_search.py, or a page it opened)"""
 
     id: str
     type: Literal["web_search_call"]
     status: Literal["in_progress", "searching", "completed", "failed", "incomplete"]
-    action: dict[str, Any]  # type "search", query, and (include `web_search_call.action.sources`) sources
+    # type "search", query, and (include `web_search_call.action.sources`) sources; "open_page", url;
+    # "find_in_page", url and pattern
+    action: dict[str, Any]
 
 
 class ToolSearchCallItem(TypedDict):

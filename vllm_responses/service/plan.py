@@ -65,7 +65,7 @@ from vllm_responses.tools.functions import custom_tools, offered_tools
 from vllm_responses.tools.grammars import GrammarChecker
 from vllm_responses.tools.mcp import UrlPolicy, check_mcp_request, mcp_plan
 from vllm_responses.tools.tool_search import ToolSearch, loaded_tools, tool_search_of
-from vllm_responses.tools.web_search import SEARCH_TOOL_NAME, SearchPlan, search_plan, web_search_spec
+from vllm_responses.tools.web_search import SEARCH_TOOL_NAME, SearchPlan, search_plan, search_specs
 
 __all__ = ["Planner", "Resolved", "ResponsePlan", "engine_tool_choice", "request_sampling"]
 
@@ -164,9 +164,9 @@ class Planner:
         loaded = loaded_tools([*history, *input_items])
         await self.grammars.check(custom_tools(req, loaded))  # off the event loop (then cached)
         tools = offered_tools(req, loaded)
-        search = _offered_search(req, self.config.web_search_url, self.config.web_search_timeout)
+        search = _offered_search(req, self.config)
         if search is not None:
-            tools.append(web_search_spec())
+            tools += search_specs()
         if (finder := await tool_search_of(req, self.config.max_deferred_tools)) is not None:
             tools.append(finder.spec)
         if req.truncation == "auto":
@@ -306,10 +306,11 @@ class Planner:
         return done if done.item is not None else None
 
 
-def _offered_search(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
+def _offered_search(req: CreateResponseRequest, config: Config) -> SearchPlan | None:
     """The response's search plan where the web search is offered (an `allowed_tools` choice may leave it out);
     a `tool_choice` forcing a search the server cannot make is a 400 naming `tool_choice`."""
-    search = search_plan(req, url, timeout_s)
+    url = config.web_search_url
+    search = search_plan(req, url, config.web_search_timeout, config.web_search_page_allow_private_networks)
     choice = req.tool_choice
     if search is None and isinstance(choice, ToolChoiceWebSearch):
         why = "no search backend is configured" if url is None else "the tool asks for no live web access"

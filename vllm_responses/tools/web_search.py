@@ -3,7 +3,8 @@ the model as a function taking a query; each call searched, its results shown to
 `url_citation`s; without a backend (or with `external_web_access: false`) the tool is not offered. A search is
 bounded in time and bytes, uses no proxy of the environment, and fails with a text naming no URL;
 `filters.allowed_domains` go to the backend as `site:` terms and are enforced on its results, and
-`user_location.country` goes as its `language`."""
+`user_location.country` goes as its `language`. Beside the search the model is offered its page actions,
+`open_page` and `find_in_page`, on the pages of the results it was shown (tools/web_pages.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.inputs import WebSearchTool
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.web_search_options import search_options
+from vllm_responses.tools.net_guard import UrlPolicy
 from vllm_responses.tools.search_language import search_language
+from vllm_responses.tools.web_pages import PageRun, page_specs
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -33,6 +36,7 @@ __all__ = [
     "SearchPlan",
     "SearchRun",
     "search_plan",
+    "search_specs",
     "web_search_spec",
 ]
 
@@ -41,6 +45,8 @@ logger = logging.getLogger(__name__)
 SEARCH_TOOL_NAME = WEB_SEARCH_NAME
 # How many results a search shows the model, by the tool's `search_context_size` (default medium).
 _RESULTS = {"low": 3, "medium": 5, "high": 10}
+# How many characters of a page `open_page` shows the model, by the same size.
+_PAGE_CHARS = {"low": 3000, "medium": 6000, "high": 12000}
 _SNIPPET_CHARS = 500
 # The most of a backend's answer read (SearXNG's run to tens of KiB); past it the search fails.
 MAX_ANSWER_BYTES = 2 * 1024 * 1024
@@ -60,27 +66,41 @@ def web_search_spec() -> ToolSpec:
     )
 
 
+def search_specs() -> list[ToolSpec]:
+    """The tools a served web search offers the model: `web_search`, then its page actions."""
+    return [web_search_spec(), *page_specs()]
+
+
 @dataclass(frozen=True)
 class SearchPlan:
-    """Where a response's searches go: the backend's URL, a timeout, how many results each shows the model, the
-    domains they are limited to (none: any), and the backend's `language` (None: its default)."""
+    """Where a response's searches go: the backend's URL, a timeout (of a search, and of a page's fetch), how
+    many results each shows the model, the domains they are limited to (none: any), the backend's
+    `language` (None: its default), how much of a page `open_page` shows, and whether pages on special
+    addresses (loopback, private networks) may be opened."""
 
     url: str
     timeout_s: float
     results: int
     domains: tuple[str, ...] = ()
     language: str | None = None
+    page_chars: int = _PAGE_CHARS["medium"]
+    private_networks: bool = False
 
 
-def search_plan(req: CreateResponseRequest, url: str | None, timeout_s: float) -> SearchPlan | None:
+def search_plan(
+    req: CreateResponseRequest, url: str | None, timeout_s: float, private_networks: bool = False
+) -> SearchPlan | None:
     """The response's search plan: None (the tool not offered) without a backend, without a `web_search` tool,
     or when the tool asks for no live web access (`external_web_access: false`: there is no cached index)."""
     tool = next((t for t in req.tools if isinstance(t, WebSearchTool)), None)
     if url is None or tool is None or tool.external_web_access is False:
         return None
     options = search_options(tool, f"tools[{req.tools.index(tool)}]")
-    size = _RESULTS[tool.search_context_size or "medium"]
-    return SearchPlan(url, timeout_s, size, options.domains, search_language(options.country))
+    size = tool.search_context_size or "medium"
+    language = search_language(options.country)
+    return SearchPlan(
+        url, timeout_s, _RESULTS[size], options.domains, language, _PAGE_CHARS[size], private_networks
+    )
 
 
 @dataclass(frozen=True)
@@ -184,15 +204,21 @@ def _results(body: bytes, most: int, domains: tuple[str, ...] = ()) -> tuple[lis
 
 
 def result_text(query: str, found: Found) -> str:
-    """What the model reads of a search: numbered results (title, URL, snippet), or the failure."""
+    """What the model reads of a search: numbered results (title, URL, snippet, a line each: the URL a page
+    action may open is the line after its `[i] title` line, context/searches.py), or the failure."""
     if found.error is not None:
         return f"Error: {found.error}."
     if not found.sources:
         return f"No results for {query!r}."
     return "\n\n".join(
-        f"[{i}] {s.title}\n{s.url}\n{snippet}".rstrip()
+        f"[{i}] {_line(s.title)}\n{_line(s.url)}\n{_line(snippet)}".rstrip()
         for i, (s, snippet) in enumerate(zip(found.sources, found.snippets, strict=True), 1)
     )
+
+
+def _line(text: str) -> str:
+    """`text` on one line: its runs of whitespace (line breaks too) made one space."""
+    return " ".join(text.split())
 
 
 def _query(arguments: str) -> str:
@@ -207,17 +233,24 @@ def _query(arguments: str) -> str:
 
 
 class SearchRun:
-    """Runs the searches of one response's loop."""
+    """Runs the searches and page actions of one response's loop."""
 
     def __init__(self, plan: SearchPlan) -> None:
         self.plan = plan
+        policy = UrlPolicy(("*",), plan.private_networks)
+        self.pages = PageRun(policy, plan.timeout_s, plan.page_chars)
 
     async def run(
         self, builder: ResponseBuilder, index: int, call_name: str, arguments: str, turns: list[Turn]
     ) -> AsyncIterator[Event]:
-        """Search for the call at `index`: its events, then the call and its results added to `turns`."""
+        """Search for the call at `index` (or, for a page action, open or search its page: `PageRun`): its
+        events, then the call and its results added to `turns`."""
+        if call_name != SEARCH_TOOL_NAME:
+            async for ev in self.pages.run(builder, index, call_name, arguments, turns):
+                yield ev
+            return
         query = _query(arguments)
-        for ev in builder.web_search_searching(index, query):
+        for ev in builder.web_search_searching(index, {"type": "search", "query": query}):
             yield ev
         found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
         builder.note_sources(found.sources)
