@@ -12,6 +12,7 @@ from tests.fakes import FakeEngine, FakeInterpreter
 from tests.mcp_server import mcp_server  # noqa: F401  (fixture: a real MCP server)
 from tests.postgres import pg_url, postgres_server  # noqa: F401  (fixtures: a real Postgres server)
 from tests.real import tiny_model_server
+from tests.searx import FakeSearx
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
@@ -93,3 +94,11 @@ def real_server() -> Iterator[LiveServer]:
 @pytest.fixture
 def real_client(real_server: LiveServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def searx() -> Iterator[FakeSearx]:
+    """A fake SearXNG on 127.0.0.1 for one test module (tests/searx.py)."""
+    fake = FakeSearx()
+    yield fake
+    fake.server.shutdown()

@@ -17,8 +17,8 @@ import pytest
 from tests.api.test_tenants import KEY_A, KEY_B, _keys_file
 from tests.fakes import FakeEngine, FakeInterpreter, Script, code_call, function_call, say, think
 from tests.mcp_server import McpTestServer
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer
-from tests.tools.test_web_search import RESULTS, FakeSearx
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.context.turns import MCP_DENIED, SUMMARY_HEADER
@@ -28,13 +28,6 @@ MODEL = "fake-model"
 # What a search given back reads as when neither the server nor its item says what it found.
 NOT_KEPT = "(the results of this search were not kept)"
 Items = list[dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def searx() -> Iterator[FakeSearx]:
-    fake = FakeSearx()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say, think
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer
-from tests.tools.test_web_search import RESULTS, FakeSearx
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import (
@@ -30,12 +30,10 @@ WEB: list[Any] = [{"type": "web_search"}]
 
 
 @pytest.fixture(scope="module")
-def live() -> Iterator[LiveServer]:
-    searx = FakeSearx()
+def live(searx: FakeSearx) -> Iterator[LiveServer]:
     server = LiveServer(Config(web_search_url=searx.url), FakeEngine(), FakeInterpreter()).start()
     yield server
     server.stop()
-    searx.server.shutdown()
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer
-from tests.tools.test_web_search import RESULTS, FakeSearx
 from tests.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.context.searches import NOT_KEPT
@@ -28,13 +28,6 @@ LOOKUP = {
     "description": "Find a customer by name.",
     "defer_loading": True,
 }
-
-
-@pytest.fixture(scope="module")
-def searx() -> Iterator[FakeSearx]:
-    fake = FakeSearx()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -15,19 +15,12 @@ from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFunctionWebSearch
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer
-from tests.tools.test_web_search import RESULTS, FakeSearx
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
 MODEL = "fake-model"
-
-
-@pytest.fixture(scope="module")
-def searx() -> Iterator[FakeSearx]:
-    fake = FakeSearx()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(scope="module")

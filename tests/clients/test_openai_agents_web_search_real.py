@@ -19,8 +19,8 @@ from openai.types.responses import ResponseFunctionWebSearch
 
 from tests.clients.test_openai_agents import tool_call
 from tests.real import TINY, ForcedEngine, tiny_model_server
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer
-from tests.tools.test_web_search import RESULTS, FakeSearx
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
@@ -28,13 +28,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 QUERY = "python 3.13 news"
 ANSWERS = ["Python 3.13 adds a JIT.", "It also adds free threading.", "Both are experimental."]
-
-
-@pytest.fixture(scope="module")
-def searx() -> Iterator[FakeSearx]:
-    fake = FakeSearx()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(scope="module")

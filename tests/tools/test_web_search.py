@@ -5,13 +5,10 @@ when included, failures and timeouts as a failed call the model reads; and when 
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import httpx
 import openai
@@ -19,85 +16,14 @@ import pytest
 from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMessage
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.searx import RESULTS, FakeSearx
 from tests.serving import LiveServer, free_port
 from tests.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 
 MODEL = "fake-model"
-RESULTS = [
-    {
-        "url": "https://docs.python.org/3/whatsnew/3.13.html",
-        "title": "What's New In Python 3.13",
-        "content": "JIT.",
-    },
-    {"url": "https://peps.python.org/pep-0703/", "title": "PEP 703", "content": "Free threading."},
-    {"url": "https://example.com/other", "title": "Other", "content": "x" * 2000},
-]
 WEB: list[Any] = [{"type": "web_search"}]
-HUGE = 3 * 1024 * 1024
-
-
-class FakeSearx:
-    """SearXNG's `GET /search?q=...&format=json` on 127.0.0.1: `queries` records what was asked. A query with
-    "boom" answers 500, one with "slow" sleeps 3 s, one with "nothing" finds nothing, one with "huge" answers
-    3 MiB of results, one with "drip" sends a byte every 0.1 s for a minute."""
-
-    def __init__(self) -> None:
-        self.queries: list[dict[str, list[str]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                params = parse_qs(urlparse(self.path).query)
-                outer.queries.append(params)
-                q = params.get("q", [""])[0]
-                if "slow" in q:
-                    time.sleep(3)
-                if "drip" in q:
-                    self._drip()
-                    return
-                status, body = (
-                    (500, {}) if "boom" in q else (200, {"results": [] if "nothing" in q else RESULTS})
-                )
-                if "huge" in q:
-                    body = {"results": [*RESULTS, {"url": "https://x.test/", "content": "x" * HUGE}]}
-                data = json.dumps(body).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the "slow" search's client gave up
-                    pass
-
-            def _drip(self) -> None:
-                try:
-                    self.send_response(200)
-                    self.send_header("content-type", "application/json")
-                    self.end_headers()
-                    self.wfile.write(b'{"results": [')
-                    for _ in range(600):
-                        time.sleep(0.1)
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/search"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture(scope="module")
-def searx() -> Iterator[FakeSearx]:
-    fake = FakeSearx()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(scope="module")
