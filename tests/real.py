@@ -103,12 +103,14 @@ def tiny_model_server(
     config: Config | None = None,
     tool_parser: str = "hermes",
     wrap: Callable[[Any], Any] | None = None,
+    asgi: Callable[[Any], Any] | None = None,
 ) -> LiveServer:
     """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool (none with
     `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings;
     `tool_parser` is the `--tool-call-parser` name (ours or vLLM's). A `config` naming
     `code_interpreter_url` uses that shared sandbox service instead of a pool. `wrap`, when given, is handed
-    the engine and returns what the server uses (a test's engine in front of the real one)."""
+    the engine and returns what the server uses (a test's engine in front of the real one); `asgi`, the app
+    and returns what uvicorn serves (`LiveServer`'s)."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.vllm import VLLMEngine
@@ -137,4 +139,4 @@ def tiny_model_server(
             yield (wrap(engine) if wrap else engine), pool, MemoryStore()
 
     settings = config or Config(code_interpreter_timeout=20)
-    return LiveServer(settings, None, None, opener=opener).start(timeout=600)
+    return LiveServer(settings, None, None, opener=opener, asgi=asgi).start(timeout=600)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import uvicorn
+from starlette.types import ASGIApp
 
 from vllm_responses.api.app import build_app
 from vllm_responses.api.state import Opener
@@ -28,7 +29,8 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly."""
+    """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly. `asgi`, when
+    given, wraps the app uvicorn serves (a test's middleware in front of it, as a recorder of requests)."""
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class LiveServer:
         *,
         db: str | None = None,
         opener: Opener | None = None,
+        asgi: Callable[[ASGIApp], ASGIApp] | None = None,
     ) -> None:
         self.port = free_port()
         self.config = Config(**{**config.__dict__, "port": self.port})
@@ -62,7 +65,13 @@ class LiveServer:
         opener_used = tracked if opener is not None else fixed
         self.app = build_app(self.config, opener_used)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+            uvicorn.Config(
+                asgi(self.app) if asgi else self.app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="on",
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
