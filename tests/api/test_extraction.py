@@ -170,7 +170,10 @@ def test_pdfs_holding_every_worker_do_not_delay_another_projects_text_file(
         for sock in held:
             sock.close()
     _until(lambda: pool.busy == 0 and pool.waiting == 0, "A's PDFs given up once its clients left")
-    assert pool.killed_total == 2
+    # Both held workers were killed. A waiting PDF whose client's leaving the server had not seen yet may take
+    # a place freed by a kill and be killed in its turn, so there may be more; none ran on: every worker
+    # started was killed.
+    assert 2 <= pool.killed_total == pool.started_total
 
 
 def test_a_client_that_leaves_has_its_pdfs_worker_killed(serve: Callable[..., LiveServer]) -> None:
