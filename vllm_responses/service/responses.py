@@ -69,12 +69,14 @@ class ResponsesService:
         self.limits = limits or ProjectLimits(config)
         self.files = FileService(store, partial(self.limits.check_store, store))
         self.uploads = UploadService(self.files, config.max_file_bytes)
-        self.containers = ContainerService(interpreter, self.limits.sandbox)
+        self.containers = ContainerService(interpreter, self.limits.sandbox, self.files)
         running = config.max_concurrent_responses or engine.max_num_seqs
         queued = config.max_queued_responses
         self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
         self.extraction = extraction_pool(config)
-        files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
+        files = FileInputs(
+            config, self.containers, self.extraction, lambda: engine.takes_images, files=self.files
+        )
         self.seal = reasoning_seal(config.reasoning_key, config.db)
         self.conversations = ConversationService(store, files, self.limits, self.admission, self.seal)
         self.runs: dict[str, Run] = {}
