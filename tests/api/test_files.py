@@ -1,5 +1,6 @@
 """The Files API through a live server and the `openai` SDK: create, list (paging), retrieve, content, delete; the
-4xx for bad input naming the param; each project seeing only its own files; expiry; the same on Postgres."""
+4xx for bad input naming the param; each project seeing only its own files; expiry; quotas; two replicas on one
+Postgres database reading each other's files."""
 
 from __future__ import annotations
 
@@ -202,16 +203,20 @@ def test_stored_bytes_bound_files_per_project(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def pg_server(pg_url: str, tmp_path: Path) -> Iterator[LiveServer]:
-    live = LiveServer(keyed(tmp_path), FakeEngine(), FakeInterpreter(), db=pg_url)
-    yield live.start()
-    live.stop()
+def pg_replicas(pg_url: str, tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two servers (replicas) on one Postgres database."""
+    one = LiveServer(keyed(tmp_path), FakeEngine(), FakeInterpreter(), db=pg_url).start()
+    two = LiveServer(keyed(tmp_path), FakeEngine(), FakeInterpreter(), db=pg_url).start()
+    yield one, two
+    one.stop()
+    two.stop()
 
 
-def test_files_on_postgres(pg_server: LiveServer) -> None:
-    crud(sdk(pg_server))
+def test_files_on_postgres_are_read_by_every_replica(pg_replicas: tuple[LiveServer, LiveServer]) -> None:
+    one, two = pg_replicas
+    crud(sdk(one))
     data = b"0123456789" * 20_000  # four parts
-    done = sdk(pg_server).uploads.upload_file_chunked(
+    done = sdk(one).uploads.upload_file_chunked(
         file=data,
         filename="pg.txt",
         bytes=len(data),
@@ -220,5 +225,11 @@ def test_files_on_postgres(pg_server: LiveServer) -> None:
         part_size=60_000,
     )
     assert done.status == "completed" and done.file is not None
-    assert sdk(pg_server).files.content(done.file.id).read() == data
-    assert sdk_refusal(lambda: sdk(pg_server, KEY_B).files.retrieve(done.file.id))["code"] == "not_found"  # type: ignore[union-attr]
+    other = sdk(two)
+    assert other.files.content(done.file.id).read() == data  # made on one replica, read on the other
+    assert done.file.id in [f.id for f in other.files.list()]
+    assert sdk_refusal(lambda: sdk(two, KEY_B).files.retrieve(done.file.id))["code"] == "not_found"  # type: ignore[union-attr]
+    box = other.containers.create(name="copied", file_ids=[done.file.id])
+    assert two.interpreter.files[box.id]["/mnt/data/pg.txt"] == data
+    other.files.delete(done.file.id)
+    assert sdk_refusal(lambda: sdk(one).files.retrieve(done.file.id))["code"] == "not_found"  # type: ignore[union-attr]
