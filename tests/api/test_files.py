@@ -105,8 +105,9 @@ def test_a_large_file_comes_back_whole_with_its_type_and_inert(server: LiveServe
     )
 
 
-def _post(server: LiveServer, **kw: Any) -> httpx.Response:
-    return httpx.post(f"{server.base_url}/v1/files", headers={"Authorization": f"Bearer {KEY_A}"}, **kw)
+def _post(server: LiveServer, headers: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
+    auth = {"Authorization": f"Bearer {KEY_A}", **(headers or {})}
+    return httpx.post(f"{server.base_url}/v1/files", headers=auth, timeout=60, **kw)
 
 
 def test_bad_input_is_a_4xx_naming_the_param(server: LiveServer) -> None:
@@ -233,3 +234,37 @@ def test_files_on_postgres_are_read_by_every_replica(pg_replicas: tuple[LiveServ
     assert two.interpreter.files[box.id]["/mnt/data/pg.txt"] == data
     other.files.delete(done.file.id)
     assert sdk_refusal(lambda: sdk(one).files.retrieve(done.file.id))["code"] == "not_found"  # type: ignore[union-attr]
+
+
+def test_files_and_parts_are_bounded_by_the_upload_limit_while_they_stream(tmp_path: Path) -> None:
+    """Bodies on /v1/files and an upload's parts take --max-upload-bytes (here 64 KiB, above the 16 KiB of
+    --max-request-bytes); past it a 413 naming the field, before the body is read or while it streams in."""
+    live = LiveServer(keyed(tmp_path, max_request_bytes=16 * 1024), FakeEngine(), FakeInterpreter()).start()
+    try:
+        client = sdk(live)
+        fits = client.files.create(file=("fits.bin", b"a" * UPLOAD_MOST), purpose="user_data")
+        assert fits.bytes == UPLOAD_MOST
+        upload = client.uploads.create(
+            bytes=UPLOAD_MOST, filename="u.bin", mime_type="application/octet-stream", purpose="user_data"
+        )
+        assert client.uploads.parts.create(upload.id, data=b"p" * UPLOAD_MOST).upload_id == upload.id
+        far = b"b" * (4 * UPLOAD_MOST)  # past the multipart slack: refused on its Content-Length
+        for call, param in (
+            (lambda: client.files.create(file=("big.bin", far), purpose="user_data"), "file"),
+            (lambda: client.uploads.parts.create(upload.id, data=far), "data"),
+        ):
+            with pytest.raises(openai.APIStatusError) as caught:
+                call()
+            assert caught.value.status_code == 413
+            assert caught.value.body["code"] == "file_too_large" and caught.value.body["param"] == param  # type: ignore[index]
+
+        def endless() -> Iterator[bytes]:
+            yield b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n\r\n'
+            for _ in range(64):  # 4 MiB, never terminated: refused long before
+                yield b"c" * 65536
+
+        r = _post(live, content=endless(), headers={"Content-Type": "multipart/form-data; boundary=xyz"})
+        assert r.status_code == 413 and r.json()["error"]["param"] == "file"
+        assert [f.id for f in client.files.list()] == [fits.id]
+    finally:
+        live.stop()
