@@ -120,6 +120,50 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items_by_project RENAME TO items;
     CREATE INDEX items_response ON items (response_id)
     """,
+    # 8: files of the Files API and uploads of the Uploads API, per project; bytes in rows of at most 1 MiB
+    # (`file_chunks`, keyed by the file's or the upload part's id)
+    """
+    CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL
+    );
+    CREATE INDEX files_project ON files (project, created_at);
+    CREATE INDEX files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE file_chunks (
+        owner_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (owner_id, seq)
+    );
+    CREATE TABLE uploads (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        status TEXT NOT NULL,
+        file_id TEXT,
+        file_expires_s REAL
+    );
+    CREATE INDEX uploads_expiry ON uploads (expires_at);
+    CREATE TABLE upload_parts (
+        id TEXT PRIMARY KEY,
+        upload_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
+    CREATE INDEX upload_parts_project ON upload_parts (project)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -201,6 +245,49 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items ALTER COLUMN project SET NOT NULL;
     ALTER TABLE items DROP CONSTRAINT items_pkey;
     ALTER TABLE items ADD PRIMARY KEY (project, id)
+    """,
+    # 8: as SQLite's 8
+    """
+    CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION
+    );
+    CREATE INDEX files_project ON files (project, created_at);
+    CREATE INDEX files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE file_chunks (
+        owner_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (owner_id, seq)
+    );
+    CREATE TABLE uploads (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        status TEXT NOT NULL,
+        file_id TEXT,
+        file_expires_s DOUBLE PRECISION
+    );
+    CREATE INDEX uploads_expiry ON uploads (expires_at);
+    CREATE TABLE upload_parts (
+        id TEXT PRIMARY KEY,
+        upload_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
+    CREATE INDEX upload_parts_project ON upload_parts (project)
     """,
 )
 
