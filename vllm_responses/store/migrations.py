@@ -120,6 +120,28 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items_by_project RENAME TO items;
     CREATE INDEX items_response ON items (response_id)
     """,
+    # 8: vector stores' chunks (retrieval/sqlite_index.py): each chunk's text, its file's attributes (JSON) and
+    # its unit vector (float32 blob); their words in FTS5 (external content: rows added and removed by the
+    # index, never by triggers); each vector store's generation, raised on every change of its chunks
+    """
+    CREATE TABLE vector_store_chunks (
+        id INTEGER PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE VIRTUAL TABLE vector_store_chunks_fts USING fts5(
+        text, content = 'vector_store_chunks', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -201,6 +223,26 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items ALTER COLUMN project SET NOT NULL;
     ALTER TABLE items DROP CONSTRAINT items_pkey;
     ALTER TABLE items ADD PRIMARY KEY (project, id)
+    """,
+    # 8: as SQLite's 8; the vector a float32 BYTEA (pgvector's `vector` and its HNSW index need the extension),
+    # the words a generated `tsvector` under a GIN index in place of FTS5
+    """
+    CREATE TABLE vector_store_chunks (
+        id BIGSERIAL PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        words TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE INDEX vector_store_chunks_words ON vector_store_chunks USING GIN (words);
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation BIGINT NOT NULL
+    )
     """,
 )
 
