@@ -250,24 +250,31 @@ class SQLiteIndex:
         if vector is not None and (not ranking.fused or ranking.embedding_weight > 0):
             nearest = await run_on(SEARCH, _nearest, stores, allowed, vector, limit)
         if ranking.fused:
-            words = await self._keywords(allowed, query.text, limit) if ranking.text_weight > 0 else []
+            words = (
+                await self._keywords(stores, allowed, query.text, limit) if ranking.text_weight > 0 else []
+            )
             scored = fuse([c for c, _ in nearest], words, ranking)
         else:
             scored = [(c, max(0.0, min(1.0, s))) for c, s in nearest]
         kept = [(c, s) for c, s in scored if s >= ranking.score_threshold][:max_num_results]
         return await self._hits(kept)
 
-    async def _keywords(self, allowed: dict[str, list[str]], text: str, limit: int) -> list[int]:
+    async def _keywords(
+        self, stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], text: str, limit: int
+    ) -> list[int]:
         """The chunks of the allowed files holding any word of `text`, best BM25 first."""
         match = fts_query(text)
         if match is None:
             return []
-        scope = " OR ".join(
-            "(c.vector_store_id = ? AND c.file_id IN (SELECT value FROM json_each(?)))" for _ in allowed
-        )
-        params: list[Any] = [match]
+        scopes, params = [], [match]
         for store, files in allowed.items():
-            params += [store, json.dumps(files)]
+            if len(files) == len(stores[store].files):  # every file: no list to check
+                scopes.append("c.vector_store_id = ?")
+                params.append(store)
+            elif files:
+                scopes.append("(c.vector_store_id = ? AND c.file_id IN (SELECT value FROM json_each(?)))")
+                params += [store, json.dumps(files)]
+        scope = " OR ".join(scopes)
         async with self.db.execute(
             "SELECT c.id FROM vector_store_chunks_fts JOIN vector_store_chunks c ON c.id = vector_store_chunks_fts.rowid "
             f"WHERE vector_store_chunks_fts MATCH ? AND ({scope}) "
