@@ -4,6 +4,7 @@ file's chunks come and go (FTS5 rows too), seen by another connection's cache as
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -50,6 +51,13 @@ async def index(tmp_path: Path) -> AsyncIterator[SQLiteIndex]:
 
 async def add(idx: SQLiteIndex, store: str, file_id: str, texts: list[str], **attributes: object) -> None:
     await idx.add_file(store, file_id, texts, np.stack([embed(t) for t in texts]), dict(attributes))  # type: ignore[arg-type]
+
+
+async def fts_in_step(idx: SQLiteIndex) -> None:
+    """FTS5's check that its words are exactly those of the chunk rows (an error otherwise)."""
+    await idx.db.execute(
+        "INSERT INTO vector_store_chunks_fts (vector_store_chunks_fts, rank) VALUES ('integrity-check', 1)"
+    )
 
 
 async def search(idx: SQLiteIndex, text: str, stores: tuple[str, ...] = ("vs_1",), **kw: object) -> list[str]:
@@ -146,8 +154,7 @@ async def test_replacing_reattributing_and_deleting_a_files_chunks(index: SQLite
     assert await search(index, "car") == ["file-2"]
     assert await index.delete_store("vs_1") == 1
     assert await search(index, "car wash") == []
-    rows = await (await index.db.execute("SELECT count(*) FROM vector_store_chunks_fts")).fetchone()
-    assert rows == (0,)  # no word of a removed chunk is left behind
+    await fts_in_step(index)  # no word of a removed chunk is left behind
 
 
 async def test_stores_are_apart_and_searched_together(index: SQLiteIndex) -> None:
@@ -199,3 +206,22 @@ async def test_bad_input(index: SQLiteIndex) -> None:
     assert await index.file_chunks("vs_1", "file-4") == []
     for text in ('"', 'NEAR(a b) AND -x OR "', "*", "a:b ^c", ""):  # FTS5's syntax never reaches it
         await index.search(["vs_1"], Query(text))
+
+
+async def test_concurrent_writes_and_searches_stay_whole(index: SQLiteIndex) -> None:
+    """Writes and searches at once on one index: each write is whole (its rows, its words), none is lost."""
+
+    async def write(i: int) -> None:
+        await add(index, "vs_1", f"file-{i}", [f"car number{i}", f"boat number{i}"], n=i)
+
+    async def look() -> None:
+        for hit in await index.search(["vs_1"], Query("car", embed("car"))):
+            assert hit.attributes == {"n": int(hit.file_id.split("-")[1])}
+
+    await asyncio.gather(
+        *(write(i) for i in range(20)), *(look() for _ in range(20)), index.delete_file("vs_1", "file-3")
+    )
+    assert len(await index.search(["vs_1"], Query("number0 number1 number2"), max_num_results=50)) == 6
+    chunks = await (await index.db.execute("SELECT count(*) FROM vector_store_chunks")).fetchone()
+    assert chunks is not None and chunks[0] in (38, 40)  # file-3 deleted before or after it was added
+    await fts_in_step(index)

@@ -10,6 +10,7 @@ keyword lists among those files only, fused (ranking.py).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,8 @@ class SQLiteIndex:
         self.max_cached_bytes = max_cached_bytes
         self._db: aiosqlite.Connection | None = None
         self._matrices: OrderedDict[str, tuple[int, StoreMatrix]] = OrderedDict()
+        # one statement or transaction at a time on the connection: a read never sees a write half done
+        self._lock = asyncio.Lock()
 
     # 1. opening
 
@@ -90,8 +93,13 @@ class SQLiteIndex:
 
     # 2. writes
 
+    async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        async with self._lock, self.db.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
     async def _write(self, vector_store_id: str, statements: Iterable[tuple[str, Any]]) -> list[int]:
-        """`statements` in one write transaction that raises the vector store's generation; each one's rowcount."""
+        """`statements` in one write transaction that raises the vector store's generation; each one's rowcount
+        (the caller holds the lock)."""
         await self.db.commit()
         await self.db.execute("BEGIN IMMEDIATE")
         try:
@@ -119,31 +127,32 @@ class SQLiteIndex:
         rows = unit_rows(vectors) if len(chunks) else np.zeros((0, 0), dtype=np.float32)
         if len(rows) != len(chunks):
             raise ValueError(f"{len(chunks)} chunks but {len(rows)} vectors")
-        if len(rows):
-            await self._check_dimensions(vector_store_id, file_id, rows.shape[1])
         where = (vector_store_id, file_id)
         attrs = json.dumps(attributes)
         values = [
             (vector_store_id, file_id, i, t, attrs, to_blob(v))
             for i, (t, v) in enumerate(zip(chunks, rows, strict=True))
         ]
-        await self._write(
-            vector_store_id,
-            [
-                (_DELETE_WORDS + "vector_store_id = ? AND file_id = ?", where),
-                ("DELETE FROM vector_store_chunks WHERE vector_store_id = ? AND file_id = ?", where),
-                (
-                    "INSERT INTO vector_store_chunks (vector_store_id, file_id, chunk_index, text, attributes, "
-                    "vector) VALUES (?, ?, ?, ?, ?, ?)",
-                    values,
-                ),
-                (
-                    "INSERT INTO vector_store_chunks_fts (rowid, text) SELECT id, text FROM vector_store_chunks "
-                    "WHERE vector_store_id = ? AND file_id = ?",
-                    where,
-                ),
-            ],
-        )
+        async with self._lock:
+            if len(rows):
+                await self._check_dimensions(vector_store_id, file_id, rows.shape[1])
+            await self._write(
+                vector_store_id,
+                [
+                    (_DELETE_WORDS + "vector_store_id = ? AND file_id = ?", where),
+                    ("DELETE FROM vector_store_chunks WHERE vector_store_id = ? AND file_id = ?", where),
+                    (
+                        "INSERT INTO vector_store_chunks (vector_store_id, file_id, chunk_index, text, attributes, "
+                        "vector) VALUES (?, ?, ?, ?, ?, ?)",
+                        values,
+                    ),
+                    (
+                        "INSERT INTO vector_store_chunks_fts (rowid, text) SELECT id, text FROM vector_store_chunks "
+                        "WHERE vector_store_id = ? AND file_id = ?",
+                        where,
+                    ),
+                ],
+            )
 
     async def _check_dimensions(self, vector_store_id: str, file_id: str, dimensions: int) -> None:
         async with self.db.execute(
@@ -158,50 +167,53 @@ class SQLiteIndex:
 
     async def set_attributes(self, vector_store_id: str, file_id: str, attributes: Attributes) -> bool:
         sql = "UPDATE vector_store_chunks SET attributes = ? WHERE vector_store_id = ? AND file_id = ?"
-        (count,) = await self._write(
-            vector_store_id, [(sql, (json.dumps(attributes), vector_store_id, file_id))]
-        )
+        async with self._lock:
+            (count,) = await self._write(
+                vector_store_id, [(sql, (json.dumps(attributes), vector_store_id, file_id))]
+            )
         return count > 0
 
     async def delete_file(self, vector_store_id: str, file_id: str) -> int:
         where = (vector_store_id, file_id)
-        _, count = await self._write(
-            vector_store_id,
-            [
-                (_DELETE_WORDS + "vector_store_id = ? AND file_id = ?", where),
-                ("DELETE FROM vector_store_chunks WHERE vector_store_id = ? AND file_id = ?", where),
-            ],
-        )
+        async with self._lock:
+            _, count = await self._write(
+                vector_store_id,
+                [
+                    (_DELETE_WORDS + "vector_store_id = ? AND file_id = ?", where),
+                    ("DELETE FROM vector_store_chunks WHERE vector_store_id = ? AND file_id = ?", where),
+                ],
+            )
         return count
 
     async def delete_store(self, vector_store_id: str) -> int:
-        _, count, _ = await self._write(
-            vector_store_id,
-            [
-                (_DELETE_WORDS + "vector_store_id = ?", (vector_store_id,)),
-                ("DELETE FROM vector_store_chunks WHERE vector_store_id = ?", (vector_store_id,)),
-                ("DELETE FROM vector_store_generations WHERE vector_store_id = ?", (vector_store_id,)),
-            ],
-        )
+        async with self._lock:
+            _, count, _ = await self._write(
+                vector_store_id,
+                [
+                    (_DELETE_WORDS + "vector_store_id = ?", (vector_store_id,)),
+                    ("DELETE FROM vector_store_chunks WHERE vector_store_id = ?", (vector_store_id,)),
+                    ("DELETE FROM vector_store_generations WHERE vector_store_id = ?", (vector_store_id,)),
+                ],
+            )
         return count
 
     async def file_chunks(self, vector_store_id: str, file_id: str) -> list[StoredChunk]:
-        async with self.db.execute(
+        rows = await self._read(
             "SELECT chunk_index, text FROM vector_store_chunks WHERE vector_store_id = ? AND file_id = ? "
             "ORDER BY chunk_index",
             (vector_store_id, file_id),
-        ) as cur:
-            return [StoredChunk(int(i), str(t)) for i, t in await cur.fetchall()]
+        )
+        return [StoredChunk(int(i), str(t)) for i, t in rows]
 
     # 3. the matrices
 
     async def _generations(self, vector_store_ids: Sequence[str]) -> dict[str, int]:
         marks = ", ".join("?" * len(vector_store_ids))
-        async with self.db.execute(
+        rows = await self._read(
             f"SELECT vector_store_id, generation FROM vector_store_generations WHERE vector_store_id IN ({marks})",
             tuple(vector_store_ids),
-        ) as cur:
-            return {str(s): int(g) for s, g in await cur.fetchall()}
+        )
+        return {str(s): int(g) for s, g in rows}
 
     async def matrix(self, vector_store_id: str, generation: int) -> StoreMatrix:
         """The vector store's chunks as one matrix, loaded unless the one held is of `generation`."""
@@ -209,11 +221,10 @@ class SQLiteIndex:
         if held is not None and held[0] == generation:
             self._matrices.move_to_end(vector_store_id)
             return held[1]
-        async with self.db.execute(
+        rows = await self._read(
             "SELECT id, file_id, attributes, vector FROM vector_store_chunks WHERE vector_store_id = ? ORDER BY id",
             (vector_store_id,),
-        ) as cur:
-            rows = list(await cur.fetchall())
+        )
         loaded = await run_on(SEARCH, _matrix_of, rows)
         self._matrices[vector_store_id] = (generation, loaded)
         self._matrices.move_to_end(vector_store_id)
@@ -266,7 +277,8 @@ class SQLiteIndex:
         match = fts_query(text)
         if match is None:
             return []
-        scopes, params = [], [match]
+        scopes: list[str] = []
+        params: list[Any] = [match]
         for store, files in allowed.items():
             if len(files) == len(stores[store].files):  # every file: no list to check
                 scopes.append("c.vector_store_id = ?")
@@ -275,24 +287,24 @@ class SQLiteIndex:
                 scopes.append("(c.vector_store_id = ? AND c.file_id IN (SELECT value FROM json_each(?)))")
                 params += [store, json.dumps(files)]
         scope = " OR ".join(scopes)
-        async with self.db.execute(
+        rows = await self._read(
             "SELECT c.id FROM vector_store_chunks_fts JOIN vector_store_chunks c ON c.id = vector_store_chunks_fts.rowid "
             f"WHERE vector_store_chunks_fts MATCH ? AND ({scope}) "
             "ORDER BY bm25(vector_store_chunks_fts), c.id LIMIT ?",
             (*params, limit),
-        ) as cur:
-            return [int(r[0]) for r in await cur.fetchall()]
+        )
+        return [int(r[0]) for r in rows]
 
     async def _hits(self, scored: list[tuple[int, float]]) -> list[Hit]:
         if not scored:
             return []
         marks = ", ".join("?" * len(scored))
-        async with self.db.execute(
+        found = await self._read(
             "SELECT id, vector_store_id, file_id, chunk_index, text, attributes FROM vector_store_chunks "
             f"WHERE id IN ({marks})",
             tuple(c for c, _ in scored),
-        ) as cur:
-            rows = {int(r[0]): r for r in await cur.fetchall()}
+        )
+        rows = {int(r[0]): r for r in found}
         return [
             Hit(str(r[1]), str(r[2]), int(r[3]), str(r[4]), json.loads(r[5]), round(score, 6))
             for c, score in scored
