@@ -257,13 +257,13 @@ class SQLiteIndex:
             ranking = replace(
                 ranking, ranker="auto", embedding_weight=0.0, text_weight=ranking.text_weight or 1.0
             )
-        nearest: list[tuple[int, float]] = []
-        if vector is not None and (not ranking.fused or ranking.embedding_weight > 0):
-            nearest = await run_on(SEARCH, _nearest, stores, allowed, vector, limit)
+        by_vector = vector is not None and (not ranking.fused or ranking.embedding_weight > 0)
+        by_text = ranking.fused and ranking.text_weight > 0
+        nearest, words = await asyncio.gather(  # the vector scan in a thread, the keyword query in SQLite's
+            run_on(SEARCH, _nearest, stores, allowed, vector, limit) if by_vector else _nothing(),
+            self._keywords(stores, allowed, query.text, limit) if by_text else _nothing(),
+        )
         if ranking.fused:
-            words = (
-                await self._keywords(stores, allowed, query.text, limit) if ranking.text_weight > 0 else []
-            )
             scored = fuse([c for c, _ in nearest], words, ranking)
         else:
             scored = [(c, max(0.0, min(1.0, s))) for c, s in nearest]
@@ -312,6 +312,10 @@ class SQLiteIndex:
         ]
 
 
+async def _nothing() -> list[Any]:
+    return []
+
+
 def _matrix_of(rows: list[Any]) -> StoreMatrix:
     """Rows of (id, file id, attributes, vector) as a `StoreMatrix`."""
     files: dict[str, int] = {}
@@ -329,8 +333,9 @@ def _matrix_of(rows: list[Any]) -> StoreMatrix:
 
 
 def _nearest(
-    stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], vector: np.ndarray, limit: int
+    stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], vector: np.ndarray | None, limit: int
 ) -> list[tuple[int, float]]:
     """The `limit` nearest chunks over every vector store (cosine similarity, best first)."""
+    assert vector is not None
     found = [hit for s, m in stores.items() for hit in m.nearest(vector, allowed[s], limit)]
     return sorted(found, key=lambda h: (-h[1], h[0]))[:limit]
