@@ -88,6 +88,22 @@ def test_chunks_are_exact_on_the_tiny_models_tokenizer_with_multibyte_characters
     check_exact(text, chunks, tok, strategy)
     # a chunk holds whole characters: its text tokenizes to exactly the tokens it was counted as
     assert [len(tok.token_spans(c.text)) for c in chunks] == [c.tokens for c in chunks]
+    # and begins at a word break (every window here has one near its start)
+    assert all(text[c.start - 1].isspace() or text[c.start].isspace() for c in chunks[1:])
+
+
+def test_overlaps_begin_at_a_word_break_on_wordpiece() -> None:
+    """WordPiece splits an unknown word into pieces: the next chunk's overlap does not begin inside one."""
+    vocab = {"[UNK]": 0, "al": 1, "##pha": 2, "be": 3, "##ta": 4, ".": 5}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = BertPreTokenizer()
+    hf = HFTokenizer(tok)
+    text = " ".join(["alpha", "beta"] * 200)
+    for overlap in (1, 2, 3, 25, 50):
+        strategy = ChunkingStrategy(100, overlap)
+        chunks = chunk_text(text, hf, strategy)
+        check_exact(text, chunks, hf, strategy)
+        assert all(text[c.start - 1] == " " for c in chunks[1:]), overlap
 
 
 def test_breaks_prefer_paragraphs_then_sentences_then_words() -> None:

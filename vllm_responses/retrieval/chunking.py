@@ -4,7 +4,7 @@ of each window.
 
 Each chunk is an exact slice of the text: chunk i is `text[start:end]`, the first starts at 0, the last ends at
 the end of the text, and each starts before or where the previous one ends, so no character is lost and none is
-repeated beyond the overlap (whole tokens, at most `chunk_overlap_tokens`).
+repeated beyond the overlap (whole tokens, at most `chunk_overlap_tokens`, from a word break where one is near).
 """
 
 from __future__ import annotations
@@ -177,13 +177,18 @@ def chunk_text(text: str, tokenizer: Tokenizer, strategy: ChunkingStrategy = AUT
         chunks.append(Chunk(len(chunks), text[first:last], first, last, end - start))
         if end == len(spans):
             return chunks
-        start = _next_start(spans, start, end, strategy.chunk_overlap_tokens)
+        start = _next_start(text, spans, start, end, strategy.chunk_overlap_tokens)
 
 
-def _next_start(spans: list[tuple[int, int]], start: int, end: int, overlap: int) -> int:
-    """The next chunk's first token: `overlap` tokens before `end`, moved later while it would share a
-    character with the token before it (a chunk begins on a whole character), and always after `start`."""
-    at = max(start + 1, end - overlap)
+def _next_start(text: str, spans: list[tuple[int, int]], start: int, end: int, overlap: int) -> int:
+    """The next chunk's first token: `overlap` tokens before `end`, moved later to the first word break within
+    16 tokens or at `end` (a chunk does not begin inside a word), else to the first token that shares no
+    character with the one before it; always after `start`."""
+    first = max(start + 1, end - overlap)
+    for at in range(first, min(end, first + 16) + 1):  # `end` too: no overlap rather than half a word
+        if _break_strength(text, spans, at) > 0:
+            return at
+    at = first
     while at < end and spans[at][0] < spans[at - 1][1]:
         at += 1
     return at

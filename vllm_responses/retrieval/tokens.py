@@ -24,7 +24,8 @@ class HFTokenizer:
 
     def __init__(self, tokenizer: _HFTokenizer) -> None:
         self._tokenizer = tokenizer
-        self._tokenizer.no_truncation()
+        self._tokenizer.no_truncation()  # a whole file at once: no cut at the model's input length, no padding
+        self._tokenizer.no_padding()
 
     @classmethod
     def from_file(cls, path: str | Path) -> HFTokenizer:
