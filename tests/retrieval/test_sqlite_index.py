@@ -162,7 +162,7 @@ async def test_stores_are_apart_and_searched_together(index: SQLiteIndex) -> Non
     await add(index, "vs_2", "file-2", ["car two"])
     assert await search(index, "car", ("vs_1",)) == ["file-1"]
     assert sorted(await search(index, "car", ("vs_1", "vs_2", "vs_unknown"))) == ["file-1", "file-2"]
-    assert await search(index, "car", ("vs_unknown",)) == []
+    assert await search(index, "car", ("vs_unknown",)) == [] and await search(index, "car", ()) == []
     await index.delete_store("vs_2")
     assert await search(index, "car", ("vs_1", "vs_2")) == ["file-1"]
 
@@ -177,6 +177,15 @@ async def test_another_connection_sees_changes(tmp_path: Path) -> None:
         assert await search(two, "car", ranking=Ranking(ranker="none")) == ["file-1", "file-2"]
         await one.delete_file("vs_1", "file-1")
         assert await search(two, "car", ranking=Ranking(ranker="none")) == ["file-2"]
+        # a vector store deleted, then filled again as often as before: never the generation two holds
+        vector = Ranking(ranker="none")
+        await add(one, "vs_2", "file-4", ["car four"])
+        await add(one, "vs_2", "file-5", ["car five"])
+        assert await search(two, "car", ("vs_2",), ranking=vector) == ["file-4", "file-5"]  # cached
+        await one.delete_store("vs_2")
+        await add(one, "vs_2", "file-6", ["boat six"])
+        assert await search(two, "car", ("vs_2",), ranking=vector) == []
+        assert await search(two, "boat", ("vs_2",), ranking=vector) == ["file-6"]
 
 
 async def test_the_store_and_the_index_share_one_file(tmp_path: Path) -> None:

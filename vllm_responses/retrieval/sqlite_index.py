@@ -186,13 +186,13 @@ class SQLiteIndex:
         return count
 
     async def delete_store(self, vector_store_id: str) -> int:
+        # its generation row stays (raised once more), so that no generation of it is ever seen twice
         async with self._lock:
-            _, count, _ = await self._write(
+            _, count = await self._write(
                 vector_store_id,
                 [
                     (_DELETE_WORDS + "vector_store_id = ?", (vector_store_id,)),
                     ("DELETE FROM vector_store_chunks WHERE vector_store_id = ?", (vector_store_id,)),
-                    ("DELETE FROM vector_store_generations WHERE vector_store_id = ?", (vector_store_id,)),
                 ],
             )
         return count
@@ -246,6 +246,8 @@ class SQLiteIndex:
         ranking: Ranking = DEFAULT_RANKING,
         max_num_results: int = 10,
     ) -> list[Hit]:
+        if not vector_store_ids:
+            return []
         generations = await self._generations(vector_store_ids)
         stores = {s: await self.matrix(s, g) for s, g in generations.items()}
         allowed = {s: m.allowed_files(filters) for s, m in stores.items()}

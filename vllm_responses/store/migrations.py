@@ -121,11 +121,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX items_response ON items (response_id)
     """,
     # 8: vector stores' chunks (retrieval/sqlite_index.py): each chunk's text, its file's attributes (JSON) and
-    # its unit vector (float32 blob); their words in FTS5 (external content: rows added and removed by the
-    # index, never by triggers); each vector store's generation, raised on every change of its chunks
+    # its unit vector (float32 blob), under an id never reused; their words in FTS5 (external content: rows
+    # added and removed by the index, never by triggers); each vector store's generation, raised on every
+    # change of its chunks
     """
     CREATE TABLE vector_store_chunks (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         vector_store_id TEXT NOT NULL,
         file_id TEXT NOT NULL,
         chunk_index INTEGER NOT NULL,
