@@ -164,6 +164,29 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
     CREATE INDEX upload_parts_project ON upload_parts (project)
     """,
+    # 9: vector stores' chunks (retrieval/sqlite_index.py): each chunk's text, its file's attributes (JSON) and
+    # its unit vector (float32 blob), under an id never reused; their words in FTS5 (external content: rows
+    # added and removed by the index, never by triggers); each vector store's generation, raised on every
+    # change of its chunks
+    """
+    CREATE TABLE vector_store_chunks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE VIRTUAL TABLE vector_store_chunks_fts USING fts5(
+        text, content = 'vector_store_chunks', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -288,6 +311,26 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
     CREATE INDEX upload_parts_project ON upload_parts (project)
+    """,
+    # 9: as SQLite's 9; the vector a float32 BYTEA (pgvector's `vector` and its HNSW index need the extension),
+    # the words a generated `tsvector` under a GIN index in place of FTS5
+    """
+    CREATE TABLE vector_store_chunks (
+        id BIGSERIAL PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        words TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE INDEX vector_store_chunks_words ON vector_store_chunks USING GIN (words);
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation BIGINT NOT NULL
+    )
     """,
 )
 
