@@ -447,3 +447,17 @@ def test_replicas_quick(tmp_path: Path) -> None:
         "no_admitted_stream_failed": True,
         "every_code_turn_ran": True,
     }
+
+
+def test_retrieval_quick(tmp_path: Path) -> None:
+    """The index's searches and the Python loop's on 1,000 chunks: exact vector search finds the loop's top 10,
+    FTS5's BM25 the loop's BM25 top 10, and each speed-up is what the two p50s say."""
+    data = run_quick("bench_retrieval.py", tmp_path)
+    size = data["sizes"]["1000"]
+    assert size["chunks"] == 1000 and size["index_s"] > 0 and size["first_search_s"] > 0
+    assert size["vector_top10_same"] is True and size["keyword_top10_overlap"] >= 0.9
+    assert set(size["kinds"]) == {"vector", "keyword", "hybrid"}
+    for kind, figures in size["kinds"].items():
+        assert figures["n"] == 5 and figures["baseline_n"] == 2, kind
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"] and figures["baseline_p50_ms"] > 0, kind
+        assert figures["speedup_p50"] == round(figures["baseline_p50_ms"] / figures["p50_ms"], 3), kind

@@ -117,6 +117,7 @@ ENV_VALUES = {
     "--shutdown-grace": ("5", 5.0),
     "--max-request-bytes": ("1048576", 1048576),
     "--max-upload-bytes": ("2097152", 2097152),
+    "--max-file-bytes": ("1048576", 1048576),
     "--max-concurrent-responses": ("4", 4),
     "--max-queued-responses": ("0", 0),
     "--max-grammar-bytes": ("4096", 4096),

@@ -182,8 +182,8 @@ class Config:
     project_max_stored_bytes: int = setting(
         0,
         "--project-max-stored-bytes",
-        "Bytes of stored responses and conversation items each project may keep (0: no bound; a keys "
-        "file may set max_stored_bytes per key).",
+        "Bytes of stored responses, conversation items and files (with pending uploads' parts) each project "
+        "may keep (0: no bound; a keys file may set max_stored_bytes per key).",
         parse=_at_least(0),
     )
     code_interpreter: bool = setting(
@@ -316,8 +316,15 @@ class Config:
     max_upload_bytes: int = setting(
         64 * 1024 * 1024,
         "--max-upload-bytes",
-        "Largest container file upload (multipart) in bytes; past it a 413.",
+        "Largest upload in one multipart request in bytes (a container file, a Files API file, one part of an "
+        "upload); past it a 413.",
         parse=int,
+    )
+    max_file_bytes: int = setting(
+        512 * 1024 * 1024,
+        "--max-file-bytes",
+        "Largest file the Uploads API assembles from its parts, in bytes (an upload declaring more: a 400).",
+        parse=_at_least(1),
     )
     # admission
     max_concurrent_responses: int | None = setting(

@@ -81,7 +81,7 @@ def test_create_get_list_delete(client: openai.OpenAI, fake_server: LiveServer) 
         ({"name": "x", "expires_after": {"anchor": "created_at", "minutes": 5}}, "expires_after.anchor"),
         ({"name": "x", "expires_after": {"anchor": "last_active_at", "minutes": 0}}, "expires_after.minutes"),
         ({"name": "x", "memory_limit": "2g"}, "memory_limit"),
-        ({"name": "x", "file_ids": ["file-abc"]}, "file_ids"),
+        ({"name": "x", "file_ids": "file-abc"}, "file_ids"),
         (
             {"name": "x", "network_policy": {"type": "allowlist", "allowed_domains": ["a.b"]}},
             "network_policy.type",
@@ -170,8 +170,7 @@ def test_files_code_writes_are_listed_and_downloadable(client: openai.OpenAI, en
 
 def test_upload_errors(client: openai.OpenAI, made: str) -> None:
     r = _raw(client, "POST", f"/containers/{made}/files", json={"file_id": "file-123"})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "file_id"
-    assert r.json()["error"]["code"] == "unsupported_parameter"
+    assert r.status_code == 404 and r.json()["error"]["param"] == "file_id"  # no such file of the Files API
     r = _raw(client, "POST", f"/containers/{made}/files", files={"other": ("a.txt", b"x")})
     assert r.status_code == 400 and r.json()["error"]["param"] == "file"
     r = _raw(client, "POST", f"/containers/{made}/files", files={"file": ("..", b"x")})
@@ -185,7 +184,7 @@ def test_upload_errors(client: openai.OpenAI, made: str) -> None:
     assert up.path == "/mnt/data/evil.txt"
 
 
-def test_tool_container_must_exist_and_file_ids_are_refused(client: openai.OpenAI, made: str) -> None:
+def test_tool_container_and_file_ids_must_exist(client: openai.OpenAI, made: str) -> None:
     def create(*tools: dict[str, object]) -> httpx.Response:
         return _raw(client, "POST", "/responses", json={"model": MODEL, "input": "hi", "tools": list(tools)})
 
@@ -193,7 +192,7 @@ def test_tool_container_must_exist_and_file_ids_are_refused(client: openai.OpenA
     r = create({"type": "function", "name": "f"}, {"type": "code_interpreter", "container": made})
     assert r.status_code == 404 and r.json()["error"]["param"] == "tools[1].container"
     r = create({"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["f"]}})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "tools[0].container.file_ids"
+    assert r.status_code == 404 and r.json()["error"]["param"] == "tools[0].container.file_ids[0]"
     r = create({"type": "code_interpreter", "container": {"type": "auto", "file_ids": []}})
     assert r.status_code == 200
 

@@ -18,6 +18,7 @@ from vllm_responses.api.auth import KeyRing
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
 from vllm_responses.api.failures import AuthFailures
+from vllm_responses.api.files import file_routes
 from vllm_responses.api.hosts import allowed_hosts, cors_origins
 from vllm_responses.api.middleware import (
     APIKeyMiddleware,
@@ -31,6 +32,7 @@ from vllm_responses.api.playground import playground_routes
 from vllm_responses.api.ratelimit import RateLimitMiddleware, RateLimits
 from vllm_responses.api.responses import response_routes
 from vllm_responses.api.state import Opener, app_state, open_state
+from vllm_responses.api.uploads import upload_routes
 from vllm_responses.api.ws_caps import WebSocketCaps
 from vllm_responses.config import Config
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
@@ -99,6 +101,8 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         Route("/v1/models", list_models),
         *response_routes(),
         *container_routes(),
+        *file_routes(),
+        *upload_routes(),
         *conversation_routes(),
         *playground_routes(),
     ]

@@ -47,15 +47,17 @@ async def _file(request: Request) -> FileInfo:
 
 
 async def create_container(request: Request) -> Response:
-    svc = app_state(request).service.containers
+    svc, project = app_state(request).service, principal_of(request).project
     req = parse_create_container(await json_body(request))
-    info = await svc.create(
+    files = await svc.files.get_all(req.file_ids, project, "file_ids")  # each a 404 naming it, first
+    info = await svc.containers.create(
         name=req.name,
         memory_limit=req.memory_limit,
         expires_after_s=req.expires_after.minutes * 60.0 if req.expires_after is not None else None,
-        project=principal_of(request).project,
+        project=project,
+        files=files,
     )
-    return JSONResponse(container_json(info, svc.expires_after_s(info)))
+    return JSONResponse(container_json(info, svc.containers.expires_after_s(info)))
 
 
 async def list_containers(request: Request) -> Response:
@@ -95,18 +97,14 @@ async def create_file(request: Request) -> Response:
     svc = app_state(request).service.containers
     cid = request.path_params["container_id"]
     ctype = request.headers.get("content-type", "")
-    if ctype.startswith("application/json"):
-        body = await json_body(request)
-        param = "file_id" if isinstance(body, dict) and "file_id" in body else "file"
-        raise InvalidRequest(
-            "This server has no Files API, so file_id cannot be used: upload the content as multipart/form-data "
-            "with a 'file' field.",
-            param=param,
-            code="unsupported_parameter",
-        )
-    if not ctype.startswith("multipart/form-data"):
-        raise InvalidRequest("Upload the file as multipart/form-data with a 'file' field.", param="file")
     project = principal_of(request).project
+    if ctype.startswith("application/json"):
+        return JSONResponse(file_json(await _copy_file(request, cid, project)))
+    if not ctype.startswith("multipart/form-data"):
+        raise InvalidRequest(
+            "Upload the file as multipart/form-data with a 'file' field, or send JSON naming a file_id.",
+            param="file",
+        )
     await svc.get(cid, project)  # 404 before reading a large body (another project's too)
     # The body is bounded while it streams in (middleware.py); the file itself is held to the exact limit.
     limit = app_state(request).service.config.max_upload_bytes
@@ -123,6 +121,20 @@ async def create_file(request: Request) -> Response:
             code="file_too_large",
         )
     return JSONResponse(file_json(await svc.upload(cid, name, data, project)))
+
+
+async def _copy_file(request: Request, container_id: str, project: str) -> FileInfo:
+    """`{"file_id": ...}`: the caller's file of the Files API copied into the container."""
+    body = await json_body(request)
+    file_id = body.get("file_id") if isinstance(body, dict) else None
+    if not isinstance(file_id, str):
+        raise InvalidRequest(
+            "The JSON body needs a file_id (or upload the file as multipart).", param="file_id"
+        )
+    svc = app_state(request).service
+    await svc.containers.get(container_id, project)
+    file = await svc.files.get(file_id, project, "file_id")
+    return (await svc.containers.copy_files(container_id, [file]))[0]
 
 
 async def list_files(request: Request) -> Response:

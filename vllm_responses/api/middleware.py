@@ -33,8 +33,9 @@ __all__ = [
 
 # The close code (RFC 6455) of a WebSocket refused before its upgrade (an HTTP 403 where no denial response).
 CLOSE_POLICY = 1008
-# The container file upload (multipart): bounded by --max-upload-bytes instead of --max-request-bytes.
-UPLOAD_PATH = re.compile(r"/v1/containers/[^/]+/files/?")
+# The multipart uploads (a container file, a file, an upload's part): bounded by --max-upload-bytes instead of
+# --max-request-bytes.
+UPLOAD_PATH = re.compile(r"/v1/containers/[^/]+/files/?|/v1/files/?|/v1/uploads/[^/]+/parts/?")
 # What multipart framing (boundaries, part headers, a few small fields) may add to the file it carries.
 MULTIPART_SLACK = 64 * 1024
 # What orchestrators probe at the pod's own address: answered whatever the Host (they reveal nothing more).
@@ -187,9 +188,9 @@ class BodyLimitMiddleware:
     Parameters
     ----------
     app: the wrapped app.
-    max_request_bytes: the bound on every body but a container file upload's.
-    max_upload_bytes: the bound on the file of a container file upload (its body may be `MULTIPART_SLACK`
-        longer; the route checks the file itself against `max_upload_bytes`).
+    max_request_bytes: the bound on every body but a multipart upload's (`UPLOAD_PATH`).
+    max_upload_bytes: the bound on the file of a multipart upload (its body may be `MULTIPART_SLACK` longer;
+        the route checks the file itself against `max_upload_bytes`).
     """
 
     def __init__(self, app: ASGIApp, max_request_bytes: int, max_upload_bytes: int) -> None:
@@ -197,12 +198,13 @@ class BodyLimitMiddleware:
         self.max_request_bytes = max_request_bytes
         self.max_upload_bytes = max_upload_bytes
 
-    def _refusal(self, upload: bool) -> PayloadTooLarge:
+    def _refusal(self, upload: str | None) -> PayloadTooLarge:
+        """The 413 for a body past its bound; `upload`: the multipart field of an upload's file."""
         if upload:
             return PayloadTooLarge(
-                f"The upload is larger than {_size(self.max_upload_bytes)}, this server's limit on a "
-                "container file (--max-upload-bytes).",
-                param="file",
+                f"The upload is larger than {_size(self.max_upload_bytes)}, this server's limit on an "
+                "uploaded file (--max-upload-bytes).",
+                param=upload,
                 code="file_too_large",
             )
         return PayloadTooLarge(
@@ -215,7 +217,12 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        upload = UPLOAD_PATH.fullmatch(scope["path"]) is not None
+        path = scope["path"]
+        upload = (
+            ("data" if path.endswith(("/parts", "/parts/")) else "file")
+            if UPLOAD_PATH.fullmatch(path)
+            else None
+        )
         limit = self.max_upload_bytes + MULTIPART_SLACK if upload else self.max_request_bytes
         length = dict(scope["headers"]).get(b"content-length", b"")
         bound = max(4 * limit, DRAIN_LEAST)

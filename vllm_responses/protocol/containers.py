@@ -62,13 +62,6 @@ def parse_create_container(body: Any) -> CreateContainerRequest:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))
         param = ".".join(str(p) for p in err["loc"]) or "body"
         raise InvalidRequest(f"Invalid value for '{param}': {err['msg']}.", param=param) from None
-    if req.file_ids:
-        raise InvalidRequest(
-            "file_ids refer to the Files API, which this server does not have; create the container, then "
-            "upload each file with POST /v1/containers/{container_id}/files.",
-            param="file_ids",
-            code="unsupported_parameter",
-        )
     if req.network_policy is not None and req.network_policy.type != "disabled":
         raise InvalidRequest(
             "Per-container network policies are not supported; the sandbox's network access is set when the "

@@ -25,7 +25,7 @@ class InputFile(LenientModel):
 
     type: Literal["input_file"]
     file_data: str | None = None  # a data URL (`data:application/pdf;base64,...`) or base64 with `filename`
-    file_id: str | None = None  # a container file of the caller's (`cfile_...`)
+    file_id: str | None = None  # the caller's file: the Files API's (`file-...`) or a container's
     file_url: str | None = None  # fetched only where the operator allows it (--input-file-allowed-urls)
     filename: str | None = None
     detail: str | None = None  # accepted and kept; a file is read as text whatever it says

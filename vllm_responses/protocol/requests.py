@@ -292,7 +292,7 @@ def _check_combinations(req: CreateResponseRequest) -> None:
 
 
 def _check_tools(req: CreateResponseRequest) -> None:
-    """Unique function and custom tool names, at most one code_interpreter, and no Files API `file_ids`."""
+    """Unique function and custom tool names, and at most one code_interpreter."""
     names = [model_tool_name(t.name, ns) for ns, t in req.client_tools] + req.coding_tools
     if len(set(names)) != len(names):
         raise InvalidRequest(
@@ -305,18 +305,6 @@ def _check_tools(req: CreateResponseRequest) -> None:
             search_options(tool, f"tools[{i}]")  # its filters and user_location as the SDK types them
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
-    for i, tool in enumerate(req.tools):
-        if (
-            isinstance(tool, CodeInterpreterTool)
-            and isinstance(tool.container, ContainerAuto)
-            and tool.container.file_ids
-        ):
-            raise InvalidRequest(
-                "container.file_ids refer to the Files API, which this server does not have: create a container "
-                "(POST /v1/containers), upload the files to it, and pass its id as container.",
-                param=f"tools[{i}].container.file_ids",
-                code="unsupported_parameter",
-            )
 
 
 def _check_skills(req: CreateResponseRequest) -> None:

@@ -1,5 +1,5 @@
-"""`ProjectLimits`: what each project may hold (containers, sandbox memory, stored bytes), and the check of
-its stored bytes made before a write.
+"""`ProjectLimits`: what each project may hold (containers, sandbox memory, stored bytes: responses,
+conversation items, files), and the check of its stored bytes made before a write.
 
 A project's bound is the one its API keys give in the keys file (`max_containers`, `max_sandbox_memory_mb`,
 `max_stored_bytes`; when several keys of one project give different ones, the largest, 0 being none), else
@@ -97,8 +97,8 @@ class ProjectLimits:
         kept = await store.stored_bytes(project)
         if kept + adding > most:
             raise Busy(
-                f"This project keeps {kept} bytes of stored responses and conversation items; with "
-                f"{adding} more it would pass the {most} it may keep. Delete stored responses or "
-                "conversations, or send store: false.",
+                f"This project keeps {kept} bytes of stored responses, conversation items and files; with "
+                f"{adding} more it would pass the {most} it may keep. Delete stored responses, "
+                "conversations or files, or send store: false.",
                 code="storage_quota_exceeded",
             )

@@ -36,6 +36,8 @@ from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResp
 from vllm_responses.store.sealing import reasoning_seal
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
+from vllm_responses.tools.files import FileService
+from vllm_responses.tools.uploads import UploadService
 
 __all__ = ["ResponsesService"]
 
@@ -65,12 +67,16 @@ class ResponsesService:
         self.interpreter = interpreter
         self.store = store
         self.limits = limits or ProjectLimits(config)
-        self.containers = ContainerService(interpreter, self.limits.sandbox)
+        self.files = FileService(store, partial(self.limits.check_store, store))
+        self.uploads = UploadService(self.files, config.max_file_bytes)
+        self.containers = ContainerService(interpreter, self.limits.sandbox, self.files)
         running = config.max_concurrent_responses or engine.max_num_seqs
         queued = config.max_queued_responses
         self.admission = Admission(running, default_max_queued(running) if queued is None else queued)
         self.extraction = extraction_pool(config)
-        files = FileInputs(config, self.containers, self.extraction, lambda: engine.takes_images)
+        files = FileInputs(
+            config, self.containers, self.extraction, lambda: engine.takes_images, files=self.files
+        )
         self.seal = reasoning_seal(config.reasoning_key, config.db)
         self.conversations = ConversationService(store, files, self.limits, self.admission, self.seal)
         self.runs: dict[str, Run] = {}

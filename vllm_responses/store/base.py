@@ -1,5 +1,6 @@
-"""The store's interface: what is kept (`StoredResponse`, `StoredConversation`, `StoredEvent`) and the
-`ResponseStore` protocol every backend implements, made of its conversation, event and lease parts."""
+"""The store's interface: what is kept (`StoredResponse`, `StoredConversation`, `StoredEvent`, `StoredFile`,
+`StoredUpload`) and the `ResponseStore` protocol every backend implements, made of its conversation, event,
+lease and file parts."""
 
 from __future__ import annotations
 
@@ -12,15 +13,20 @@ from vllm_responses.protocol.status import UNFINISHED
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = [
+    "CHUNK_BYTES",
     "DEFAULT_PROJECT",
     "UNFINISHED_SQL",
     "ConversationStore",
     "EventStore",
+    "FileStore",
     "LeaseStore",
     "ResponseStore",
     "StoredConversation",
     "StoredEvent",
+    "StoredFile",
     "StoredResponse",
+    "StoredUpload",
+    "chunked",
     "item_rows",
     "own_items",
     "stored_size",
@@ -33,6 +39,9 @@ DEFAULT_PROJECT = "default"
 # `protocol.status.UNFINISHED` as an SQL list, written into queries as a literal (so the partial index `responses_unfinished`
 # serves them).
 UNFINISHED_SQL = "(" + ", ".join(f"'{status}'" for status in UNFINISHED) + ")"
+
+# A file's bytes are kept in rows of at most this many bytes (`file_chunks`), so no one value is huge.
+CHUNK_BYTES = 1024 * 1024
 
 # A stream event of a background response: its sequence number and the one-line JSON its SSE `data:` line
 # carries, so a replica that re-streams it writes the very bytes the running replica wrote.
@@ -63,6 +72,44 @@ class StoredConversation:
     created_at: float
     metadata: dict[str, str] = field(default_factory=dict)
     project: str = DEFAULT_PROJECT
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file of the Files API as kept: its row (the bytes are kept apart, in chunks of `CHUNK_BYTES` under
+    its id); `expires_at` None: kept until deleted."""
+
+    id: str
+    project: str
+    filename: str
+    purpose: str
+    bytes: int
+    created_at: float
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """An upload of the Uploads API: what it will make (`bytes` of `filename`), its status (`pending`,
+    `completed`, `cancelled`; one past `expires_at` while pending is expired), the file it made once completed
+    and the `expires_after` seconds that file gets. Its parts' bytes are kept in chunks under each part's id."""
+
+    id: str
+    project: str
+    filename: str
+    purpose: str
+    mime_type: str
+    bytes: int
+    created_at: float
+    expires_at: float
+    status: str = "pending"
+    file_id: str | None = None
+    file_expires_s: float | None = None
+
+
+def chunked(data: bytes) -> list[bytes]:
+    """`data` cut into the rows it is kept in (`CHUNK_BYTES` each; empty data is no row)."""
+    return [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)]
 
 
 def own_items(record: StoredResponse) -> list[dict[str, Any]]:
@@ -157,7 +204,64 @@ class LeaseStore(Protocol):
         ...
 
 
-class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
+class FileStore(Protocol):
+    """Files (the Files API) and uploads (the Uploads API), each of a project. A file is a row and its bytes in
+    chunks (`chunked`) under its id; an upload is a row, and each of its parts a row with its bytes in chunks
+    under the part's id, which `complete_upload` hands to the file it makes (no byte is copied). An expired
+    file, and the parts of an upload past its expiry, are dropped by `sweep_files` (and `prune`)."""
+
+    async def add_file(self, file: StoredFile, data: bytes) -> None:
+        """Keep `file` and its bytes (one transaction)."""
+        ...
+
+    async def get_file(self, file_id: str) -> StoredFile | None: ...
+    async def list_files(
+        self,
+        project: str,
+        *,
+        purpose: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+        descending: bool = True,
+    ) -> list[StoredFile]:
+        """`project`'s files (of `purpose`) by creation, newest first (or oldest), those after file `after` in
+        that order (an `after` not among them: none), at most `limit`; expired ones are left out."""
+        ...
+
+    async def read_chunks(self, owner_id: str, start: int, count: int) -> list[bytes]:
+        """Chunks `start` .. `start + count - 1` of the bytes kept under `owner_id` (a file or a part), in order."""
+        ...
+
+    async def delete_file(self, file_id: str) -> bool:
+        """Delete the file and its bytes; False when there was none."""
+        ...
+
+    async def add_upload(self, upload: StoredUpload) -> None: ...
+    async def get_upload(self, upload_id: str) -> StoredUpload | None: ...
+    async def add_upload_part(self, upload_id: str, part_id: str, created_at: float, data: bytes) -> bool:
+        """Keep a part of the upload (and its bytes); False when the upload is not pending."""
+        ...
+
+    async def upload_parts(self, upload_id: str) -> dict[str, int]:
+        """The parts of a pending upload: their ids and sizes in bytes."""
+        ...
+
+    async def complete_upload(self, upload_id: str, part_ids: list[str], file: StoredFile) -> bool:
+        """In one transaction: the upload, if still pending, marked completed with `file`, which is kept with
+        the parts' bytes in the order of `part_ids` (the other parts are dropped); False when not pending."""
+        ...
+
+    async def cancel_upload(self, upload_id: str) -> bool:
+        """A pending upload marked cancelled, its parts dropped; False when it was not pending."""
+        ...
+
+    async def sweep_files(self, now: float) -> None:
+        """Delete the files expired at `now`, and the parts of pending uploads past their expiry (the upload
+        marked `expired`); upload rows are kept a day past their expiry."""
+        ...
+
+
+class ResponseStore(ConversationStore, LeaseStore, EventStore, FileStore, Protocol):
     """Where responses (and conversations) live between requests: `MemoryStore` (memory.py: one process),
     `SQLiteStore` (sqlite.py: one machine, the default), `PostgresStore` (postgres.py: replicas share it).
     `store_for` (open.py) picks one from `--db`. Every method is one atomic step (a write that spans tables
@@ -203,5 +307,6 @@ class ResponseStore(ConversationStore, LeaseStore, EventStore, Protocol):
 
     async def stored_bytes(self, project: str) -> int:
         """What `project` keeps: the bytes of its responses (the response, its input items and history, as
-        written) and of its conversations' items (`stored_size`); stream events are not counted."""
+        written), of its conversations' items (`stored_size`), of its files and of its pending uploads' parts;
+        stream events are not counted."""
         ...

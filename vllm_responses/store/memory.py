@@ -1,11 +1,12 @@
 """The store in this process's memory, bounded: `MemoryStore` (tests, or `--db :memory:`).
 
 `MemoryStore` is the responses part of `ResponseStore` over one class per other part (conversations, events,
-leases), each a `_Dicts`: the dictionaries and bound they all share."""
+leases), each a `_Dicts`: the dictionaries and bound they all share; files and uploads are `MemoryFiles`'s."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +20,7 @@ from vllm_responses.store.base import (
     own_items,
     stored_size,
 )
+from vllm_responses.store.memory_files import MemoryFiles
 from vllm_responses.store.notify import LocalNotices
 
 __all__ = ["MemoryStore"]
@@ -31,13 +33,14 @@ class _Held:
     sizes: dict[str, int] = field(default_factory=dict)  # item id -> its bytes (`stored_size`)
 
 
-class _Dicts:
+class _Dicts(MemoryFiles):
     """What every part of `MemoryStore` keeps: responses (oldest first), conversations (least recently
     updated first), stream events and leases, and the bound on responses and conversations."""
 
     shared = False
 
     def __init__(self, max_rows: int = 10_000) -> None:
+        super().__init__()
         self._conversations: OrderedDict[str, _Held] = OrderedDict()
         self._events: dict[str, dict[int, str]] = {}
         self.max_rows = max_rows
@@ -184,7 +187,7 @@ class MemoryStore(_Conversations, _Leases, _Events):
         self._rows.clear()
 
     async def prune(self) -> None:
-        return None  # bounded as it goes: `save` drops the oldest past `max_rows`
+        await self.sweep_files(time.time())  # responses are bounded as they go: `save` drops the oldest
 
     async def save(self, record: StoredResponse) -> None:
         self._rows.pop(record.id, None)
@@ -207,7 +210,7 @@ class MemoryStore(_Conversations, _Leases, _Events):
     async def stored_bytes(self, project: str) -> int:
         responses = sum(self._sizes.get(r.id, 0) for r in self._rows.values() if r.project == project)
         held = [h for h in self._conversations.values() if h.conversation.project == project]
-        return responses + sum(sum(h.sizes.values()) for h in held)
+        return responses + sum(sum(h.sizes.values()) for h in held) + self._file_bytes(project)
 
     async def unfinished(self) -> list[StoredResponse]:
         return self._unfinished()

@@ -120,6 +120,73 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items_by_project RENAME TO items;
     CREATE INDEX items_response ON items (response_id)
     """,
+    # 8: files of the Files API and uploads of the Uploads API, per project; bytes in rows of at most 1 MiB
+    # (`file_chunks`, keyed by the file's or the upload part's id)
+    """
+    CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL
+    );
+    CREATE INDEX files_project ON files (project, created_at);
+    CREATE INDEX files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE file_chunks (
+        owner_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (owner_id, seq)
+    );
+    CREATE TABLE uploads (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        status TEXT NOT NULL,
+        file_id TEXT,
+        file_expires_s REAL
+    );
+    CREATE INDEX uploads_expiry ON uploads (expires_at);
+    CREATE TABLE upload_parts (
+        id TEXT PRIMARY KEY,
+        upload_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
+    CREATE INDEX upload_parts_project ON upload_parts (project)
+    """,
+    # 9: vector stores' chunks (retrieval/sqlite_index.py): each chunk's text, its file's attributes (JSON) and
+    # its unit vector (float32 blob), under an id never reused; their words in FTS5 (external content: rows
+    # added and removed by the index, never by triggers); each vector store's generation, raised on every
+    # change of its chunks
+    """
+    CREATE TABLE vector_store_chunks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE VIRTUAL TABLE vector_store_chunks_fts USING fts5(
+        text, content = 'vector_store_chunks', content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -201,6 +268,69 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE items ALTER COLUMN project SET NOT NULL;
     ALTER TABLE items DROP CONSTRAINT items_pkey;
     ALTER TABLE items ADD PRIMARY KEY (project, id)
+    """,
+    # 8: as SQLite's 8
+    """
+    CREATE TABLE files (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION
+    );
+    CREATE INDEX files_project ON files (project, created_at);
+    CREATE INDEX files_expiry ON files (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE file_chunks (
+        owner_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (owner_id, seq)
+    );
+    CREATE TABLE uploads (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        status TEXT NOT NULL,
+        file_id TEXT,
+        file_expires_s DOUBLE PRECISION
+    );
+    CREATE INDEX uploads_expiry ON uploads (expires_at);
+    CREATE TABLE upload_parts (
+        id TEXT PRIMARY KEY,
+        upload_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX upload_parts_upload ON upload_parts (upload_id);
+    CREATE INDEX upload_parts_project ON upload_parts (project)
+    """,
+    # 9: as SQLite's 9; the vector a float32 BYTEA (pgvector's `vector` and its HNSW index need the extension),
+    # the words a generated `tsvector` under a GIN index in place of FTS5
+    """
+    CREATE TABLE vector_store_chunks (
+        id BIGSERIAL PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        vector BYTEA NOT NULL,
+        words TSVECTOR GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+        UNIQUE (vector_store_id, file_id, chunk_index)
+    );
+    CREATE INDEX vector_store_chunks_words ON vector_store_chunks USING GIN (words);
+    CREATE TABLE vector_store_generations (
+        vector_store_id TEXT PRIMARY KEY,
+        generation BIGINT NOT NULL
+    )
     """,
 )
 

@@ -1,8 +1,8 @@
 """The store in Postgres (asyncpg, a bounded pool): `PostgresStore`, what lets several replicas share responses.
 
 `PostgresStore` is the responses part of `ResponseStore` over one class per other part (conversations, events,
-leases), each a `_Database`: the pool and bounds they all share. Its public methods retry once on a lost
-connection (retry.py)."""
+leases), each a `_Database`: the pool and bounds they all share; files and uploads are `PostgresFiles`'s. Its
+public methods retry once on a lost connection (retry.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from vllm_responses.store.base import (
 )
 from vllm_responses.store.migrations import upgrade_postgres
 from vllm_responses.store.notify import CHANNEL, LocalNotices, PostgresNotices, cancel_key, events_key
+from vllm_responses.store.postgres_files import PostgresFiles
 from vllm_responses.store.retry import retry_on_disconnect
 
 __all__ = ["PostgresStore"]
@@ -47,7 +48,7 @@ def _affected(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-class _Database:
+class _Database(PostgresFiles):
     """The pool every part of `PostgresStore` uses, and the store's bounds."""
 
     shared = True
@@ -94,6 +95,7 @@ class _Conversations(_Database):
             self._conversations_created += 1
             if self._conversations_created % 500 == 0:
                 await self._prune_conversations(conn)
+        await self.sweep_files(time.time())
 
     async def get_conversation(self, conversation_id: str) -> StoredConversation | None:
         row = await self.pool.fetchrow(
@@ -350,7 +352,7 @@ class PostgresStore(_Conversations, _Leases, _Events):
             "i.conversation_id WHERE c.project = $1)",
             project,
         )
-        return int(total or 0)
+        return int(total or 0) + await self._file_bytes_sql(project)
 
     async def prune(self) -> None:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -366,3 +368,4 @@ class PostgresStore(_Conversations, _Leases, _Events):
                 "DELETE FROM response_events e WHERE NOT EXISTS (SELECT 1 FROM responses r WHERE r.id = e.response_id)"
             )
             await self._prune_conversations(conn)
+        await self.sweep_files(time.time())

@@ -1,7 +1,7 @@
 """The store in SQLite (WAL mode, through aiosqlite: one connection, its own thread): `SQLiteStore`, the default.
 
 `SQLiteStore` is the responses part of `ResponseStore` over one class per other part (conversations, events,
-leases), each a `_Database`: the connection and bounds they all share."""
+leases), each a `_Database`: the connection and bounds they all share; files and uploads are `SQLiteFiles`'s."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from vllm_responses.store.base import (
 from vllm_responses.store.files import private_file
 from vllm_responses.store.migrations import upgrade_sqlite
 from vllm_responses.store.notify import LocalNotices
+from vllm_responses.store.sqlite_files import SQLiteFiles
 
 __all__ = ["SQLiteStore"]
 
 
-class _Database:
+class _Database(SQLiteFiles):
     """The connection every part of `SQLiteStore` uses, and the store's bounds."""
 
     shared = False
@@ -330,7 +331,7 @@ class SQLiteStore(_Conversations, _Leases, _Events):
             (project, project),
         ) as cur:
             row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0]) if row else 0) + await self._file_bytes_sql(project)
 
     async def prune(self) -> None:
         await self.db.execute("DELETE FROM responses WHERE created_at < ?", (time.time() - self.max_age_s,))
@@ -344,3 +345,4 @@ class SQLiteStore(_Conversations, _Leases, _Events):
         )
         await self._prune_conversations()
         await self.db.commit()
+        await self.sweep_files(time.time())

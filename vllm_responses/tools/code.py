@@ -26,7 +26,7 @@ from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CodeOutput
 from vllm_responses.protocol.requests import CreateResponseRequest
-from vllm_responses.store.base import DEFAULT_PROJECT
+from vllm_responses.store.base import DEFAULT_PROJECT, StoredFile
 from vllm_responses.tools.containers import ContainerService
 
 __all__ = ["CodeRun", "check_code_tool", "code_outputs", "container_resolver"]
@@ -55,6 +55,8 @@ async def container_resolver(
 
     With container "auto", the last code_interpreter_call in `context` (the model's items) names the container
     to reuse, whether it came through `previous_response_id` or was sent back as input (as agent SDKs do).
+    Its `file_ids` (files of the Files API, `project`'s: a 404 naming the id now, else) are copied into the
+    container it makes, and into a reused one that has no file of that name yet.
     A container that cannot be had raises the interpreter's own errors (`errors.api_error` maps them)."""
     tool = req.code_tool
     assert tool is not None
@@ -69,7 +71,9 @@ async def container_resolver(
         None,
     )
     memory = getattr(tool.container, "memory_limit", None)
-    containers.check_memory_limit(memory, param=f"tools[{req.tools.index(tool)}].container.memory_limit")
+    where = f"tools[{req.tools.index(tool)}].container"
+    containers.check_memory_limit(memory, param=f"{where}.memory_limit")
+    files = await _tool_files(tool.container, containers, project, f"{where}.file_ids")
     chosen: list[str] = [named] if named else []
 
     async def resolve() -> str:
@@ -78,16 +82,31 @@ async def container_resolver(
         if earlier:
             try:
                 await containers.get(earlier, project)
+                await containers.copy_files(earlier, files, missing_only=True)
                 chosen.append(earlier)
                 return str(earlier)
             except ContainerNotFound:
                 pass
         # the worker comes in the background: the model's code streams meanwhile, its run waits for it
-        info = await containers.create(memory_limit=memory, project=project, wait_for_worker=False)
+        info = await containers.create(
+            memory_limit=memory, project=project, wait_for_worker=False, files=files
+        )
         chosen.append(info.id)
         return info.id
 
     return resolve
+
+
+async def _tool_files(
+    container: object, containers: ContainerService, project: str, param: str
+) -> list[StoredFile]:
+    """The files an `auto` container's `file_ids` name, `project`'s and live (a 404 naming `param[i]`)."""
+    file_ids = getattr(container, "file_ids", None) or []
+    if not file_ids:
+        return []
+    if containers.files_api is None:
+        raise InvalidRequest("This server keeps no files.", param=param, code="unsupported_parameter")
+    return await containers.files_api.get_all(list(file_ids), project, param)
 
 
 def code_outputs(result: ExecutionResult) -> list[CodeOutput]:

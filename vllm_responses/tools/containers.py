@@ -13,6 +13,9 @@ shared sandbox service, and this one after a restart, sees it. A container of an
 touched (its idle clock), expired nor deleted through this project. One made with no owner (through the
 sandbox service directly) is `DEFAULT_PROJECT`'s. A project's containers are bounded by its `OwnerQuota`
 (`quota_of`), which the sandbox holds: a full pool evicts only the project's own idle containers.
+
+Files of the Files API (`file_ids`) are copied into a container's `DATA_DIR` under their filenames
+(`copy_files`): when it is made with them, or later (`POST /v1/containers/{id}/files` with a `file_id`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from interpreter_service import (
@@ -34,7 +37,8 @@ from interpreter_service import (
 )
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.ids import is_id
-from vllm_responses.store.base import DEFAULT_PROJECT
+from vllm_responses.store.base import DEFAULT_PROJECT, StoredFile
+from vllm_responses.tools.files import FileService
 
 __all__ = ["ContainerService"]
 
@@ -59,10 +63,14 @@ class ContainerService:
     """
 
     def __init__(
-        self, interpreter: Interpreter | None, quota_of: Callable[[str], OwnerQuota | None] | None = None
+        self,
+        interpreter: Interpreter | None,
+        quota_of: Callable[[str], OwnerQuota | None] | None = None,
+        files: FileService | None = None,
     ) -> None:
         self.interpreter = interpreter
         self.quota_of = quota_of  # a project's bounds in the sandbox (None: none)
+        self.files_api = files  # the Files API's files, copied in by `copy_files` (None: no Files API)
 
     @staticmethod
     def owns(info: ContainerInfo, project: str) -> bool:
@@ -123,11 +131,13 @@ class ContainerService:
         expires_after_s: float | None = None,
         project: str = DEFAULT_PROJECT,
         wait_for_worker: bool = True,
+        files: Sequence[StoredFile] = (),
     ) -> ContainerInfo:
-        """A new container of `project` (unnamed: a response's `auto` container). `PoolExhausted` when every
-        sandbox is busy running code; `InterpreterError` when none could be started. `wait_for_worker=False`:
-        its worker is got in the background, and its first call waits for it (`Interpreter.create_container`)."""
-        return await self._interp().create_container(
+        """A new container of `project` (unnamed: a response's `auto` container), holding `files` (copied in;
+        if one cannot be, the container is deleted and the error raised). `PoolExhausted` when every sandbox
+        is busy running code; `InterpreterError` when none could be started. `wait_for_worker=False`: its
+        worker is got in the background, and its first call waits for it (`Interpreter.create_container`)."""
+        info = await self._interp().create_container(
             name=name,
             memory_limit=memory_limit,
             expires_after_s=expires_after_s,
@@ -135,6 +145,13 @@ class ContainerService:
             quota=self.quota_of(project) if self.quota_of else None,
             wait_for_worker=wait_for_worker,
         )
+        try:
+            await self.copy_files(info.id, files)
+        except BaseException:
+            with contextlib.suppress(ContainerNotFound):
+                await self._interp().delete_container(info.id)
+            raise
+        return info
 
     async def list_all(self, project: str = DEFAULT_PROJECT) -> list[ContainerInfo]:
         """The live containers of `project`, oldest first (expired ones are deleted on the way)."""
@@ -165,6 +182,28 @@ class ContainerService:
         await self.get(container_id, project)
         path = f"{DATA_DIR}/{filename}"
         return await self._in(container_id, self._interp().write_file(container_id, path, data))
+
+    async def copy_files(
+        self, container_id: str, files: Sequence[StoredFile], *, missing_only: bool = False
+    ) -> list[FileInfo]:
+        """Copy `files` (already checked to be the container's project's) into `DATA_DIR` under their
+        filenames, replacing files of those names (`missing_only`: only those it has no file of that name)."""
+        if not files:
+            return []
+        assert self.files_api is not None
+        present: set[str] = set()
+        if missing_only:
+            present = {f.path for f in await self._in(container_id, self._interp().list_files(container_id))}
+        copied = []
+        for file in files:
+            path = f"{DATA_DIR}/{file.filename}"
+            if path not in present:
+                data = await self.files_api.read(file)
+                copied.append(
+                    await self._in(container_id, self._interp().write_file(container_id, path, data))
+                )
+                present.add(path)
+        return copied
 
     async def content(self, info: FileInfo) -> bytes:
         return await self._in(info.container_id, self._interp().read_file(info.container_id, info.path))

@@ -1,6 +1,7 @@
-"""`FileInputs`: the `input_file` parts of a request's items read as text, from the data they carry, a container
-file of the caller's (`file_id`), or a URL the operator allows (`file_url`); `input_image` parts that name a
-container file or an http(s) URL fetched into data URLs the same way.
+"""`FileInputs`: the `input_file` parts of a request's items read as text, from the data they carry, a file of the
+caller's (`file_id`: of the Files API, `file-...`, or of one of its containers, `cfile_...`), or a URL the
+operator allows (`file_url`); `input_image` parts that name such a file or an http(s) URL fetched into data URLs
+the same way.
 
 Before any is read, the request's images and files are counted and its inline bytes summed (`InputBudget`,
 context/input_budget.py): a 400 before anything is fetched or copied; what is fetched or copied then spends
@@ -36,9 +37,11 @@ from vllm_responses.context.pdf_budget import PdfBudget
 from vllm_responses.executors import FILE_TEXT, IMAGES, run_on
 from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.file_parts import FILE_SOURCES
+from vllm_responses.protocol.files import is_file_id
 from vllm_responses.protocol.ids import is_id
 from vllm_responses.store.base import DEFAULT_PROJECT
 from vllm_responses.tools.containers import ContainerService
+from vllm_responses.tools.files import FileService
 from vllm_responses.tools.net_guard import Refused, UrlPolicy, pinned_transport
 
 __all__ = ["FileInputs"]
@@ -62,7 +65,8 @@ class _Reading:
 
 class FileInputs:
     """Reads `input_file` parts within the server's limits (`--input-file-*`, `--max-input-files`);
-    `takes_images` says whether the served model reads images (asked at each request)."""
+    `takes_images` says whether the served model reads images (asked at each request); `files`: the Files
+    API's (None: `file-...` ids name nothing)."""
 
     def __init__(
         self,
@@ -70,8 +74,11 @@ class FileInputs:
         containers: ContainerService,
         extraction: ExtractionPool,
         takes_images: Callable[[], bool] = lambda: True,
+        *,
+        files: FileService | None = None,
     ) -> None:
         self.containers = containers
+        self.files = files
         self.extraction = extraction
         self.takes_images = takes_images
         self.pdf_pages = config.input_file_max_request_pages
@@ -183,12 +190,29 @@ class FileInputs:
             def spend(size: int) -> None:
                 reading.budget.spend(kind, size, where)
 
-            if source == "file_id":
+            if source == "file_id" and is_file_id(ref) and self.files is not None:
+                reading.read[key] = await self._stored_file(ref, where, reading.project, limit, spend)
+            elif source == "file_id":
                 reading.read[key] = await self._container_file(ref, where, reading.project, limit, spend)
             else:
                 policy = self.image_urls if kind == "image" else self.urls
                 reading.read[key] = await self._fetched(ref, f"{where}.{source}", policy, limit, spend)
         return reading.read[key]
+
+    async def _stored_file(
+        self, file_id: str, where: str, project: str, max_bytes: int, spend: Callable[[int], None]
+    ) -> _Source:
+        """The bytes, filename and media type (by name) of `project`'s file `file_id` of the Files API, its
+        size spent before it is read."""
+        assert self.files is not None
+        file = await self.files.get(file_id, project, f"{where}.file_id")
+        if file.bytes > max_bytes:
+            raise InvalidRequest(
+                f"The file {file_id!r} is {file.bytes} bytes, past this server's limit of {max_bytes} bytes.",
+                param=where,
+            )
+        spend(file.bytes)
+        return await self.files.read(file), file.filename, mimetypes.guess_type(file.filename)[0]
 
     async def _container_file(
         self, file_id: str, where: str, project: str, max_bytes: int, spend: Callable[[int], None]
@@ -198,7 +222,8 @@ class FileInputs:
         info = await self._find(file_id, project) if is_id(file_id, "cfile") else None
         if info is None:
             raise NotFound(
-                f"No file {file_id!r} in any of your containers (file_id names a container file).",
+                f"No file {file_id!r}: a file_id names a file of the Files API (file-...) or of one of your "
+                "containers (cfile_...).",
                 param=f"{where}.file_id",
             )
         if info.bytes > max_bytes:
