@@ -81,9 +81,10 @@ class Attempt:
 
 async def attempt(client: httpx.AsyncClient, body: dict[str, Any], out: Attempt) -> None:
     async with client.stream("POST", "/v1/responses", json=body) as r:
-        out.status, out.headers = r.status_code, dict(r.headers)
-        if r.status_code != 200:
+        if r.status_code != 200:  # the status is set once the error has been read, so both are seen together
             out.error = json.loads(await r.aread())["error"]
+        out.status, out.headers = r.status_code, dict(r.headers)
+        if out.error is not None:
             return
         buffer = ""
         async for chunk in r.aiter_text():
