@@ -13,16 +13,26 @@ from interpreter_service import Interpreter
 from vllm_responses.api.auth import KeyRing
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
+from vllm_responses.engine.embedder import Embedder
 from vllm_responses.runs.restream import Restreams
+from vllm_responses.service.embeddings import EmbeddingsService
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.quotas import KeyBounds, ProjectLimits
 from vllm_responses.service.responses import ResponsesService
 from vllm_responses.store.base import ResponseStore
 
-__all__ = ["AppState", "Opener", "app_state", "open_state"]
+__all__ = ["AppState", "EmbedderOpener", "Opener", "app_state", "no_embedder", "open_state"]
 
 # Opens the engine, the sandbox (None: no code interpreter) and the store, and closes them on exit.
 Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
+# Opens the embedding model (None: none served), and closes it on exit.
+EmbedderOpener = Callable[[Config], AbstractAsyncContextManager[Embedder | None]]
+
+
+@asynccontextmanager
+async def no_embedder(config: Config) -> AsyncIterator[Embedder | None]:
+    """The `EmbedderOpener` of an app that serves no embedding model."""
+    yield None
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,7 @@ class AppState:
     restreams: streams of background responses this process does not run, from their stored events.
     started_at: when the app started (Unix time).
     keepalive_s: seconds without an event before an SSE stream gets a keep-alive comment (0: never).
+    embeddings: `/v1/embeddings` over the served embedding model (if any).
     """
 
     service: ResponsesService
@@ -43,6 +54,7 @@ class AppState:
     restreams: Restreams
     started_at: float
     keepalive_s: float
+    embeddings: EmbeddingsService
 
 
 def app_state(connection: HTTPConnection) -> AppState:
@@ -60,11 +72,15 @@ def key_bounds(keys: KeyRing) -> list[KeyBounds]:
 
 @asynccontextmanager
 async def open_state(
-    config: Config, open_components: Opener, lifecycle: Lifecycle, keys: KeyRing
+    config: Config,
+    open_components: Opener,
+    lifecycle: Lifecycle,
+    keys: KeyRing,
+    open_embedder: EmbedderOpener = no_embedder,
 ) -> AsyncIterator[AppState]:
-    """Open the components, build the service over them and start `lifecycle` watching it; on exit the
-    lifecycle stops watching, the service closes, then the components. Each project's bounds are the
-    server's `--project-max-*` and those its keys give, taken anew when `keys` is read again."""
+    """Open the components and the embedding model, build the service over them and start `lifecycle` watching
+    it; on exit the lifecycle stops watching, the service closes, then the components. Each project's bounds are
+    the server's `--project-max-*` and those its keys give, taken anew when `keys` is read again."""
     limits = ProjectLimits(config, key_bounds(keys))
 
     def follow(ring: KeyRing) -> None:  # the keys file read again (SIGHUP): its bounds too
@@ -72,15 +88,21 @@ async def open_state(
 
     keys.on_reload.append(follow)
     try:
-        async with _opened(config, open_components, lifecycle, limits) as state:
-            yield state
+        async with open_embedder(config) as embedder:
+            embeddings = EmbeddingsService(embedder, config.max_concurrent_embeddings)
+            async with _opened(config, open_components, lifecycle, limits, embeddings) as state:
+                yield state
     finally:
         keys.on_reload.remove(follow)
 
 
 @asynccontextmanager
 async def _opened(
-    config: Config, open_components: Opener, lifecycle: Lifecycle, limits: ProjectLimits
+    config: Config,
+    open_components: Opener,
+    lifecycle: Lifecycle,
+    limits: ProjectLimits,
+    embeddings: EmbeddingsService,
 ) -> AsyncIterator[AppState]:
     async with open_components(config) as (engine, interpreter, store):
         service = ResponsesService(config, engine, interpreter, store, limits)
@@ -91,6 +113,7 @@ async def _opened(
             restreams=Restreams(store, config.restream_poll_interval),
             started_at=time.time(),
             keepalive_s=config.sse_keepalive,
+            embeddings=embeddings,
         )
         lifecycle.attach(service.runs, engine, service.admission)
         try:
