@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from vllm_responses.engine.base import EngineRejected, EngineUnavailable
+from vllm_responses.engine.base import EngineError, EngineRejected, EngineUnavailable
 from vllm_responses.engine.embedder import Embedded, EmbedInput
 
 __all__ = ["MAX_ANSWER_BYTES", "RemoteEmbedder"]
@@ -20,6 +20,8 @@ __all__ = ["MAX_ANSWER_BYTES", "RemoteEmbedder"]
 # The most bytes one answer of the remote server may have (2048 inputs of 4096 dimensions in base64: 45 MB).
 MAX_ANSWER_BYTES = 64 * 2**20
 _PROBE = "dimensions probe"
+# The most listed models tried, in order, for one that embeds (no model named).
+MAX_TRIED = 8
 
 
 class RemoteEmbedder:
@@ -44,21 +46,32 @@ class RemoteEmbedder:
     async def start(
         cls, url: str, model_name: str | None, *, timeout_s: float, api_key: str | None = None
     ) -> RemoteEmbedder:
-        """Ask the remote server for its model (the first of `/models` when `model_name` is None) and the
-        length of its vectors (one probe embedded); raises `EngineUnavailable` when it does not answer."""
-        probe = cls(url, model_name or "", 0, timeout_s=timeout_s, api_key=api_key)
+        """Learn the length of the remote model's vectors (one probe embedded); with no `model_name`, the model
+        is the first that `/models` lists and that embeds the probe (a server may serve chat models too).
+        Raises `EngineUnavailable` when the server does not answer, or serves no such model."""
+        embedder = cls(url, model_name or "", 0, timeout_s=timeout_s, api_key=api_key)
         try:
-            if not model_name:
-                listed = await probe._call("GET", "/models", None)
-                models = listed.get("data") or []
-                if not models or not isinstance(models[0], dict) or not isinstance(models[0].get("id"), str):
-                    raise EngineUnavailable(f"the embedding server at {url} lists no model")
-                probe._model_name = models[0]["id"]
-            probe._dimensions = len((await probe.embed([_PROBE])).vectors[0])
+            names = [model_name] if model_name else await embedder._listed()
+            for name in names:
+                embedder._model_name = name
+                try:
+                    embedder._dimensions = len((await embedder.embed([_PROBE])).vectors[0])
+                    return embedder
+                except EngineError:
+                    if model_name or name == names[-1]:
+                        raise
+            raise EngineUnavailable(f"the embedding server at {url} lists no model")
         except BaseException:
-            await probe.aclose()
+            await embedder.aclose()
             raise
-        return probe
+
+    async def _listed(self) -> list[str]:
+        """The ids of the models the server lists (`GET /models`), the first `MAX_TRIED` of them."""
+        listed = (await self._call("GET", "/models", None)).get("data")
+        rows = listed if isinstance(listed, list) else []
+        return [row["id"] for row in rows if isinstance(row, dict) and isinstance(row.get("id"), str)][
+            :MAX_TRIED
+        ]
 
     @property
     def model_name(self) -> str:
