@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from vllm_responses.engine.base import EngineError, EngineUnavailable
+from vllm_responses.engine.base import EngineUnavailable
 
 __all__ = ["EmbedInput", "Embedded", "Embedder", "LazyEmbedder"]
 
@@ -102,10 +102,9 @@ class LazyEmbedder:
                 _log.info("loading the embedding model %s (first use)", self._model_name)
                 try:
                     self._loaded = await self._load()
-                except EngineError:
-                    raise
-                except Exception as exc:
-                    raise EngineUnavailable(f"the embedding model could not be loaded: {exc}") from exc
+                except Exception as exc:  # why is for the log (it may name paths): the client reads a 503
+                    _log.warning("the embedding model %s could not be loaded: %s", self._model_name, exc)
+                    raise EngineUnavailable("The embedding model could not be loaded; retry later.") from exc
                 _log.info("embedding model ready in %.1f s", time.monotonic() - t0)
             return self._loaded
 
