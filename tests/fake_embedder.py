@@ -36,6 +36,7 @@ class FakeEmbedder:
         self.gate: threading.Event | None = None  # set by the test's thread: calls wait in a worker thread
         self.running = 0
         self.calls: list[list[Any]] = []
+        self.dead = False
 
     @property
     def model_name(self) -> str:

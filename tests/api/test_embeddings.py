@@ -125,6 +125,7 @@ async def test_remote_ignores_the_environment_proxy(
         await embedder.aclose()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn's exit 3
 def test_a_remote_that_does_not_answer_stops_the_start() -> None:
     config = Config(embedding_url="http://127.0.0.1:9/v1", embedding_timeout=2.0)
     live = LiveServer(config, FakeEngine(), None, open_embedder=open_embedder)

@@ -42,6 +42,20 @@ async def test_a_failed_load_is_tried_again() -> None:
     assert (await embedder.count_tokens(["abc"])) == [3] and loads == [1, 1]
 
 
+async def test_a_model_that_died_is_loaded_again() -> None:
+    made: list[FakeEmbedder] = []
+
+    async def load() -> Embedder:
+        made.append(FakeEmbedder())
+        return made[-1]
+
+    embedder = LazyEmbedder(load, model_name="fake-embedder", dimensions=8, max_input_tokens=64)
+    await embedder.embed(["abc"])
+    made[0].dead = True  # its engine process gone
+    await embedder.embed(["abc"])
+    assert len(made) == 2 and made[1].calls == [["abc"]]
+
+
 async def test_closed_it_loads_nothing() -> None:
     loads: list[int] = []
     embedder = lazy(loads)

@@ -50,13 +50,18 @@ class Embedder(Protocol):
 
     async def embed(self, inputs: Sequence[EmbedInput]) -> Embedded: ...
 
+    @property
+    def dead(self) -> bool:
+        """Whether it died and serves nothing more (its engine process gone); a remote one never is."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
 class LazyEmbedder:
     """An `Embedder` whose model is loaded by the first call that needs it (`load`: seconds), once for
-    concurrent callers; a load that fails is tried again by the next call. Its name, dimensions and input
-    bound are known before the load (read from the model's folder)."""
+    concurrent callers; a load that fails is tried again by the next call, and so is a model that died. Its
+    name, dimensions and input bound are known before the load (read from the model's folder)."""
 
     def __init__(
         self,
@@ -91,12 +96,16 @@ class LazyEmbedder:
         return self._loaded is not None
 
     async def model(self) -> Embedder:
-        """The loaded model, loading it now if no call has yet."""
-        if self._loaded is not None:
+        """The loaded model, loading it now if no call has yet (or the one loaded died)."""
+        if self._loaded is not None and not self._loaded.dead:
             return self._loaded
         async with self._lock:
             if self._closed:
                 raise EngineUnavailable("the embedding model is shut down")
+            if self._loaded is not None and self._loaded.dead:
+                _log.warning("the embedding model %s died: loading it again", self._model_name)
+                dead, self._loaded = self._loaded, None
+                await dead.aclose()
             if self._loaded is None:
                 t0 = time.monotonic()
                 _log.info("loading the embedding model %s (first use)", self._model_name)
@@ -107,6 +116,10 @@ class LazyEmbedder:
                     raise EngineUnavailable("The embedding model could not be loaded; retry later.") from exc
                 _log.info("embedding model ready in %.1f s", time.monotonic() - t0)
             return self._loaded
+
+    @property
+    def dead(self) -> bool:
+        return False  # a dead model is loaded again by the next call
 
     async def count_tokens(self, inputs: Sequence[EmbedInput]) -> list[int]:
         return await (await self.model()).count_tokens(inputs)

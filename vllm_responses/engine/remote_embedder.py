@@ -85,6 +85,10 @@ class RemoteEmbedder:
     def max_input_tokens(self) -> None:
         return None
 
+    @property
+    def dead(self) -> bool:
+        return False  # each call is its own: a server down now may answer the next
+
     async def count_tokens(self, inputs: Sequence[EmbedInput]) -> list[int]:
         return [math.ceil(len(x.encode()) / 4) if isinstance(x, str) else len(x) for x in inputs]
 

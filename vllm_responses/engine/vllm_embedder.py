@@ -85,6 +85,10 @@ class VLLMEmbedder:
     def max_input_tokens(self) -> int:
         return self._max_len
 
+    @property
+    def dead(self) -> bool:
+        return bool(self._llm.errored) and not self._closed
+
     def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
         return [list(ids) for ids in self._tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
 
