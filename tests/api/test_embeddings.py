@@ -18,6 +18,7 @@ from tests.fake_embedder import FakeEmbedder, fake_vector
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer
 from tests.wire import sdk_refusal, validate_as
+from vllm_responses.api import embeddings as embeddings_route
 from vllm_responses.config import Config
 from vllm_responses.engine import remote_embedder
 from vllm_responses.engine.remote_embedder import RemoteEmbedder
@@ -180,3 +181,15 @@ def test_tokens_count_against_the_keys_limit(fake: FakeEmbedder) -> None:
             client.embeddings.create(model=NAME, input="a")
     finally:
         live.stop()
+
+
+def test_a_large_answer_is_written_off_the_loop_the_same(
+    upstream: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"model": NAME, "input": ["abc", "hello"], "encoding_format": "float"}
+    inline = httpx.post(upstream.base_url + "/v1/embeddings", json=body, timeout=30)
+    monkeypatch.setattr(embeddings_route, "INLINE_FLOATS", 8)  # two vectors of 8: written in a worker thread
+    threaded = httpx.post(upstream.base_url + "/v1/embeddings", json=body, timeout=30)
+    assert threaded.status_code == inline.status_code == 200
+    assert threaded.headers["content-type"] == inline.headers["content-type"] == "application/json"
+    assert threaded.content == inline.content
