@@ -115,6 +115,8 @@ class LazyEmbedder:
                     _log.warning("the embedding model %s could not be loaded: %s", self._model_name, exc)
                     raise EngineUnavailable("The embedding model could not be loaded; retry later.") from exc
                 _log.info("embedding model ready in %.1f s", time.monotonic() - t0)
+                if self._loaded.dimensions != self._dimensions:  # its folder said otherwise: the model wins
+                    self._dimensions = self._loaded.dimensions
             return self._loaded
 
     @property

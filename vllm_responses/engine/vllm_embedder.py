@@ -22,6 +22,7 @@ __all__ = ["VLLMEmbedder", "pooling_engine_args"]
 
 # Inputs of more characters than this in all are tokenized in a worker thread, off the event loop.
 INLINE_CHARS = 16_384
+_PROBE = "dimensions probe"
 
 
 def pooling_engine_args(model: str, *, dtype: str, cpu: bool) -> AsyncEngineArgs:
@@ -49,8 +50,12 @@ class VLLMEmbedder:
         self._tokenizer: Any = llm.get_tokenizer()
         self._max_len = int(llm.model_config.max_model_len)
         self._vocab = int(llm.model_config.get_vocab_size())
-        self._dimensions = int(llm.model_config.get_hidden_size())
+        self._dimensions = int(llm.model_config.get_hidden_size())  # until `_probe` measures the vectors
         self._closed = False
+
+    async def _probe(self) -> None:
+        """The length of the model's vectors, from one embedded (a projection after pooling may change it)."""
+        self._dimensions = len(await self._one(self._tokenize([_PROBE])[0]))
 
     @classmethod
     async def start(cls, args: AsyncEngineArgs, model_name: str) -> VLLMEmbedder:
@@ -68,7 +73,9 @@ class VLLMEmbedder:
             tasks = await llm.get_supported_tasks()
             if "embed" not in tasks:
                 raise EngineError(f"{args.model!r} is not an embedding model (its tasks: {list(tasks)})")
-            return cls(llm, model_name)
+            embedder = cls(llm, model_name)
+            await embedder._probe()
+            return embedder
         except BaseException:
             llm.shutdown()
             raise
