@@ -34,6 +34,7 @@ from vllm_responses.api.ratelimit import RateLimitMiddleware, RateLimits
 from vllm_responses.api.responses import response_routes
 from vllm_responses.api.state import EmbedderOpener, Opener, app_state, no_embedder, open_state
 from vllm_responses.api.uploads import upload_routes
+from vllm_responses.api.vector_stores import vector_store_routes
 from vllm_responses.api.ws_caps import WebSocketCaps
 from vllm_responses.config import Config
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
@@ -112,6 +113,7 @@ def build_app(
         *container_routes(),
         *file_routes(),
         *upload_routes(),
+        *vector_store_routes(),
         *conversation_routes(),
         *playground_routes(),
     ]

@@ -19,6 +19,8 @@ from vllm_responses.service.embeddings import EmbeddingsService
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.quotas import KeyBounds, ProjectLimits
 from vllm_responses.service.responses import ResponsesService
+from vllm_responses.service.vector_store_setup import open_vector_stores
+from vllm_responses.service.vector_stores import VectorStoreService
 from vllm_responses.store.base import ResponseStore
 
 __all__ = ["AppState", "EmbedderOpener", "Opener", "app_state", "no_embedder", "open_state"]
@@ -47,6 +49,7 @@ class AppState:
     started_at: when the app started (Unix time).
     keepalive_s: seconds without an event before an SSE stream gets a keep-alive comment (0: never).
     embeddings: `/v1/embeddings` over the served embedding model (if any).
+    vector_stores: the Vector Stores API and its ingestion (None on a Postgres store).
     """
 
     service: ResponsesService
@@ -55,6 +58,7 @@ class AppState:
     started_at: float
     keepalive_s: float
     embeddings: EmbeddingsService
+    vector_stores: VectorStoreService | None = None
 
 
 def app_state(connection: HTTPConnection) -> AppState:
@@ -107,17 +111,27 @@ async def _opened(
     async with open_components(config) as (engine, interpreter, store):
         service = ResponsesService(config, engine, interpreter, store, limits)
         await service.recover()  # background responses a crash left running: failed, not 404
-        state = AppState(
-            service=service,
-            lifecycle=lifecycle,
-            restreams=Restreams(store, config.restream_poll_interval),
-            started_at=time.time(),
-            keepalive_s=config.sse_keepalive,
-            embeddings=embeddings,
+        owner = service.replica.id
+        opened = open_vector_stores(
+            config, store, service.files, service.extraction, embeddings.embedder, owner
         )
-        lifecycle.attach(service.runs, engine, service.admission)
         try:
-            yield state
+            async with opened as vector_stores:
+                if vector_stores is not None:  # their files' bytes count in their project's stored bytes
+                    limits.counters.append(vector_stores.rows.project_bytes)
+                state = AppState(
+                    service=service,
+                    lifecycle=lifecycle,
+                    restreams=Restreams(store, config.restream_poll_interval),
+                    started_at=time.time(),
+                    keepalive_s=config.sse_keepalive,
+                    embeddings=embeddings,
+                    vector_stores=vector_stores,
+                )
+                lifecycle.attach(service.runs, engine, service.admission)
+                try:
+                    yield state
+                finally:
+                    await lifecycle.detach()
         finally:
-            await lifecycle.detach()
             await service.aclose()
