@@ -349,3 +349,55 @@ def test_cancel_a_batch(tmp_path: Path) -> None:
         )
     finally:
         live.stop()
+
+
+def test_lists_page_both_ways(server: LiveServer) -> None:
+    client = sdk(server, KEY_B)
+    made = [client.vector_stores.create(name=f"p{i}").id for i in range(3)]
+    newest_first = [s.id for s in client.vector_stores.list(limit=2)]  # the SDK follows `after` itself
+    assert newest_first[:3] == made[::-1]
+    first = client.vector_stores.list(limit=2)
+    assert [s.id for s in first.data] == made[:0:-1] and first.has_more
+    before = client.vector_stores.list(before=made[0], order="desc")
+    assert [s.id for s in before.data] == made[:0:-1]
+    oldest = client.vector_stores.list(order="asc", after=made[0], limit=1)
+    assert [s.id for s in oldest.data] == [made[1]]
+    for store_id in made:
+        client.vector_stores.delete(store_id)
+
+
+def test_a_memory_store_serves_vector_stores(tmp_path: Path) -> None:
+    live = LiveServer(
+        Config(), FakeEngine(), FakeInterpreter(), open_embedder=FakeEmbedder(max_input_tokens=100_000).opener
+    ).start()
+    try:
+        client = sdk(live)
+        file_id = upload(client, "owls.md", DOCS["owls.md"])
+        store = client.vector_stores.create(name="m")
+        assert (
+            client.vector_stores.files.create_and_poll(file_id=file_id, vector_store_id=store.id).status
+            == "completed"
+        )
+        assert [r.file_id for r in client.vector_stores.search(store.id, query="owls").data] == [file_id]
+    finally:
+        live.stop()
+
+
+def test_vector_stores_count_in_the_projects_stored_bytes(tmp_path: Path) -> None:
+    live = serve(tmp_path, FakeEmbedder(max_input_tokens=100_000), project_max_stored_bytes=2000)
+    try:
+        client = sdk(live)
+        text = "owls " * 60  # 300 bytes: the file, and about as much again as its chunk
+        store = client.vector_stores.create(name="q")
+        row = client.vector_stores.files.upload_and_poll(
+            vector_store_id=store.id, file=("o.txt", text.encode())
+        )
+        assert row.status == "completed" and row.usage_bytes >= 300
+        assert client.vector_stores.retrieve(store.id).usage_bytes == row.usage_bytes
+        # 300 (the file) + 1400 fit in 2000; with the vector store's bytes they do not
+        error = sdk_refusal(lambda: client.files.create(file=("big.txt", b"x" * 1400), purpose="assistants"))
+        assert error["code"] == "storage_quota_exceeded"
+        client.vector_stores.delete(store.id)
+        assert client.files.create(file=("big.txt", b"x" * 1400), purpose="assistants").bytes == 1400
+    finally:
+        live.stop()
