@@ -66,6 +66,10 @@ def test_ingest_and_search_on_minilm(server: LiveServer) -> None:
     storm = client.vector_stores.search(store.id, query="a storm is coming", max_num_results=1)
     assert [r.file_id for r in storm.data] == [ids["weather.md"]]
 
+    # a query past the model's 256 tokens: embedded as the mean of its windows, as a long chunk is
+    long = client.vector_stores.search(store.id, query="rain and wind on the coast " * 80, max_num_results=1)
+    assert [r.file_id for r in long.data] == [ids["weather.md"]]
+
     earnings = client.vector_stores.search(
         store.id,
         query="company earnings",

@@ -12,111 +12,24 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiosqlite
 
 from vllm_responses.retrieval.attributes import Attributes
-
-__all__ = ["BatchRow", "FileCounts", "FileRow", "StoreRow", "VectorStoreRows"]
-
-_STORE_COLUMNS = (
-    "id, project, name, description, metadata, created_at, last_active_at, expires_days, expires_at"
+from vllm_responses.retrieval.vector_store_records import (
+    BATCH_COLUMNS,
+    FILE_COLUMNS,
+    STORE_COLUMNS,
+    BatchRow,
+    FileCounts,
+    FileRow,
+    StoreRow,
+    file_row,
+    store_row,
 )
-_FILE_COLUMNS = (
-    "vector_store_id, file_id, project, batch_id, status, attributes, chunking, usage_bytes, last_error, "
-    "created_at"
-)
-_BATCH_COLUMNS = "id, vector_store_id, project, status, created_at"
 
-
-@dataclass(frozen=True)
-class StoreRow:
-    """A vector store: its project, name, description, metadata, times and expiry (`expires_days` after
-    `last_active_at`; None: never)."""
-
-    id: str
-    project: str
-    name: str
-    description: str | None
-    metadata: dict[str, str]
-    created_at: float
-    last_active_at: float
-    expires_days: int | None = None
-    expires_at: float | None = None
-
-
-@dataclass(frozen=True)
-class FileRow:
-    """A file in a vector store: its status, attributes, chunking strategy (as reported), bytes used, error
-    (`{"code", "message"}`) and the batch that added it last."""
-
-    vector_store_id: str
-    file_id: str
-    project: str
-    batch_id: str | None
-    status: str
-    attributes: Attributes
-    chunking: dict[str, Any]
-    usage_bytes: int = 0
-    last_error: dict[str, str] | None = None
-    created_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class BatchRow:
-    id: str
-    vector_store_id: str
-    project: str
-    status: str
-    created_at: float
-
-
-@dataclass(frozen=True)
-class FileCounts:
-    """Files by status, as `file_counts` reports them."""
-
-    in_progress: int = 0
-    completed: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    total: int = field(init=False, default=0)
-
-    def __post_init__(self) -> None:
-        total = self.in_progress + self.completed + self.failed + self.cancelled
-        object.__setattr__(self, "total", total)
-
-    def wire(self) -> dict[str, int]:
-        return {
-            "in_progress": self.in_progress,
-            "completed": self.completed,
-            "failed": self.failed,
-            "cancelled": self.cancelled,
-            "total": self.total,
-        }
-
-
-def _store(row: Sequence[Any]) -> StoreRow:
-    days, expires_at = row[7], row[8]
-    return StoreRow(
-        id=str(row[0]),
-        project=str(row[1]),
-        name=str(row[2]),
-        description=row[3],
-        metadata=json.loads(row[4]),
-        created_at=float(row[5]),
-        last_active_at=float(row[6]),
-        expires_days=None if days is None else int(days),
-        expires_at=None if expires_at is None else float(expires_at),
-    )
-
-
-def _file(row: Sequence[Any]) -> FileRow:
-    return FileRow(
-        str(row[0]), str(row[1]), str(row[2]), row[3], str(row[4]), json.loads(row[5]), json.loads(row[6]),
-        int(row[7]), None if row[8] is None else json.loads(row[8]), float(row[9]),
-    )  # fmt: skip
+__all__ = ["VectorStoreRows"]
 
 
 class VectorStoreRows:
@@ -150,7 +63,7 @@ class VectorStoreRows:
         await self._write(
             [
                 (
-                    f"INSERT INTO vector_stores ({_STORE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO vector_stores ({STORE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         store.id,
                         store.project,
@@ -167,18 +80,16 @@ class VectorStoreRows:
         )
 
     async def get_store(self, vector_store_id: str) -> StoreRow | None:
-        rows = await self._read(
-            f"SELECT {_STORE_COLUMNS} FROM vector_stores WHERE id = ?", (vector_store_id,)
-        )
-        return _store(rows[0]) if rows else None
+        rows = await self._read(f"SELECT {STORE_COLUMNS} FROM vector_stores WHERE id = ?", (vector_store_id,))
+        return store_row(rows[0]) if rows else None
 
     async def stores(self, project: str) -> list[StoreRow]:
         """`project`'s vector stores, oldest first."""
         rows = await self._read(
-            f"SELECT {_STORE_COLUMNS} FROM vector_stores WHERE project = ? ORDER BY created_at, id",
+            f"SELECT {STORE_COLUMNS} FROM vector_stores WHERE project = ? ORDER BY created_at, id",
             (project,),
         )
-        return [_store(r) for r in rows]
+        return [store_row(r) for r in rows]
 
     async def put_store(self, store: StoreRow) -> None:
         """The vector store's name, description, metadata, activity and expiry replaced."""
@@ -196,6 +107,17 @@ class VectorStoreRows:
                         store.expires_at,
                         store.id,
                     ),  # fmt: skip
+                )
+            ]
+        )
+
+    async def touch(self, vector_store_id: str, now: float, expires_at: float | None) -> None:
+        """The vector store used at `now` (a search): its `last_active_at` and expiry moved."""
+        await self._write(
+            [
+                (
+                    "UPDATE vector_stores SET last_active_at = ?, expires_at = ? WHERE id = ?",
+                    (now, expires_at, vector_store_id),
                 )
             ]
         )
@@ -242,14 +164,14 @@ class VectorStoreRows:
         if batch is not None:
             statements.append(
                 (
-                    f"INSERT INTO vector_store_file_batches ({_BATCH_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                    f"INSERT INTO vector_store_file_batches ({BATCH_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
                     (batch.id, batch.vector_store_id, batch.project, batch.status, batch.created_at),
                 )
             )
         for f in files:
             statements.append(
                 (
-                    f"INSERT OR REPLACE INTO vector_store_files ({_FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO vector_store_files ({FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         f.vector_store_id,
                         f.file_id,
@@ -268,16 +190,16 @@ class VectorStoreRows:
 
     async def get_file(self, vector_store_id: str, file_id: str) -> FileRow | None:
         rows = await self._read(
-            f"SELECT {_FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
+            f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
             (vector_store_id, file_id),
         )
-        return _file(rows[0]) if rows else None
+        return file_row(rows[0]) if rows else None
 
     async def files(
         self, vector_store_id: str, *, status: str | None = None, batch_id: str | None = None
     ) -> list[FileRow]:
         """The vector store's files (of `status`, of the batch `batch_id`), oldest first."""
-        sql = f"SELECT {_FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = ?"
+        sql = f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE vector_store_id = ?"
         params: list[Any] = [vector_store_id]
         if status is not None:
             sql += " AND status = ?"
@@ -286,7 +208,7 @@ class VectorStoreRows:
             sql += " AND batch_id = ?"
             params.append(batch_id)
         rows = await self._read(sql + " ORDER BY created_at, file_id", params)
-        return [_file(r) for r in rows]
+        return [file_row(r) for r in rows]
 
     async def set_file_attributes(self, vector_store_id: str, file_id: str, attributes: Attributes) -> bool:
         (count,) = await self._write(
@@ -315,16 +237,19 @@ class VectorStoreRows:
     async def claim(self, owner: str, now: float, lease_s: float, limit: int) -> list[FileRow]:
         """Up to `limit` files `in_progress` with no live lease (none, expired, or `owner`'s own from a life
         before this one), now leased to `owner` until `now + lease_s`; oldest first."""
+        free = "status = 'in_progress' AND (lease_owner IS NULL OR lease_expires_at <= ?)"
+        if not await self._read(f"SELECT 1 FROM vector_store_files WHERE {free} LIMIT 1", (now,)):
+            return []  # nothing to claim: no write (the heartbeat looks every few seconds)
         async with self.lock:
             await self.db.commit()
             await self.db.execute("BEGIN IMMEDIATE")
             try:
                 async with self.db.execute(
-                    f"SELECT {_FILE_COLUMNS} FROM vector_store_files WHERE status = 'in_progress' AND "
-                    "(lease_owner IS NULL OR lease_expires_at <= ?) ORDER BY created_at, file_id LIMIT ?",
+                    f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE {free} "
+                    "ORDER BY created_at, file_id LIMIT ?",
                     (now, limit),
                 ) as cur:
-                    found = [_file(r) for r in await cur.fetchall()]
+                    found = [file_row(r) for r in await cur.fetchall()]
                 for f in found:
                     await self.db.execute(
                         "UPDATE vector_store_files SET lease_owner = ?, lease_expires_at = ? "
@@ -393,7 +318,7 @@ class VectorStoreRows:
 
     async def get_batch(self, batch_id: str) -> BatchRow | None:
         rows = await self._read(
-            f"SELECT {_BATCH_COLUMNS} FROM vector_store_file_batches WHERE id = ?", (batch_id,)
+            f"SELECT {BATCH_COLUMNS} FROM vector_store_file_batches WHERE id = ?", (batch_id,)
         )
         return BatchRow(*rows[0]) if rows else None
 

@@ -26,9 +26,11 @@ from vllm_responses.engine.embedder import Embedder
 from vllm_responses.executors import FILE_TEXT, run_on
 from vllm_responses.retrieval.chunk_vectors import embed_chunks
 from vllm_responses.retrieval.chunking import ChunkingStrategy, chunk_text
+from vllm_responses.retrieval.index import VectorDimensionsDiffer
 from vllm_responses.retrieval.sqlite_index import SQLiteIndex
 from vllm_responses.retrieval.tokens import Tokenizer
-from vllm_responses.retrieval.vector_store_rows import FileRow, VectorStoreRows
+from vllm_responses.retrieval.vector_store_records import FileRow
+from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.tools.files import FileService
 
 __all__ = ["Failed", "Ingestion"]
@@ -112,7 +114,8 @@ class Ingestion:
     async def _loop(self) -> None:
         while True:
             try:
-                await self.rows.renew(self.owner, time.time() + self.lease_s)
+                if self.working:
+                    await self.rows.renew(self.owner, time.time() + self.lease_s)
                 free = self.concurrency - len(self.working)
                 if free > 0:
                     for row in await self.rows.claim(self.owner, time.time(), self.lease_s, free):
@@ -177,13 +180,25 @@ class Ingestion:
             raise Failed(
                 "server_error", f"The embedding model could not embed the file: {exc.message}"
             ) from exc
-        await self.index.add_file(row.vector_store_id, row.file_id, texts, vectors, row.attributes)
+        try:
+            await self.index.add_file(row.vector_store_id, row.file_id, texts, vectors, row.attributes)
+        except VectorDimensionsDiffer as exc:
+            raise Failed(
+                "server_error",
+                f"The embedding model changed since the vector store's other files were added: {exc}",
+            ) from exc
         return sum(len(t.encode()) for t in texts) + int(vectors.nbytes)
 
     async def _text(self, row: FileRow) -> str:
         stored = await self.files.store.get_file(row.file_id)
         if stored is None:
             raise Failed("invalid_file", f"The file {row.file_id} was deleted before it was ingested.")
+        if stored.bytes > self.limits.max_bytes:
+            raise Failed(
+                "invalid_file",
+                f"The file {stored.filename!r} is {stored.bytes} bytes, past this server's limit of "
+                f"{self.limits.max_bytes} bytes per file (--input-file-max-bytes).",
+            )
         data = await self.files.read(stored)
         kind = file_kind(data, stored.filename, None)
         if kind is None:

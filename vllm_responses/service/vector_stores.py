@@ -10,13 +10,12 @@ background.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vllm_responses.engine.base import EngineError
+from vllm_responses.engine.base import EngineError, EngineRejected
 from vllm_responses.engine.embedder import Embedder
 from vllm_responses.protocol.errors import InvalidRequest, NotFound, Unavailable
 from vllm_responses.protocol.vector_stores import (
@@ -30,18 +29,15 @@ from vllm_responses.protocol.vector_stores import (
     parse_text,
 )
 from vllm_responses.retrieval.attributes import Attributes, check_attributes
+from vllm_responses.retrieval.chunk_vectors import embed_chunks
 from vllm_responses.retrieval.chunking import parse_chunking_strategy
 from vllm_responses.retrieval.filters import Filter
-from vllm_responses.retrieval.index import Hit, Query
+from vllm_responses.retrieval.index import Hit, Query, VectorDimensionsDiffer
 from vllm_responses.retrieval.ranking import DEFAULT_RANKING, Ranking
 from vllm_responses.retrieval.sqlite_index import SQLiteIndex
-from vllm_responses.retrieval.vector_store_rows import (
-    BatchRow,
-    FileCounts,
-    FileRow,
-    StoreRow,
-    VectorStoreRows,
-)
+from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow, StoreRow
+from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
+from vllm_responses.retrieval.vectors import Matrix
 from vllm_responses.service.ingestion import Ingestion
 from vllm_responses.tools.files import FileService
 
@@ -195,7 +191,6 @@ class VectorStoreService:
         chunking = parse_chunking_strategy(body.get("chunking_strategy")).wire()
         attributes = check_attributes(body.get("attributes"))
         (row,) = await self._new_files(store, [file_id], "file_id", chunking, attributes, None)
-        row = replace(row, batch_id=None)
         await self._add([row])
         return row
 
@@ -324,11 +319,11 @@ class VectorStoreService:
                 raise InvalidRequest(
                     f"The vector store {s.id} has expired.", param="vector_store_id", code="expired"
                 )
-            await self.rows.put_store(replace(s, last_active_at=now, expires_at=_expiry(s.expires_days, now)))
+            await self.rows.touch(s.id, now, _expiry(s.expires_days, now))
         best: dict[tuple[str, str, int], Hit] = {}
         for text in queries:
             vector = await self._query_vector(text)
-            found = await self.index.search(
+            found = await self._index_search(
                 [s.id for s in stores], Query(text, vector), filters=filters, ranking=ranking,
                 max_num_results=max_num_results,
             )  # fmt: skip
@@ -339,17 +334,30 @@ class VectorStoreService:
         ranked = sorted(best.values(), key=lambda h: -h.score)[:max_num_results]
         return [FoundChunk(h, await self._filename(h.file_id)) for h in ranked]
 
-    async def _query_vector(self, text: str) -> list[float] | None:
-        if self.embedder is None:
-            return None  # keywords only (docs/retrieval.md)
+    async def _index_search(self, stores: list[str], query: Query, **options: Any) -> list[Hit]:
         try:
-            done = await self.embedder.embed([text])
+            return await self.index.search(stores, query, **options)
+        except VectorDimensionsDiffer as exc:
+            raise InvalidRequest(
+                f"The vector store's files were embedded by another embedding model than this server's ({exc}): "
+                "add them again.",
+                param="vector_store_id",
+                code="vector_dimensions_differ",
+            ) from exc
+
+    async def _query_vector(self, text: str) -> Matrix | None:
+        """The query's embedding (a query past the model's input bound: the mean of its windows, as a chunk's);
+        None without an embedding model (keywords only, docs/retrieval.md)."""
+        if self.embedder is None:
+            return None
+        try:
+            vectors, _ = await embed_chunks(self.embedder, self.ingestion.tokenizer, [text])
+        except EngineRejected as exc:
+            raise InvalidRequest(f"The query cannot be embedded: {exc.message}", param="query") from exc
         except EngineError as exc:
-            if exc.code == "context_length_exceeded":
-                raise InvalidRequest(f"The query is too long to embed: {exc.message}", param="query") from exc
             raise Unavailable("The embedding model could not embed the query; retry later.") from exc
-        vector = done.vectors[0]
-        return vector if all(math.isfinite(v) for v in vector) else None
+        first: Matrix = vectors[0]
+        return first
 
     async def _filename(self, file_id: str) -> str:
         stored = await self.files.store.get_file(file_id)
