@@ -401,3 +401,16 @@ def test_vector_stores_count_in_the_projects_stored_bytes(tmp_path: Path) -> Non
         assert client.files.create(file=("big.txt", b"x" * 1400), purpose="assistants").bytes == 1400
     finally:
         live.stop()
+
+
+def test_on_postgres_vector_stores_are_a_503_saying_so(pg_url: str, tmp_path: Path) -> None:
+    live = LiveServer(keyed(tmp_path), FakeEngine(), FakeInterpreter(), db=pg_url).start()
+    try:
+        with pytest.raises(openai.APIStatusError) as caught:
+            sdk(live).vector_stores.create(name="pg")
+        assert caught.value.status_code == 503
+        assert (
+            isinstance(caught.value.body, dict) and caught.value.body["code"] == "vector_stores_unavailable"
+        )
+    finally:
+        live.stop()
