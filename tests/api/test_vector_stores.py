@@ -285,6 +285,23 @@ def test_unreadable_files_fail_with_openais_codes(server: LiveServer) -> None:
     assert (counts.failed, counts.completed) == (2, 0)
 
 
+def test_html_is_read_as_its_prose(server: LiveServer) -> None:
+    client = sdk(server)
+    page = (
+        "<html><head><title>Night birds</title><script>var secret = 'zebra';</script></head>"
+        "<body><h1>Owls</h1><p>Owls hunt at night.</p></body></html>"
+    )
+    store = client.vector_stores.create(name="html")
+    file_id = upload(client, "page.html", page)
+    assert (
+        client.vector_stores.files.create_and_poll(file_id=file_id, vector_store_id=store.id).status
+        == "completed"
+    )
+    (text,) = [c.text for c in client.vector_stores.files.content(file_id, vector_store_id=store.id).data]
+    assert text is not None and "Owls hunt at night." in text and text.startswith("Night birds")
+    assert "<" not in text and "zebra" not in text
+
+
 class StuckEmbedder(FakeEmbedder):
     """A fake whose calls never end (until cancelled): its ingestion stays in progress."""
 

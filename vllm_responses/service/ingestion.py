@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 from functools import partial
+from pathlib import PurePosixPath
 
 from vllm_responses.context.extraction import ExtractionPool
 from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
@@ -32,10 +33,22 @@ from vllm_responses.retrieval.tokens import Tokenizer
 from vllm_responses.retrieval.vector_store_records import FileRow
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.tools.files import FileService
+from vllm_responses.tools.page_text import page_text
 
-__all__ = ["Failed", "Ingestion"]
+__all__ = ["Failed", "Ingestion", "is_html"]
 
 logger = logging.getLogger(__name__)
+
+
+def is_html(filename: str) -> bool:
+    return PurePosixPath(filename.lower()).suffix in (".html", ".htm", ".xhtml")
+
+
+def _html_text(data: bytes, max_chars: int) -> str:
+    """An HTML file's readable text (its title, then its prose; scripts and styles dropped), cut at `max_chars`."""
+    page = page_text(data, "text/html")
+    text = f"{page.title}\n\n{page.text}" if page.title else page.text
+    return text[:max_chars]
 
 
 class Failed(Exception):
@@ -207,6 +220,8 @@ class Ingestion:
                 f"The file {stored.filename!r} is of a type this server does not read: PDFs and text files "
                 "(UTF-8: plain text, markdown, HTML, CSV, JSON, source code) only.",
             )
+        if is_html(stored.filename):
+            return await run_on(FILE_TEXT, _html_text, data, self.limits.max_chars)
         try:
             if kind == "pdf":
                 budget = PdfBudget(1 << 30, 1 << 62)  # one file: bounded by its own limits only
