@@ -322,9 +322,12 @@ def wait_for(check: Any, what: str) -> None:
     raise AssertionError(f"never {what}")
 
 
-def test_restart_resumes_an_interrupted_ingestion(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("next_id", "lease"), [("one", 600.0), ("two", 1.0)])
+def test_restart_resumes_an_interrupted_ingestion(tmp_path: Path, next_id: str, lease: float) -> None:
+    """Under the same `--replica-id` its files are taken back at start (a lease of 10 minutes not waited for);
+    under another, once their lease expired."""
     stuck = StuckEmbedder(max_input_tokens=100_000)
-    live = serve(tmp_path, stuck, replica_id="one")
+    live = serve(tmp_path, stuck, replica_id="one", replica_lease=lease)
     try:
         client = sdk(live)
         file_id = upload(client, "owls.md", DOCS["owls.md"])
@@ -332,10 +335,10 @@ def test_restart_resumes_an_interrupted_ingestion(tmp_path: Path) -> None:
         wait_for(lambda: stuck.running > 0, "embedding")
     finally:
         live.stop()
-    live = serve(tmp_path, FakeEmbedder(max_input_tokens=100_000), replica_id="one")
+    live = serve(tmp_path, FakeEmbedder(max_input_tokens=100_000), replica_id=next_id, replica_lease=lease)
     try:
         client = sdk(live)
-        row = client.vector_stores.files.poll(file_id, vector_store_id=store.id)
+        row = client.vector_stores.files.poll(file_id, vector_store_id=store.id, max_wait_seconds=20)
         assert row.status == "completed"
         assert [r.file_id for r in client.vector_stores.search(store.id, query="owl").data] == [file_id]
     finally:
