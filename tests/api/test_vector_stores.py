@@ -199,6 +199,11 @@ def test_create_with_file_ids_and_upload_and_poll(server: LiveServer) -> None:
             break
         time.sleep(0.05)
     assert client.vector_stores.retrieve(store.id).file_counts.completed == 2
+    batch = client.vector_stores.file_batches.upload_and_poll(
+        vector_store_id=store.id, files=[("bread.txt", DOCS["bread.txt"].encode())], poll_interval_ms=100
+    )
+    assert batch.status == "completed" and batch.file_counts.completed == 1
+    assert client.vector_stores.retrieve(store.id).file_counts.completed == 3
 
 
 def test_bad_input_is_a_400_naming_the_param(server: LiveServer) -> None:
