@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.retrieval.search import FoundChunk
 from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow
-from vllm_responses.service.vector_stores import FoundChunk, StoreView
+from vllm_responses.service.vector_stores import StoreView
 
 __all__ = ["batch_json", "file_json", "hit_json", "page", "store_json"]
 

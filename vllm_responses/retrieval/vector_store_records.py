@@ -14,10 +14,12 @@ __all__ = [
     "BATCH_COLUMNS",
     "FILE_COLUMNS",
     "STORE_COLUMNS",
+    "DAY_S",
     "BatchRow",
     "FileCounts",
     "FileRow",
     "StoreRow",
+    "expiry",
     "file_row",
     "store_row",
 ]
@@ -30,6 +32,14 @@ FILE_COLUMNS = (
     "created_at"
 )
 BATCH_COLUMNS = "id, vector_store_id, project, status, created_at"
+
+
+DAY_S = 86400.0
+
+
+def expiry(days: int | None, last_active_at: float) -> float | None:
+    """When a vector store expires: `days` after its last activity (None: never)."""
+    return None if days is None else last_active_at + days * DAY_S
 
 
 @dataclass(frozen=True)

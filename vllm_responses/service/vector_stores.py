@@ -1,6 +1,6 @@
 """`VectorStoreService`: the Vector Stores API over the chunk index and its rows: vector stores, their files and
-file batches, per project (another project's: not found), and `search`, the one call the routes and the
-`file_search` tool make to search vector stores.
+file batches, per project (another project's: not found); its `searcher` (retrieval/search.py) is what the
+`/search` route and the `file_search` tool call.
 
 A vector store's bytes (its files' `usage_bytes`: their chunks' text and vectors) count in its project's stored
 bytes. Its status is `expired` past `expires_at` (`expires_after` days after `last_active_at`, which a search
@@ -15,12 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vllm_responses.engine.base import EngineError, EngineRejected
 from vllm_responses.engine.embedder import Embedder
-from vllm_responses.protocol.errors import InvalidRequest, NotFound, Unavailable
+from vllm_responses.protocol.errors import InvalidRequest, NotFound
 from vllm_responses.protocol.vector_stores import (
     is_batch_id,
-    is_vector_store_id,
     new_batch_id,
     new_vector_store_id,
     parse_expires_after,
@@ -29,21 +27,15 @@ from vllm_responses.protocol.vector_stores import (
     parse_text,
 )
 from vllm_responses.retrieval.attributes import Attributes, check_attributes
-from vllm_responses.retrieval.chunk_vectors import embed_chunks
 from vllm_responses.retrieval.chunking import parse_chunking_strategy
-from vllm_responses.retrieval.filters import Filter
-from vllm_responses.retrieval.index import Hit, Query, VectorDimensionsDiffer
-from vllm_responses.retrieval.ranking import DEFAULT_RANKING, Ranking
+from vllm_responses.retrieval.search import FoundChunk, VectorSearch, project_store
 from vllm_responses.retrieval.sqlite_index import SQLiteIndex
-from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow, StoreRow
+from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow, StoreRow, expiry
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
-from vllm_responses.retrieval.vectors import Matrix
 from vllm_responses.service.ingestion import Ingestion
 from vllm_responses.tools.files import FileService
 
-__all__ = ["FoundChunk", "StoreView", "VectorStoreService"]
-
-_DAY_S = 86400.0
+__all__ = ["StoreView", "VectorStoreService"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +46,6 @@ class StoreView:
     status: str
     counts: FileCounts
     usage_bytes: int
-
-
-@dataclass(frozen=True)
-class FoundChunk:
-    """One search result: the chunk found and its file's name."""
-
-    hit: Hit
-    filename: str
-
-
-def _expiry(days: int | None, last_active_at: float) -> float | None:
-    return None if days is None else last_active_at + days * _DAY_S
 
 
 class VectorStoreService:
@@ -84,6 +64,7 @@ class VectorStoreService:
         self.files = files
         self.embedder = embedder
         self.ingestion = ingestion
+        self.searcher = VectorSearch(rows, index, embedder, ingestion.tokenizer, files.store)
 
     # vector stores
 
@@ -99,7 +80,7 @@ class VectorStoreService:
             created_at=now,
             last_active_at=now,
             expires_days=days,
-            expires_at=_expiry(days, now),
+            expires_at=expiry(days, now),
         )
         file_ids = parse_file_ids(body.get("file_ids"))
         chunking = parse_chunking_strategy(body.get("chunking_strategy")).wire()
@@ -110,10 +91,7 @@ class VectorStoreService:
 
     async def get(self, vector_store_id: str, project: str) -> StoreRow:
         """`project`'s vector store; a 404 when it is unknown or another project's."""
-        row = await self.rows.get_store(vector_store_id) if is_vector_store_id(vector_store_id) else None
-        if row is None or row.project != project:
-            raise NotFound(f"No vector store found with id '{vector_store_id}'.", param="vector_store_id")
-        return row
+        return await project_store(self.rows, vector_store_id, project)
 
     async def view(self, row: StoreRow) -> StoreView:
         counts = await self.rows.counts("vector_store_id", row.id)
@@ -135,7 +113,7 @@ class VectorStoreService:
             row = replace(row, metadata=parse_metadata(body["metadata"]))
         if "expires_after" in body:
             days = parse_expires_after(body["expires_after"])
-            row = replace(row, expires_days=days, expires_at=_expiry(days, row.last_active_at))
+            row = replace(row, expires_days=days, expires_at=expiry(days, row.last_active_at))
         await self.rows.put_store(row)
         return await self.view(row)
 
@@ -296,69 +274,4 @@ class VectorStoreService:
         self, vector_store_id: str, project: str, queries: Sequence[str], **options: Any
     ) -> list[FoundChunk]:
         """A search of one vector store of `project`'s (the `/search` route), which becomes active."""
-        store = await self.get(vector_store_id, project)
-        return await self.search(project, [store.id], queries, **options)
-
-    async def search(
-        self,
-        project: str,
-        vector_store_ids: Sequence[str],
-        queries: Sequence[str],
-        *,
-        filters: Filter | None = None,
-        ranking: Ranking = DEFAULT_RANKING,
-        max_num_results: int = 10,
-    ) -> list[FoundChunk]:
-        """The best chunks of `project`'s vector stores for `queries` (each query searched, a chunk scored by
-        its best), at most `max_num_results`, best first. A store unknown to the project is a 404; an expired one
-        a 400. Each store searched becomes active (`last_active_at`, and its expiry, moved)."""
-        stores = [await self.get(s, project) for s in vector_store_ids]
-        now = time.time()
-        for s in stores:
-            if s.expires_at is not None and s.expires_at <= now:
-                raise InvalidRequest(
-                    f"The vector store {s.id} has expired.", param="vector_store_id", code="expired"
-                )
-            await self.rows.touch(s.id, now, _expiry(s.expires_days, now))
-        best: dict[tuple[str, str, int], Hit] = {}
-        for text in queries:
-            vector = await self._query_vector(text)
-            found = await self._index_search(
-                [s.id for s in stores], Query(text, vector), filters=filters, ranking=ranking,
-                max_num_results=max_num_results,
-            )  # fmt: skip
-            for hit in found:
-                key = (hit.vector_store_id, hit.file_id, hit.chunk_index)
-                if key not in best or best[key].score < hit.score:
-                    best[key] = hit
-        ranked = sorted(best.values(), key=lambda h: -h.score)[:max_num_results]
-        return [FoundChunk(h, await self._filename(h.file_id)) for h in ranked]
-
-    async def _index_search(self, stores: list[str], query: Query, **options: Any) -> list[Hit]:
-        try:
-            return await self.index.search(stores, query, **options)
-        except VectorDimensionsDiffer as exc:
-            raise InvalidRequest(
-                f"The vector store's files were embedded by another embedding model than this server's ({exc}): "
-                "add them again.",
-                param="vector_store_id",
-                code="vector_dimensions_differ",
-            ) from exc
-
-    async def _query_vector(self, text: str) -> Matrix | None:
-        """The query's embedding (a query past the model's input bound: the mean of its windows, as a chunk's);
-        None without an embedding model (keywords only, docs/retrieval.md)."""
-        if self.embedder is None:
-            return None
-        try:
-            vectors, _ = await embed_chunks(self.embedder, self.ingestion.tokenizer, [text])
-        except EngineRejected as exc:
-            raise InvalidRequest(f"The query cannot be embedded: {exc.message}", param="query") from exc
-        except EngineError as exc:
-            raise Unavailable("The embedding model could not embed the query; retry later.") from exc
-        first: Matrix = vectors[0]
-        return first
-
-    async def _filename(self, file_id: str) -> str:
-        stored = await self.files.store.get_file(file_id)
-        return stored.filename if stored is not None else ""
+        return await self.searcher.search(project, [vector_store_id], queries, **options)
