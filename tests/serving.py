@@ -14,7 +14,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from vllm_responses.api.app import build_app
-from vllm_responses.api.state import Opener
+from vllm_responses.api.state import EmbedderOpener, Opener, no_embedder
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
 from vllm_responses.store.open import store_for
@@ -30,7 +30,8 @@ def free_port() -> int:
 
 class LiveServer:
     """`build_app(config, opener)` served by uvicorn in a thread; `stop()` shuts it down cleanly. `asgi`, when
-    given, wraps the app uvicorn serves (a test's middleware in front of it, as a recorder of requests)."""
+    given, wraps the app uvicorn serves (a test's middleware in front of it, as a recorder of requests);
+    `open_embedder` opens its embedding model (default: none)."""
 
     def __init__(
         self,
@@ -41,6 +42,7 @@ class LiveServer:
         db: str | None = None,
         opener: Opener | None = None,
         asgi: Callable[[ASGIApp], ASGIApp] | None = None,
+        open_embedder: EmbedderOpener = no_embedder,
     ) -> None:
         self.port = free_port()
         self.config = Config(**{**config.__dict__, "port": self.port})
@@ -63,7 +65,7 @@ class LiveServer:
                 yield self.engine, self.interpreter, self.store
 
         opener_used = tracked if opener is not None else fixed
-        self.app = build_app(self.config, opener_used)
+        self.app = build_app(self.config, opener_used, open_embedder=open_embedder)
         self.server = uvicorn.Server(
             uvicorn.Config(
                 asgi(self.app) if asgi else self.app,

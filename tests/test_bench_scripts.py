@@ -461,3 +461,27 @@ def test_retrieval_quick(tmp_path: Path) -> None:
         assert figures["n"] == 5 and figures["baseline_n"] == 2, kind
         assert 0 < figures["p50_ms"] <= figures["p95_ms"] and figures["baseline_p50_ms"] > 0, kind
         assert figures["speedup_p50"] == round(figures["baseline_p50_ms"] / figures["p50_ms"], 3), kind
+
+
+def test_embedding_texts_are_set_and_different() -> None:
+    from bench_embeddings import texts
+
+    corpus = texts(64)
+    assert corpus == texts(64) and len(set(corpus)) == 64
+    assert all(12 <= len(t.split()) <= 28 for t in corpus)
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_embeddings_quick(tmp_path: Path) -> None:
+    data = run_quick("bench_embeddings.py", tmp_path)
+    assert data["model"] == "all-MiniLM-L6-v2" and data["texts_per_batch_size"] == 64
+    assert set(data["batches"]) == {"1", "16", "64"}
+    for figures in data["batches"].values():
+        assert figures["engine_texts_per_s"] > 0 and figures["torch_texts_per_s"] > 0
+        assert figures["ratio_engine_to_torch"] == round(
+            figures["engine_texts_per_s"] / figures["torch_texts_per_s"], 3
+        )
+    assert 0 < data["load_s"] < 600 and data["rss_added_by_engine_mib"] > 0
+    assert data["checks"] == {"cosine_to_torch_gt_0_999": data["min_cosine_to_torch"] > 0.999}
+    assert data["checks"]["cosine_to_torch_gt_0_999"] is True

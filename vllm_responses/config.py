@@ -433,6 +433,40 @@ class Config:
         "link-local addresses (off: such a page is refused and the model is told so).",
         switch=True,
     )
+    # the embedding model: POST /v1/embeddings (engine/embedder.py, docs/retrieval.md)
+    embedding_model: str | None = setting(
+        None,
+        "--embedding-model",
+        "The embedding model: a model folder, loaded into a pooling vLLM engine in this process on first "
+        "use; with --embedding-url, the remote server's model name (default: its first listed); 'none': no "
+        "embedding model (default: the embedded all-MiniLM-L6-v2 where scripts/setup.sh set it up).",
+        to_config=_empty_is_none,
+    )
+    embedding_url: str | None = setting(
+        None,
+        "--embedding-url",
+        "The base URL of an OpenAI-compatible embeddings server (as an OpenAI client's base_url, e.g. "
+        "http://10.0.0.5:8001/v1) to embed with instead of a model in this process.",
+        to_config=_empty_is_none,
+    )
+    embedding_api_key: str | None = setting(
+        None,
+        "--embedding-api-key",
+        "The bearer key sent to --embedding-url; better given as VLLM_RESPONSES_EMBEDDING_API_KEY.%(default).0s",
+        to_config=_empty_is_none,
+    )
+    embedding_timeout: float = setting(
+        60.0,
+        "--embedding-timeout",
+        "Seconds one call to --embedding-url may take in all; past it the request gets a 503.",
+        parse=float,
+    )
+    max_concurrent_embeddings: int = setting(
+        4,
+        "--max-concurrent-embeddings",
+        "Embedding requests run at once; twice as many wait (FIFO), the rest get a 429 with Retry-After.",
+        parse=_at_least(1),
+    )
     # input_file parts, read as text (tools/file_inputs.py)
     input_file_max_bytes: int = setting(
         10 * 1024 * 1024,

@@ -1,7 +1,8 @@
 """Threads for the server's blocking work, one small pool per kind, so that one kind cannot starve another.
 
-Tokenizing long prompts, checking images, decoding text files, resolving host names and searching (a tool
-search's index and scoring, a web search's answer parsed) each have their own
+Tokenizing long prompts, checking images, decoding text files, resolving host names, searching (a tool
+search's index and scoring, a web search's answer parsed) and writing large embedding answers as JSON each
+have their own
 `ThreadPoolExecutor` (threads named after it), not asyncio's default one: a burst of one kind of work waits
 for its own threads only. PDFs are not read here but in processes of their own (context/extraction.py).
 """
@@ -15,13 +16,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-__all__ = ["FILE_TEXT", "IMAGES", "RESOLVE", "SEARCH", "TOKENIZE", "run_on"]
+__all__ = ["EMBEDDINGS", "FILE_TEXT", "IMAGES", "RESOLVE", "SEARCH", "TOKENIZE", "run_on"]
 
 TOKENIZE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tokenize")
 IMAGES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="image-check")
 FILE_TEXT = ThreadPoolExecutor(max_workers=2, thread_name_prefix="file-text")
 RESOLVE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="resolve")
 SEARCH = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search")
+EMBEDDINGS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings-json")
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

@@ -8,6 +8,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -17,13 +18,14 @@ from interpreter_service import Interpreter
 from vllm_responses.api.app import build_app
 from vllm_responses.api.hosts import is_loopback, uses_default_hosts
 from vllm_responses.config import Config
-from vllm_responses.engine.base import Engine
+from vllm_responses.engine.base import Engine, EngineError
+from vllm_responses.engine.embedder import Embedder, LazyEmbedder
 from vllm_responses.observe.logs import configure_logging
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.store.base import ResponseStore
 from vllm_responses.store.open import open_store
 
-__all__ = ["interpreter_from_config", "open_components", "run"]
+__all__ = ["interpreter_from_config", "open_components", "open_embedder", "run"]
 
 logger = logging.getLogger("vllm_responses")
 
@@ -101,6 +103,67 @@ async def open_components(config: Config) -> AsyncIterator[tuple[Engine, Interpr
         _say("shutting down: engine, sandbox workers, store")
 
 
+def _local_embedder(folder: Path) -> LazyEmbedder:
+    """The embedding model in `folder`, loaded into a pooling vLLM engine of this process on first use
+    (bf16 where the CPU computes it natively, else float32, as the chat engine; eager on CPU)."""
+    from vllm_responses.engine.args import cpu_dtype, is_cpu_platform
+    from vllm_responses.engine.models import embedding_model_info
+
+    info = embedding_model_info(folder)  # EngineError where it is no model folder: the start fails
+    name = folder.name
+
+    async def load() -> Embedder:
+        from vllm_responses.engine.vllm_embedder import VLLMEmbedder, pooling_engine_args
+
+        cpu = is_cpu_platform()
+        args = pooling_engine_args(str(folder), dtype=cpu_dtype() if cpu else "auto", cpu=cpu)
+        return await VLLMEmbedder.start(args, name)
+
+    return LazyEmbedder(
+        load, model_name=name, dimensions=info.dimensions, max_input_tokens=info.max_input_tokens
+    )
+
+
+async def embedder_from_config(config: Config) -> Embedder | None:
+    """The embedding model the settings ask for: none (`--embedding-model none`, or the embedded one not set
+    up), a remote server's (`--embedding-url`: asked for its model and vector length now), a model folder
+    (loaded on first use), or the embedded all-MiniLM-L6-v2."""
+    from vllm_responses.engine.models import default_embedding_model_path
+
+    chosen = config.embedding_model
+    if chosen is not None and chosen.lower() == "none":
+        return None
+    if config.embedding_url:
+        from vllm_responses.engine.remote_embedder import RemoteEmbedder
+
+        remote = await RemoteEmbedder.start(
+            config.embedding_url, chosen, timeout_s=config.embedding_timeout, api_key=config.embedding_api_key
+        )
+        _say(f"embedding with {remote.model_name} at {config.embedding_url} ({remote.dimensions} dimensions)")
+        return remote
+    if chosen is not None:
+        return _local_embedder(Path(chosen).expanduser())
+    folder = default_embedding_model_path()
+    if folder is None:
+        _say("no embedding model: the embedded all-MiniLM-L6-v2 is not set up (scripts/setup.sh)")
+        return None
+    return _local_embedder(folder)
+
+
+@asynccontextmanager
+async def open_embedder(config: Config) -> AsyncIterator[Embedder | None]:
+    """`embedder_from_config`, closed on exit (a loaded model's engine shut down)."""
+    try:
+        embedder = await embedder_from_config(config)
+    except EngineError as exc:
+        raise EngineError(f"the embedding model: {exc.message}", code=exc.code) from exc
+    try:
+        yield embedder
+    finally:
+        if embedder is not None:
+            await embedder.aclose()
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, with SIGINT/SIGTERM handed to the lifecycle: the first drains (`--shutdown-grace`)
     and then stops the server; a second forces the exit at once, as uvicorn's second Ctrl+C does. SIGHUP
@@ -145,7 +208,7 @@ def run(config: Config) -> int:
             config.host,
         )
     lifecycle = Lifecycle(config.shutdown_grace)
-    app = build_app(config, open_components, lifecycle=lifecycle)
+    app = build_app(config, open_components, lifecycle=lifecycle, open_embedder=open_embedder)
     server = _Server(
         uvicorn.Config(
             app,

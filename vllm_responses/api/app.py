@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 from vllm_responses.api.auth import KeyRing
 from vllm_responses.api.containers import container_routes
 from vllm_responses.api.conversations import conversation_routes
+from vllm_responses.api.embeddings import embedding_routes
 from vllm_responses.api.failures import AuthFailures
 from vllm_responses.api.files import file_routes
 from vllm_responses.api.hosts import allowed_hosts, cors_origins
@@ -31,8 +32,9 @@ from vllm_responses.api.ops import ops_routes
 from vllm_responses.api.playground import playground_routes
 from vllm_responses.api.ratelimit import RateLimitMiddleware, RateLimits
 from vllm_responses.api.responses import response_routes
-from vllm_responses.api.state import Opener, app_state, open_state
+from vllm_responses.api.state import EmbedderOpener, Opener, app_state, no_embedder, open_state
 from vllm_responses.api.uploads import upload_routes
+from vllm_responses.api.vector_stores import vector_store_routes
 from vllm_responses.api.ws_caps import WebSocketCaps
 from vllm_responses.config import Config
 from vllm_responses.errors import DOMAIN_ERRORS, api_error
@@ -53,7 +55,7 @@ async def list_models(request: Request) -> Response:
             "object": "list",
             "data": [
                 {"id": name, "object": "model", "created": created, "owned_by": "vllm-responses"}
-                for name in state.service.model_names
+                for name in [*state.service.model_names, *state.embeddings.model_names]
             ],
         }
     )
@@ -85,14 +87,21 @@ class _App(Starlette):
         return RequestIdMiddleware(super().build_middleware_stack())
 
 
-def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle | None = None) -> Starlette:
-    """The app; `open_components` opens engine, sandbox pool and store for the lifespan and closes them.
-    `lifecycle` (default: a new one, with no runner to stop) is how the runner drains and stops it."""
+def build_app(
+    config: Config,
+    open_components: Opener,
+    *,
+    lifecycle: Lifecycle | None = None,
+    open_embedder: EmbedderOpener = no_embedder,
+) -> Starlette:
+    """The app; `open_components` opens engine, sandbox pool and store for the lifespan and closes them,
+    `open_embedder` the embedding model (default: none). `lifecycle` (default: a new one, with no runner to
+    stop) is how the runner drains and stops it."""
     life = lifecycle or Lifecycle(config.shutdown_grace)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with open_state(config, open_components, life, app.state.keys) as state:
+        async with open_state(config, open_components, life, app.state.keys, open_embedder) as state:
             app.state.vr = state  # read through `state.app_state`
             yield
 
@@ -100,9 +109,11 @@ def build_app(config: Config, open_components: Opener, *, lifecycle: Lifecycle |
         *ops_routes(),
         Route("/v1/models", list_models),
         *response_routes(),
+        *embedding_routes(),
         *container_routes(),
         *file_routes(),
         *upload_routes(),
+        *vector_store_routes(),
         *conversation_routes(),
         *playground_routes(),
     ]

@@ -13,16 +13,28 @@ from interpreter_service import Interpreter
 from vllm_responses.api.auth import KeyRing
 from vllm_responses.config import Config
 from vllm_responses.engine.base import Engine
+from vllm_responses.engine.embedder import Embedder
 from vllm_responses.runs.restream import Restreams
+from vllm_responses.service.embeddings import EmbeddingsService
 from vllm_responses.service.lifecycle import Lifecycle
 from vllm_responses.service.quotas import KeyBounds, ProjectLimits
 from vllm_responses.service.responses import ResponsesService
+from vllm_responses.service.vector_store_setup import open_vector_stores
+from vllm_responses.service.vector_stores import VectorStoreService
 from vllm_responses.store.base import ResponseStore
 
-__all__ = ["AppState", "Opener", "app_state", "open_state"]
+__all__ = ["AppState", "EmbedderOpener", "Opener", "app_state", "no_embedder", "open_state"]
 
 # Opens the engine, the sandbox (None: no code interpreter) and the store, and closes them on exit.
 Opener = Callable[[Config], AbstractAsyncContextManager[tuple[Engine, Interpreter | None, ResponseStore]]]
+# Opens the embedding model (None: none served), and closes it on exit.
+EmbedderOpener = Callable[[Config], AbstractAsyncContextManager[Embedder | None]]
+
+
+@asynccontextmanager
+async def no_embedder(config: Config) -> AsyncIterator[Embedder | None]:
+    """The `EmbedderOpener` of an app that serves no embedding model."""
+    yield None
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,8 @@ class AppState:
     restreams: streams of background responses this process does not run, from their stored events.
     started_at: when the app started (Unix time).
     keepalive_s: seconds without an event before an SSE stream gets a keep-alive comment (0: never).
+    embeddings: `/v1/embeddings` over the served embedding model (if any).
+    vector_stores: the Vector Stores API and its ingestion (None on a Postgres store).
     """
 
     service: ResponsesService
@@ -43,6 +57,8 @@ class AppState:
     restreams: Restreams
     started_at: float
     keepalive_s: float
+    embeddings: EmbeddingsService
+    vector_stores: VectorStoreService | None = None
 
 
 def app_state(connection: HTTPConnection) -> AppState:
@@ -60,11 +76,15 @@ def key_bounds(keys: KeyRing) -> list[KeyBounds]:
 
 @asynccontextmanager
 async def open_state(
-    config: Config, open_components: Opener, lifecycle: Lifecycle, keys: KeyRing
+    config: Config,
+    open_components: Opener,
+    lifecycle: Lifecycle,
+    keys: KeyRing,
+    open_embedder: EmbedderOpener = no_embedder,
 ) -> AsyncIterator[AppState]:
-    """Open the components, build the service over them and start `lifecycle` watching it; on exit the
-    lifecycle stops watching, the service closes, then the components. Each project's bounds are the
-    server's `--project-max-*` and those its keys give, taken anew when `keys` is read again."""
+    """Open the components and the embedding model, build the service over them and start `lifecycle` watching
+    it; on exit the lifecycle stops watching, the service closes, then the components. Each project's bounds are
+    the server's `--project-max-*` and those its keys give, taken anew when `keys` is read again."""
     limits = ProjectLimits(config, key_bounds(keys))
 
     def follow(ring: KeyRing) -> None:  # the keys file read again (SIGHUP): its bounds too
@@ -72,29 +92,46 @@ async def open_state(
 
     keys.on_reload.append(follow)
     try:
-        async with _opened(config, open_components, lifecycle, limits) as state:
-            yield state
+        async with open_embedder(config) as embedder:
+            embeddings = EmbeddingsService(embedder, config.max_concurrent_embeddings)
+            async with _opened(config, open_components, lifecycle, limits, embeddings) as state:
+                yield state
     finally:
         keys.on_reload.remove(follow)
 
 
 @asynccontextmanager
 async def _opened(
-    config: Config, open_components: Opener, lifecycle: Lifecycle, limits: ProjectLimits
+    config: Config,
+    open_components: Opener,
+    lifecycle: Lifecycle,
+    limits: ProjectLimits,
+    embeddings: EmbeddingsService,
 ) -> AsyncIterator[AppState]:
     async with open_components(config) as (engine, interpreter, store):
         service = ResponsesService(config, engine, interpreter, store, limits)
         await service.recover()  # background responses a crash left running: failed, not 404
-        state = AppState(
-            service=service,
-            lifecycle=lifecycle,
-            restreams=Restreams(store, config.restream_poll_interval),
-            started_at=time.time(),
-            keepalive_s=config.sse_keepalive,
+        owner = service.replica.id
+        opened = open_vector_stores(
+            config, store, service.files, service.extraction, embeddings.embedder, owner
         )
-        lifecycle.attach(service.runs, engine, service.admission)
         try:
-            yield state
+            async with opened as vector_stores:
+                if vector_stores is not None:  # their files' bytes count in their project's stored bytes
+                    limits.counters.append(vector_stores.rows.project_bytes)
+                state = AppState(
+                    service=service,
+                    lifecycle=lifecycle,
+                    restreams=Restreams(store, config.restream_poll_interval),
+                    started_at=time.time(),
+                    keepalive_s=config.sse_keepalive,
+                    embeddings=embeddings,
+                    vector_stores=vector_stores,
+                )
+                lifecycle.attach(service.runs, engine, service.admission)
+                try:
+                    yield state
+                finally:
+                    await lifecycle.detach()
         finally:
-            await lifecycle.detach()
             await service.aclose()

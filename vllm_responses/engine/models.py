@@ -1,8 +1,9 @@
-"""Where the embedded default model and the tiny test model live on disk."""
+"""Where the embedded default models (chat and embedding) and the tiny test models live on disk."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,10 @@ __all__ = [
     "TINY_MODEL_NAME",
     "TINY_VISION_MODEL_NAME",
     "DEFAULT_MODEL_GENERATION",
+    "EMBEDDING_MODEL_NAME",
+    "EmbeddingModelInfo",
+    "default_embedding_model_path",
+    "embedding_model_info",
     "default_model_path",
     "set_generation_defaults",
     "save_model_folder",
@@ -23,6 +28,7 @@ __all__ = [
 ]
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
+EMBEDDING_MODEL_NAME = "all-MiniLM-L6-v2"
 TINY_MODEL_NAME = "tiny-tool-model"
 TINY_VISION_MODEL_NAME = "tiny-vision-model"
 # The embedded model's sampling defaults, written into its generation_config.json at setup (the gguf has none,
@@ -101,3 +107,42 @@ def set_generation_defaults(folder: Path, values: dict[str, Any]) -> bool:
         return False
     path.write_text(json.dumps({**config, **values}, indent=2) + "\n")
     return True
+
+
+def default_embedding_model_path() -> Path | None:
+    """The embedded embedding model (all-MiniLM-L6-v2, unpacked at setup), or None where setup did not."""
+    path = models_dir() / EMBEDDING_MODEL_NAME
+    return path if _is_model_folder(path) else None
+
+
+@dataclass(frozen=True)
+class EmbeddingModelInfo:
+    """What an embedding model's folder says of it before it is loaded."""
+
+    dimensions: int
+    max_input_tokens: int
+
+
+def embedding_model_info(folder: Path) -> EmbeddingModelInfo:
+    """The vector length (sentence-transformers' pooling config, else the hidden size) and the input bound
+    (sentence-transformers' `max_seq_length`, else the positions the model has) of the model at `folder`, as
+    vLLM reads them; raises EngineError when it is no model folder."""
+    import json
+
+    def read(name: str) -> dict[str, Any]:
+        path = folder / name
+        found = json.loads(path.read_text()) if path.is_file() else {}
+        return found if isinstance(found, dict) else {}
+
+    if not _is_model_folder(folder):
+        raise EngineError(
+            f"no model at {folder} (a folder with config.json and *.safetensors)", code="model_not_found"
+        )
+    config = read("config.json")
+    pooling = read("1_Pooling/config.json")
+    dims = pooling.get("word_embedding_dimension") or config.get("hidden_size")
+    positions = int(config.get("max_position_embeddings") or 512)
+    seq = read("sentence_bert_config.json").get("max_seq_length")
+    if not isinstance(dims, int):
+        raise EngineError(f"{folder} names no vector length (hidden_size)", code="model_not_found")
+    return EmbeddingModelInfo(dims, min(positions, int(seq)) if isinstance(seq, int) else positions)

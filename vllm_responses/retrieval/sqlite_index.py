@@ -91,6 +91,11 @@ class SQLiteIndex:
             raise RuntimeError("the index is not open")
         return self._db
 
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by whatever runs a statement or transaction on `db` (the vector stores' rows share it)."""
+        return self._lock
+
     # 2. writes
 
     async def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:

@@ -79,7 +79,8 @@ class Ticket:
 
     def _grant(self) -> None:
         self.admitted_at = time.monotonic()
-        ADMISSION_WAIT.observe(self.admitted_at - self.accepted_at)
+        if self._admission.metered:
+            ADMISSION_WAIT.observe(self.admitted_at - self.accepted_at)
         self._turn.set_result(None)
 
     def _refuse(self, error: APIError) -> None:
@@ -93,15 +94,27 @@ class Admission:
     ----------
     max_running: responses that may run at once (`--max-concurrent-responses`), at least 1.
     max_queued: requests that may wait for a slot (`--max-queued-responses`), at least 0.
+    what: what runs, and the flags of its two bounds, as a 429 names them (another kind of request than
+        responses has an admission of its own: embeddings).
+    metered: whether each admission's wait is observed into `ADMISSION_WAIT` (the responses' admission).
     """
 
-    def __init__(self, max_running: int, max_queued: int) -> None:
+    def __init__(
+        self,
+        max_running: int,
+        max_queued: int,
+        what: tuple[str, str, str] = ("responses", "--max-concurrent-responses", "--max-queued-responses"),
+        *,
+        metered: bool = True,
+    ) -> None:
         if max_running < 1:
             raise ValueError(f"max_running must be at least 1, got {max_running}")
         if max_queued < 0:
             raise ValueError(f"max_queued must be at least 0, got {max_queued}")
         self.max_running = max_running
         self.max_queued = max_queued
+        self.what = what
+        self.metered = metered
         self.running = 0
         self.rejected_total = 0
         self._waiters: deque[Ticket] = deque()
@@ -168,10 +181,10 @@ class Admission:
     def _refusal(self) -> Busy:
         self.rejected_total += 1
         wait = self.retry_after()
+        noun, running_flag, queued_flag = self.what
         return Busy(
-            f"This server is at capacity: {self.running} responses running and {len(self._waiters)} waiting "
-            f"(--max-concurrent-responses {self.max_running}, --max-queued-responses {self.max_queued}); "
-            f"retry after {wait} s.",
+            f"This server is at capacity: {self.running} {noun} running and {len(self._waiters)} waiting "
+            f"({running_flag} {self.max_running}, {queued_flag} {self.max_queued}); retry after {wait} s.",
             code="rate_limit_exceeded",
             headers={"Retry-After": str(wait)},
         )

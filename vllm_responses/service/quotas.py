@@ -11,7 +11,7 @@ stored bytes are what the store counts (`ResponseStore.stored_bytes`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from interpreter_service import OwnerQuota
@@ -58,6 +58,8 @@ class ProjectLimits:
             config.project_max_stored_bytes,
         )
         self._own: Mapping[str, Bounds] = {}
+        # what else a project keeps, in bytes, beside the store's count (its vector stores' chunks)
+        self.counters: list[Callable[[str], Awaitable[int]]] = []
         self.update(keys)
 
     def update(self, keys: Iterable[KeyBounds]) -> None:
@@ -94,7 +96,7 @@ class ProjectLimits:
                 param=param,
                 code="storage_quota_exceeded",
             )
-        kept = await store.stored_bytes(project)
+        kept = await store.stored_bytes(project) + sum([await count(project) for count in self.counters])
         if kept + adding > most:
             raise Busy(
                 f"This project keeps {kept} bytes of stored responses, conversation items and files; with "

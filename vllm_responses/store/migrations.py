@@ -187,6 +187,47 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         generation INTEGER NOT NULL
     )
     """,
+    # 10: vector stores, the files each holds (its ingestion status, a lease while a replica ingests it) and file
+    # batches (retrieval/vector_store_rows.py)
+    """
+    CREATE TABLE vector_stores (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT,
+        metadata TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_active_at REAL NOT NULL,
+        expires_days INTEGER,
+        expires_at REAL
+    );
+    CREATE INDEX vector_stores_project ON vector_stores (project, created_at);
+    CREATE TABLE vector_store_files (
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        batch_id TEXT,
+        status TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        chunking TEXT NOT NULL,
+        usage_bytes INTEGER NOT NULL,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        lease_owner TEXT,
+        lease_expires_at REAL,
+        PRIMARY KEY (vector_store_id, file_id)
+    );
+    CREATE INDEX vector_store_files_status ON vector_store_files (status);
+    CREATE INDEX vector_store_files_batch ON vector_store_files (batch_id);
+    CREATE INDEX vector_store_files_project ON vector_store_files (project);
+    CREATE TABLE vector_store_file_batches (
+        id TEXT PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -330,6 +371,46 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE vector_store_generations (
         vector_store_id TEXT PRIMARY KEY,
         generation BIGINT NOT NULL
+    )
+    """,
+    # 10: as SQLite's 10
+    """
+    CREATE TABLE vector_stores (
+        id TEXT PRIMARY KEY,
+        project TEXT NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT,
+        metadata TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        last_active_at DOUBLE PRECISION NOT NULL,
+        expires_days INTEGER,
+        expires_at DOUBLE PRECISION
+    );
+    CREATE INDEX vector_stores_project ON vector_stores (project, created_at);
+    CREATE TABLE vector_store_files (
+        vector_store_id TEXT NOT NULL,
+        file_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        batch_id TEXT,
+        status TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        chunking TEXT NOT NULL,
+        usage_bytes BIGINT NOT NULL,
+        last_error TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        lease_owner TEXT,
+        lease_expires_at DOUBLE PRECISION,
+        PRIMARY KEY (vector_store_id, file_id)
+    );
+    CREATE INDEX vector_store_files_status ON vector_store_files (status);
+    CREATE INDEX vector_store_files_batch ON vector_store_files (batch_id);
+    CREATE INDEX vector_store_files_project ON vector_store_files (project);
+    CREATE TABLE vector_store_file_batches (
+        id TEXT PRIMARY KEY,
+        vector_store_id TEXT NOT NULL,
+        project TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
     )
     """,
 )
