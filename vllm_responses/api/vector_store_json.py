@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from vllm_responses.api.params import page_params
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.retrieval.search import FoundChunk
 from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow
@@ -81,15 +82,7 @@ def _cursor(query: Mapping[str, str], name: str, ids: list[str]) -> int | None:
 def page(items: Sequence[dict[str, Any]], query: Mapping[str, str]) -> dict[str, Any]:
     """One page of `items` (given oldest first) as the SDK's cursor page: `order` (default desc), `limit` (1 to
     100, default 20), `after` and `before` (ids in the list); bad values are a 400 naming the parameter."""
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequest("order must be 'asc' or 'desc'.", param="order")
-    try:
-        limit = int(query.get("limit", "20"))
-    except ValueError:
-        raise InvalidRequest("limit must be an integer.", param="limit") from None
-    if not 1 <= limit <= 100:
-        raise InvalidRequest("limit must be between 1 and 100.", param="limit")
+    order, limit, _after = page_params(query)
     ordered = list(items) if order == "asc" else list(reversed(items))
     ids = [str(it["id"]) for it in ordered]
     before, after = _cursor(query, "before", ids), _cursor(query, "after", ids)
