@@ -23,7 +23,7 @@ from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMess
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer, free_port
+from tests.serving import LiveServer, free_port, proxy_trap
 from tests.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
@@ -438,25 +438,7 @@ def test_the_sdk_stream_helper_and_no_proxy(
 ) -> None:
     """The SDK's own stream accumulator takes the page actions' events (it raises on an event out of place);
     HTTP_PROXY in the server's environment does not carry the page's fetch: it goes straight to the page."""
-    proxied: list[str] = []
-
-    class Proxy(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            proxied.append(self.path)
-            self.send_response(502)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    proxy = ThreadingHTTPServer(("127.0.0.1", free_port()), Proxy)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
-            monkeypatch.delenv(name, raising=False)
-        for name in ("HTTP_PROXY", "http_proxy"):
-            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    with proxy_trap(monkeypatch) as proxied:
         url = f"{web.base}/article"
         engine.reset(
             function_call("web_search", {"query": "article"}),
@@ -478,5 +460,3 @@ def test_the_sdk_stream_helper_and_no_proxy(
         assert found.status == "completed" and found.action.pattern == "GIL"
         assert proxied == []
         assert read(engine).startswith(f"1 match for 'GIL' in {url}:")
-    finally:
-        proxy.shutdown()

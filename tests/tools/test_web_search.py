@@ -5,9 +5,7 @@ when included, failures and timeouts as a failed call the model reads; and when 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -17,7 +15,7 @@ from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMess
 
 from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer, free_port
+from tests.serving import LiveServer, proxy_trap
 from tests.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
@@ -190,25 +188,7 @@ def test_the_proxy_of_the_environment_is_not_used(
 ) -> None:
     """HTTP_PROXY in the server's environment does not carry searches (nor the query) to another host: the
     search goes straight to --web-search-url."""
-    proxied: list[str] = []
-
-    class Proxy(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            proxied.append(self.path)
-            self.send_response(502)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    proxy = ThreadingHTTPServer(("127.0.0.1", free_port()), Proxy)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
-            monkeypatch.delenv(name, raising=False)
-        for name in ("HTTP_PROXY", "http_proxy"):
-            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    with proxy_trap(monkeypatch) as proxied:
         engine.reset(function_call("web_search", {"query": "proxied query"}), say("ok"))
         body = {"model": MODEL, "input": "q", "tools": WEB}
         r = httpx.post(live.base_url + "/v1/responses", json=body, timeout=30, trust_env=False)
@@ -216,8 +196,6 @@ def test_the_proxy_of_the_environment_is_not_used(
         assert proxied == []
         assert r.json()["output"][0]["status"] == "completed"
         assert searx.queries[-1]["q"] == ["proxied query"]
-    finally:
-        proxy.shutdown()
 
 
 @pytest.mark.parametrize(
