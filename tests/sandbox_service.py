@@ -1,4 +1,5 @@
-"""A shared sandbox service run as a real subprocess (`python -m interpreter_service serve`), and gateways on it."""
+"""A shared sandbox service run as a real subprocess (`python -m interpreter_service serve`), and gateways on it
+or on a pool of real workers in the gateway's own process."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from typing import Any
 
 import httpx
 
+from interpreter_service.pool import WorkerPool
+from tests.fakes import FakeEngine
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.server import interpreter_from_config
 from vllm_responses.store.memory import MemoryStore
 
-__all__ = ["SandboxService", "gateway"]
+__all__ = ["SandboxService", "gateway", "pool_gateway"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,3 +92,28 @@ def gateway(config: Config, engine: Any) -> LiveServer:
             yield engine, interp, MemoryStore()
 
     return LiveServer(config, engine, None, opener=opener).start(timeout=120)
+
+
+def pool_gateway(dist_dir: Path, *, max_workers: int, code_interpreter_timeout: float) -> LiveServer:
+    """A gateway (started) on a scripted engine and a store of its own, whose sandbox is a pool of real workers
+    in its process: one warm, at most `max_workers`, 256 MiB each, queued callers waiting up to 120 s."""
+
+    @asynccontextmanager
+    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
+        pool = WorkerPool(
+            workers=1,
+            spares=0,
+            max_workers=max_workers,
+            memory_budget="1536m",
+            memory_limit="256m",
+            js_heap_mb=256,
+            queue_timeout_s=120,
+            dist_dir=dist_dir,
+            preload=(),
+            start_timeout_s=120,
+        )
+        async with pool:
+            yield FakeEngine(), pool, MemoryStore()
+
+    config = Config(code_interpreter_timeout=code_interpreter_timeout)
+    return LiveServer(config, None, None, opener=opener).start(timeout=300)

@@ -5,19 +5,16 @@ files in /mnt/data, where Python reads them."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
-from interpreter_service.pool import WorkerPool
 from tests.fakes import FakeEngine, code_call, say
+from tests.sandbox_service import pool_gateway
 from tests.serving import LiveServer
-from vllm_responses.config import Config
-from vllm_responses.store.memory import MemoryStore
 
 pytestmark = pytest.mark.sandbox
 
@@ -28,24 +25,7 @@ READ = "import hashlib\nb = open('/mnt/data/{name}', 'rb').read()\nprint(len(b),
 
 @pytest.fixture(scope="module")
 def server(dist_dir: Path) -> Iterator[LiveServer]:
-    @asynccontextmanager
-    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
-        pool = WorkerPool(
-            workers=1,
-            spares=0,
-            max_workers=2,
-            memory_budget="1536m",
-            memory_limit="256m",
-            js_heap_mb=256,
-            queue_timeout_s=120,
-            dist_dir=dist_dir,
-            preload=(),
-            start_timeout_s=120,
-        )
-        async with pool:
-            yield FakeEngine(), pool, MemoryStore()
-
-    live = LiveServer(Config(code_interpreter_timeout=60), None, None, opener=opener).start(timeout=300)
+    live = pool_gateway(dist_dir, max_workers=2, code_interpreter_timeout=60)
     yield live
     live.stop()
 

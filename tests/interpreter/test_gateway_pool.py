@@ -5,8 +5,7 @@ Containers API answers the memory budget with a 400 and a full pool with a 429."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,11 @@ import openai
 import pytest
 
 from interpreter_service.pool import WorkerPool
-from tests.fakes import FakeEngine, code_call, say
+from tests.fakes import code_call, say
+from tests.sandbox_service import pool_gateway
 from tests.serving import LiveServer
 from tests.wire import validate_response
-from vllm_responses.config import Config
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
-from vllm_responses.store.memory import MemoryStore
 
 pytestmark = pytest.mark.sandbox
 
@@ -39,24 +37,7 @@ def coder(request: GenerateRequest) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def server(dist_dir: Path) -> Iterator[LiveServer]:
-    @asynccontextmanager
-    async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
-        pool = WorkerPool(
-            workers=1,
-            spares=0,
-            max_workers=1,
-            memory_budget="1536m",
-            memory_limit="256m",
-            js_heap_mb=256,
-            queue_timeout_s=120,
-            dist_dir=dist_dir,
-            preload=(),
-            start_timeout_s=120,
-        )
-        async with pool:
-            yield FakeEngine(), pool, MemoryStore()
-
-    live = LiveServer(Config(code_interpreter_timeout=20), None, None, opener=opener).start(timeout=300)
+    live = pool_gateway(dist_dir, max_workers=1, code_interpreter_timeout=20)
     live.engine.reset(coder)
     yield live
     live.stop()
