@@ -535,26 +535,27 @@ class Config:
     input_file_extract_workers: int = setting(
         2,
         "--input-file-extract-workers",
-        "Worker processes that read PDFs, started when first needed; more PDFs wait for one.",
+        "Worker processes that read PDFs, DOCX and PPTX, started when first needed; more documents wait for one.",
         parse=_at_least(1),
     )
     input_file_extract_cpu: float = setting(
         10.0,
         "--input-file-extract-cpu",
-        "CPU seconds reading one PDF may take (its worker is ended past them); a 400.",
+        "CPU seconds reading one PDF, DOCX or PPTX may take (its worker is ended past them); a 400.",
         parse=float,
     )
     input_file_extract_timeout: float = setting(
         20.0,
         "--input-file-extract-timeout",
-        "Seconds reading one PDF may take, waiting for a worker not counted; past them its worker is killed "
+        "Seconds reading one PDF, DOCX or PPTX may take, waiting for a worker not counted; past them its worker is killed "
         "and the request gets a 400.",
         parse=float,
     )
     input_file_extract_memory: int = setting(
         1024 * 1024 * 1024,
         "--input-file-extract-memory",
-        "Address space of one PDF-reading worker process in bytes (0: no limit); a PDF that needs more is a 400.",
+        "Address space of one document-reading worker process in bytes (0: no limit); a document that needs more "
+        "is a 400.",
         parse=_at_least(0),
     )
     input_image_allowed_urls: tuple[str, ...] = setting(

@@ -244,7 +244,7 @@ def _refused(client: openai.OpenAI, part: dict[str, Any]) -> dict[str, Any]:
                 "filename": "a.zip",
             },
             "input[1].content[1]",
-            "'a.zip' (application/zip) cannot be read: this server reads PDFs and text files",
+            "'a.zip' (application/zip) cannot be read: this server reads PDFs, DOCX and PPTX documents and text",
         ),
         (
             {
@@ -253,7 +253,7 @@ def _refused(client: openai.OpenAI, part: dict[str, Any]) -> dict[str, Any]:
                 "filename": "r.docx",
             },
             "input[1].content[1]",
-            "'r.docx' (application/vnd.openxmlformats-officedocument.wordprocessingml.document) cannot be read",
+            "'r.docx' is not a readable DOCX (not a zip archive)",
         ),
         (pdf_part(encrypted_pdf(["locked"]), "l.pdf"), "input[1].content[1]", "'l.pdf' is encrypted"),
         (pdf_part(b"%PDF-1.7 broken", "b.pdf"), "input[1].content[1]", "'b.pdf' is not a readable PDF"),

@@ -97,7 +97,7 @@ def _zip() -> bytes:
 @pytest.mark.parametrize(
     ("name", "media_type", "shown"),
     [
-        ("report.docx", None, "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("sheet.xlsx", None, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
         ("bundle.zip", None, "application/zip"),
         ("photo.png", "image/png", "image/png"),
         ("blob", None, "an unknown type"),
@@ -107,7 +107,7 @@ def test_what_is_neither_pdf_nor_text_is_refused_naming_its_type(
     name: str, media_type: str | None, shown: str
 ) -> None:
     with pytest.raises(
-        Unreadable, match=f"'{name}' \\({shown}\\) cannot be read: this server reads PDFs and text"
+        Unreadable, match=f"'{name}' \\({shown}\\) cannot be read: this server reads PDFs, DOCX and PPTX"
     ):
         read_file_text(_zip(), name, media_type, ROOMY)
 

@@ -1,10 +1,10 @@
-"""One extraction worker process (`python -m vllm_responses.context.extract_worker`): reads PDFs' text for the
-server, one job at a time, under the limits the server gives it.
+"""One extraction worker process (`python -m vllm_responses.context.extract_worker`): reads PDFs' and office
+documents' text for the server, one job at a time, under the limits the server gives it.
 
 It caps its own address space (`RLIMIT_AS`) once at start and, before each job, its CPU time to what it has
 used plus the job's allowance (`RLIMIT_CPU`: past it the kernel ends the process). A job is a frame on stdin,
 its answer a frame on stdout (`frames`: a 4-byte length and a JSON header, then the job's file bytes). The
-answer is `{"text", "pages", "content_bytes"}` (what it charged to the budget it was given) or `{"error"}`.
+answer is `{"parts", "pages", "content_bytes"}` (the text in its parts, context/file_text.py) (what it charged to the budget it was given) or `{"error"}`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
-from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
+from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_parts
 from vllm_responses.context.pdf_budget import PdfBudget
 
 __all__ = ["HEADER", "main", "read_frame", "write_frame"]
@@ -46,13 +46,13 @@ def _job(header: dict[str, Any], data: bytes) -> dict[str, Any]:
     budget = PdfBudget(int(header["pages_left"]), int(header["content_bytes_left"]))
     start = PdfBudget(budget.pages, budget.content_bytes)
     try:
-        text = read_file_text(data, str(header["filename"]), header.get("media_type"), limits, budget)
+        parts = read_file_parts(data, str(header["filename"]), header.get("media_type"), limits, budget)
     except Unreadable as exc:
         return {"error": str(exc)}
     except MemoryError:
         return {"error": "memory"}
     pages, content = start.pages - budget.pages, start.content_bytes - budget.content_bytes
-    return {"text": text, "pages": pages, "content_bytes": content}
+    return {"parts": parts, "pages": pages, "content_bytes": content}
 
 
 def _allow_cpu(seconds: float) -> None:
@@ -69,7 +69,8 @@ def _allow_cpu(seconds: float) -> None:
 def main() -> None:
     """Serve jobs from stdin until it closes. argv[1]: the address-space limit in bytes (0: none)."""
     memory = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    import pypdf  # noqa: F401  (loaded before the limits and the first job)
+    import defusedxml.ElementTree  # noqa: F401  (loaded before the limits and the first job)
+    import pypdf  # noqa: F401
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # a broken file's warnings are not the server's
 

@@ -1,5 +1,6 @@
-"""`ExtractionPool`: PDFs read as text in a few worker processes of their own (context/extract_worker.py), under
-CPU, memory and wall-clock limits, so that no document can hold the server's CPU or threads.
+"""`ExtractionPool`: PDFs and office documents (DOCX, PPTX) read as text in a few worker processes of their own
+(context/extract_worker.py), under CPU, memory and wall-clock limits, so that no document can hold the server's
+CPU or threads.
 
 Workers start on first use, at most `size` at once; a job waits for an idle one (FIFO). A job past its wall
 clock, or one whose caller goes away (its task cancelled: the client left), has its worker killed; a worker
@@ -87,8 +88,14 @@ class ExtractionPool:
     async def extract(
         self, data: bytes, filename: str, media_type: str | None, limits: FileLimits, budget: PdfBudget
     ) -> str:
-        """The PDF's text (context/file_text.py), its pages charged to `budget`; `Unreadable` for one that cannot
-        be read, is past the budget, or is past the job's CPU, memory or time."""
+        """The file's text (context/file_text.py), a PDF's pages charged to `budget`; `Unreadable` for one that
+        cannot be read, is past the budget, or is past the job's CPU, memory or time."""
+        return "\n".join(await self.extract_parts(data, filename, media_type, limits, budget))
+
+    async def extract_parts(
+        self, data: bytes, filename: str, media_type: str | None, limits: FileLimits, budget: PdfBudget
+    ) -> list[str]:
+        """`extract`'s text in its parts (a PDF's pages, a PPTX's slides, else one)."""
         header = {
             "filename": filename,
             "media_type": media_type,
@@ -102,7 +109,7 @@ class ExtractionPool:
         if "error" in answer:
             raise Unreadable(str(answer["error"]))
         budget.charge(int(answer["pages"]), int(answer["content_bytes"]))
-        return str(answer["text"])
+        return [str(part) for part in answer["parts"]]
 
     async def _run(self, header: dict[str, Any], data: bytes, filename: str) -> dict[str, Any]:
         """One job on a worker of the pool: its answer, the worker given back (or killed)."""
@@ -113,20 +120,20 @@ class ExtractionPool:
                 answer = await worker.ask(header, data)
         except TimeoutError:
             raise Unreadable(
-                f"The PDF {filename!r} took longer than {self.limits.timeout_s:g} s to read "
+                f"The file {filename!r} took longer than {self.limits.timeout_s:g} s to read "
                 "(--input-file-extract-timeout)."
             ) from None
         finally:
             self._give_back(worker, answer)
         if answer is None:  # ended by the kernel: past its CPU time or its memory
             raise Unreadable(
-                f"The PDF {filename!r} needs more than this server gives one file to read "
+                f"The file {filename!r} needs more than this server gives one file to read "
                 f"({self.limits.cpu_s:g} s of CPU, --input-file-extract-cpu; "
                 f"{self.limits.memory_bytes} bytes of memory, --input-file-extract-memory)."
             )
         if answer.get("error") == "memory":
             answer["error"] = (
-                f"The PDF {filename!r} needs more memory to read than this server gives one file "
+                f"The file {filename!r} needs more memory to read than this server gives one file "
                 f"({self.limits.memory_bytes} bytes, --input-file-extract-memory)."
             )
         return answer

@@ -9,8 +9,8 @@ the rest of the request's total as it arrives, and a source named twice in one r
 Each part is read once, when its request arrives: the part is kept (stored, and in a conversation) with its
 `filename` and its text (`extracted_text`) in place of its `file_data`, so a later response that continues
 it shows the model the same file without the file's bytes. A part that cannot be read is a 400 naming it
-(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be. A PDF is read
-in the extraction pool's worker processes (context/extraction.py), charged to the request's `PdfBudget`
+(`input[i].content[j]`, or `.output[j]` of a tool output); context/file_text.py says what can be. A PDF, DOCX
+or PPTX is read in the extraction pool's worker processes (context/extraction.py), charged to the request's `PdfBudget`
 (`--input-file-max-request-pages`, `--input-file-max-content-bytes`); a text file and an image are checked in
 threads of their own kind (executors.py).
 """
@@ -30,7 +30,13 @@ from typing import Any
 from interpreter_service import ContainerNotFound, FileInfo
 from vllm_responses.config import Config
 from vllm_responses.context.extraction import ExtractionPool
-from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
+from vllm_responses.context.file_text import (
+    EXTRACTED_KINDS,
+    FileLimits,
+    Unreadable,
+    file_kind,
+    read_file_text,
+)
 from vllm_responses.context.images import ImageLimits, image_data_url
 from vllm_responses.context.input_budget import PARTS_FIELD, InputBudget, InputLimits, Kind, media_parts
 from vllm_responses.context.pdf_budget import PdfBudget
@@ -163,9 +169,9 @@ class FileInputs:
         return {**kept, "filename": name, "extracted_text": text}
 
     async def _text(self, data: bytes, name: str, media: str | None, pdfs: PdfBudget) -> str:
-        """The file's text: a PDF's read by the extraction pool, any other file's in a file-text thread (a small
+        """The file's text: a PDF's, DOCX's or PPTX's read by the extraction pool, any other file's in a file-text thread (a small
         one's at once: the hop would cost more than reading it)."""
-        if len(data) <= self.limits.max_bytes and file_kind(data, name, media) == "pdf":
+        if len(data) <= self.limits.max_bytes and file_kind(data, name, media) in EXTRACTED_KINDS:
             return await self.extraction.extract(data, name, media, self.limits, pdfs)
         if len(data) <= READ_INLINE_BYTES:
             return read_file_text(data, name, media, self.limits)
