@@ -160,8 +160,8 @@ async def delete_file(request: Request) -> Response:
 
 async def file_content(request: Request) -> Response:
     store_id, file_id = _ids(request, "vector_store_id", "file_id")
-    texts = await _service(request).file_texts(store_id, file_id, principal_of(request).project)
-    data = [{"type": "text", "text": t} for t in texts]
+    parts = await _service(request).file_content(store_id, file_id, principal_of(request).project)
+    data = [{"type": "text", "text": t} for t in parts]
     return JSONResponse(
         {"object": "vector_store.file_content.page", "data": data, "has_more": False, "next_page": None}
     )

@@ -2,7 +2,7 @@
 SQLite connection, so that a file's rows and its chunks live in one database.
 
 A file's row is also its ingestion's state: `in_progress` until a replica `claim`s it (a lease of
-`lease_s`, renewed while it works) and `finish`es it (`completed`, `failed` with its error, or nothing when it
+`lease_s`, renewed while it works) and `finish`es it (`completed` with its parsed text, `failed` with its error, or nothing when it
 was cancelled or removed meanwhile). A row still `in_progress` whose lease expired, or that has none, is
 taken up by the next `claim` of any process sharing the file.
 """
@@ -210,6 +210,14 @@ class VectorStoreRows:
         rows = await self._read(sql + " ORDER BY created_at, file_id", params)
         return [file_row(r) for r in rows]
 
+    async def content(self, vector_store_id: str, file_id: str) -> list[str] | None:
+        """The file's parsed text in its parts, as its ingestion kept it (None: not kept, or not ingested)."""
+        rows = await self._read(
+            "SELECT content FROM vector_store_files WHERE vector_store_id = ? AND file_id = ?",
+            (vector_store_id, file_id),
+        )
+        return None if not rows or rows[0][0] is None else [str(p) for p in json.loads(rows[0][0])]
+
     async def set_file_attributes(self, vector_store_id: str, file_id: str, attributes: Attributes) -> bool:
         (count,) = await self._write(
             [
@@ -291,19 +299,21 @@ class VectorStoreRows:
         status: str,
         usage_bytes: int = 0,
         error: dict[str, str] | None = None,
+        content: Sequence[str] | None = None,
     ) -> bool:
-        """The file, still `in_progress` under `owner`'s lease, marked `status`; False when it is not (cancelled,
-        removed or taken up again meanwhile)."""
+        """The file, still `in_progress` under `owner`'s lease, marked `status` (with its parsed text in parts,
+        `content`); False when it is not (cancelled, removed or taken up again meanwhile)."""
         (count,) = await self._write(
             [
                 (
-                    "UPDATE vector_store_files SET status = ?, usage_bytes = ?, last_error = ?, lease_owner = NULL, "
-                    "lease_expires_at = NULL WHERE vector_store_id = ? AND file_id = ? AND status = 'in_progress' "
-                    "AND lease_owner = ? AND created_at = ?",
+                    "UPDATE vector_store_files SET status = ?, usage_bytes = ?, last_error = ?, content = ?, "
+                    "lease_owner = NULL, lease_expires_at = NULL WHERE vector_store_id = ? AND file_id = ? "
+                    "AND status = 'in_progress' AND lease_owner = ? AND created_at = ?",
                     (
                         status,
                         usage_bytes,
                         None if error is None else json.dumps(error),
+                        None if content is None else json.dumps(list(content)),
                         file.vector_store_id,
                         file.file_id,
                         owner,

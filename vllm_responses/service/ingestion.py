@@ -1,6 +1,7 @@
 """`Ingestion`: vector store files made searchable in the background: the file's text extracted (bounded, as a
 response's input files are), chunked with the chunking tokenizer, embedded in batches and indexed; the file then
-`completed`, or `failed` with OpenAI's `last_error` codes.
+`completed`, its parsed text kept in its parts (a PDF's pages, a PPTX's slides, else one) for its `/content`, or
+`failed` with OpenAI's `last_error` codes.
 
 Durable and leased: the work is the files' rows still `in_progress` (retrieval/vector_store_rows.py). This
 process claims a few at a time under a lease it renews every heartbeat, so a file whose process stopped is taken
@@ -20,7 +21,13 @@ from functools import partial
 from pathlib import PurePosixPath
 
 from vllm_responses.context.extraction import ExtractionPool
-from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
+from vllm_responses.context.file_text import (
+    EXTRACTED_KINDS,
+    FileLimits,
+    Unreadable,
+    file_kind,
+    read_file_parts,
+)
 from vllm_responses.context.pdf_budget import PdfBudget
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.embedder import Embedder
@@ -149,7 +156,7 @@ class Ingestion:
 
     async def _ingest(self, row: FileRow) -> None:
         try:
-            usage = await self._chunks_indexed(row)
+            usage, parts = await self._chunks_indexed(row)
         except Failed as exc:
             logger.info("vector store file %s failed: %s", row.file_id, exc.message)
             await self.rows.finish(row, self.owner, "failed", 0, {"code": exc.code, "message": exc.message})
@@ -165,7 +172,7 @@ class Ingestion:
             }
             await self.rows.finish(row, self.owner, "failed", 0, error)
             return
-        if not await self.rows.finish(row, self.owner, "completed", usage):
+        if not await self.rows.finish(row, self.owner, "completed", usage, content=parts):
             await self._drop_if_gone(row)
             return
         now = await self.rows.get_file(row.vector_store_id, row.file_id)
@@ -178,11 +185,13 @@ class Ingestion:
         if now is None or now.status in ("cancelled", "failed"):
             await self.index.delete_file(row.vector_store_id, row.file_id)
 
-    async def _chunks_indexed(self, row: FileRow) -> int:
-        """The file read, chunked, embedded and indexed; the bytes it keeps (its chunks' text and vectors)."""
+    async def _chunks_indexed(self, row: FileRow) -> tuple[int, list[str]]:
+        """The file read, chunked, embedded and indexed; the bytes it keeps (its parsed text, its chunks' text and
+        vectors) and its parsed text in parts."""
         if self.embedder is None:
             raise Failed("server_error", "This server has no embedding model (--embedding-model).")
-        text = await self._text(row)
+        parts = await self._parts(row)
+        text = "\n".join(parts)
         static = row.chunking.get("static", {})
         strategy = ChunkingStrategy(int(static["max_chunk_size_tokens"]), int(static["chunk_overlap_tokens"]))
         chunks = await run_on(FILE_TEXT, chunk_text, text, self.tokenizer, strategy)
@@ -200,9 +209,10 @@ class Ingestion:
                 "server_error",
                 f"The embedding model changed since the vector store's other files were added: {exc}",
             ) from exc
-        return sum(len(t.encode()) for t in texts) + int(vectors.nbytes)
+        kept = sum(len(t.encode()) for t in (*parts, *texts))
+        return kept + int(vectors.nbytes), parts
 
-    async def _text(self, row: FileRow) -> str:
+    async def _parts(self, row: FileRow) -> list[str]:
         stored = await self.files.store.get_file(row.file_id)
         if stored is None:
             raise Failed("invalid_file", f"The file {row.file_id} was deleted before it was ingested.")
@@ -217,15 +227,15 @@ class Ingestion:
         if kind is None:
             raise Failed(
                 "unsupported_file",
-                f"The file {stored.filename!r} is of a type this server does not read: PDFs and text files "
-                "(UTF-8: plain text, markdown, HTML, CSV, JSON, source code) only.",
+                f"The file {stored.filename!r} is of a type this server does not read: PDFs, DOCX and PPTX "
+                "documents and text files (UTF-8: plain text, markdown, HTML, CSV, JSON, source code) only.",
             )
         if is_html(stored.filename):
-            return await run_on(FILE_TEXT, _html_text, data, self.limits.max_chars)
+            return [await run_on(FILE_TEXT, _html_text, data, self.limits.max_chars)]
         try:
-            if kind == "pdf":
+            if kind in EXTRACTED_KINDS:
                 budget = PdfBudget(1 << 30, 1 << 62)  # one file: bounded by its own limits only
-                return await self.extraction.extract(data, stored.filename, None, self.limits, budget)
-            return await run_on(FILE_TEXT, read_file_text, data, stored.filename, None, self.limits)
+                return await self.extraction.extract_parts(data, stored.filename, None, self.limits, budget)
+            return await run_on(FILE_TEXT, read_file_parts, data, stored.filename, None, self.limits)
         except Unreadable as exc:
             raise Failed("invalid_file", str(exc)) from None

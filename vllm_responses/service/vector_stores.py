@@ -203,10 +203,13 @@ class VectorStoreService:
         await self.index.delete_file(row.vector_store_id, row.file_id)
         return row.file_id
 
-    async def file_texts(self, vector_store_id: str, file_id: str, project: str) -> list[str]:
-        """The file's chunks' texts, in order (none until it is completed)."""
+    async def file_content(self, vector_store_id: str, file_id: str, project: str) -> list[str]:
+        """The file's parsed text in its parts (a PDF's pages, a PPTX's slides, else one); none until it is
+        completed."""
         row = await self.get_file(vector_store_id, file_id, project)
-        return [c.text for c in await self.index.file_chunks(row.vector_store_id, row.file_id)]
+        if row.status != "completed":
+            return []
+        return await self.rows.content(row.vector_store_id, row.file_id) or []
 
     # batches
 

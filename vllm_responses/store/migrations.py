@@ -228,6 +228,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL
     )
     """,
+    # 11: a vector store file's parsed text (JSON: its parts, a PDF's pages or a PPTX's slides), kept at ingestion
+    # for its `/content`; vector stores found by their expiry (the sweep of expired ones)
+    """
+    ALTER TABLE vector_store_files ADD COLUMN content TEXT;
+    CREATE INDEX vector_stores_expires ON vector_stores (expires_at)
+    """,
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -412,6 +418,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         status TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL
     )
+    """,
+    # 11: as SQLite's 11
+    """
+    ALTER TABLE vector_store_files ADD COLUMN content TEXT;
+    CREATE INDEX vector_stores_expires ON vector_stores (expires_at)
     """,
 )
 
