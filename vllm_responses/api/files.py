@@ -1,4 +1,5 @@
-"""The `/v1/files` routes: a multipart upload, list, retrieve, content and delete, over `FileService`."""
+"""The `/v1/files` routes: a multipart upload, list, retrieve, content and delete (which also removes the file
+from every vector store that holds it), over `FileService`."""
 
 from __future__ import annotations
 
@@ -141,9 +142,10 @@ async def get_file_content(request: Request) -> Response:
 
 
 async def delete_file(request: Request) -> Response:
-    file = await app_state(request).service.files.delete(
-        request.path_params["file_id"], principal_of(request).project
-    )
+    state = app_state(request)
+    file = await state.service.files.delete(request.path_params["file_id"], principal_of(request).project)
+    if state.vector_stores is not None:
+        await state.vector_stores.forget_file(file.id)
     return JSONResponse({"id": file.id, "object": "file", "deleted": True})
 
 

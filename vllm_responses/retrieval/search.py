@@ -1,13 +1,14 @@
 """`VectorSearch`: a search over a project's vector stores (what the `/search` route and the `file_search` tool
 call): each query embedded (a query past the model's input bound as the mean of its windows, as a chunk is; none
 without an embedding model: keywords only), the index searched, a chunk found by several queries scored by its
-best, each result with its file's name. Another project's vector store, or an unknown one, is a 404; an expired
-one a 400; each one searched becomes active (its `last_active_at`, and so its expiry, moved)."""
+best, each result with its file's name (a chunk of a file deleted or expired meanwhile is left out). Another
+project's vector store, or an unknown one, is a 404; an expired one (by `clock`) a 400; each one searched becomes
+active (its `last_active_at`, and so its expiry, moved)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ __all__ = ["FoundChunk", "VectorSearch", "project_store"]
 
 @dataclass(frozen=True)
 class FoundChunk:
-    """One search result: the chunk found and its file's name ("" once the file was deleted)."""
+    """One search result: the chunk found and its file's name."""
 
     hit: Hit
     filename: str
@@ -55,12 +56,14 @@ class VectorSearch:
         embedder: Embedder | None,
         tokenizer: Tokenizer,
         files: FileStore,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.rows = rows
         self.index = index
         self.embedder = embedder
         self.tokenizer = tokenizer
         self.files = files
+        self.clock = clock
 
     async def search(
         self,
@@ -74,7 +77,7 @@ class VectorSearch:
     ) -> list[FoundChunk]:
         """The best chunks of `project`'s vector stores for `queries`, at most `max_num_results`, best first."""
         stores = [await project_store(self.rows, s, project) for s in vector_store_ids]
-        now = time.time()
+        now = self.clock()
         for s in stores:
             if s.expires_at is not None and s.expires_at <= now:
                 raise InvalidRequest(
@@ -92,8 +95,18 @@ class VectorSearch:
                 key = (hit.vector_store_id, hit.file_id, hit.chunk_index)
                 if key not in best or best[key].score < hit.score:
                     best[key] = hit
-        ranked = sorted(best.values(), key=lambda h: -h.score)[:max_num_results]
-        return [FoundChunk(h, await self._filename(h.file_id)) for h in ranked]
+        ranked = sorted(best.values(), key=lambda h: -h.score)
+        results: list[FoundChunk] = []
+        names: dict[str, str | None] = {}
+        for hit in ranked:
+            if hit.file_id not in names:
+                names[hit.file_id] = await self._filename(hit.file_id, now)
+            name = names[hit.file_id]
+            if name is not None:
+                results.append(FoundChunk(hit, name))
+            if len(results) == max_num_results:
+                break
+        return results
 
     async def _index_search(self, stores: list[str], query: Query, **options: Any) -> list[Hit]:
         try:
@@ -118,6 +131,9 @@ class VectorSearch:
         first: Matrix = vectors[0]
         return first
 
-    async def _filename(self, file_id: str) -> str:
+    async def _filename(self, file_id: str, now: float) -> str | None:
+        """The file's name; None once it is deleted or expired (its chunks wait for the sweep)."""
         stored = await self.files.get_file(file_id)
-        return stored.filename if stored is not None else ""
+        if stored is None or (stored.expires_at is not None and stored.expires_at <= now):
+            return None
+        return stored.filename

@@ -133,6 +133,25 @@ class VectorStoreRows:
         )
         return counts[0] > 0
 
+    async def expired_stores(self, now: float, limit: int) -> list[str]:
+        """Up to `limit` vector stores past their `expires_at` at `now` that still hold a file, longest expired
+        first."""
+        rows = await self._read(
+            "SELECT id FROM vector_stores WHERE expires_at <= ? AND EXISTS (SELECT 1 FROM vector_store_files f "
+            "WHERE f.vector_store_id = vector_stores.id) ORDER BY expires_at, id LIMIT ?",
+            (now, limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    async def empty_store(self, vector_store_id: str) -> None:
+        """The vector store's files' rows and its batches' rows deleted; the vector store stays."""
+        await self._write(
+            [
+                ("DELETE FROM vector_store_files WHERE vector_store_id = ?", (vector_store_id,)),
+                ("DELETE FROM vector_store_file_batches WHERE vector_store_id = ?", (vector_store_id,)),
+            ]
+        )
+
     async def counts(self, where: str, value: str) -> FileCounts:
         """Files by status of one vector store (`where` "vector_store_id") or one batch ("batch_id")."""
         assert where in ("vector_store_id", "batch_id")
@@ -209,6 +228,22 @@ class VectorStoreRows:
             params.append(batch_id)
         rows = await self._read(sql + " ORDER BY created_at, file_id", params)
         return [file_row(r) for r in rows]
+
+    async def holding(self, file_id: str) -> list[FileRow]:
+        """Every vector store's row of the Files API file `file_id`."""
+        rows = await self._read(
+            f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE file_id = ? ORDER BY vector_store_id",
+            (file_id,),
+        )
+        return [file_row(r) for r in rows]
+
+    async def file_ids(self, after: str, limit: int) -> list[str]:
+        """Up to `limit` of the Files API files some vector store holds, in order of their ids after `after`."""
+        rows = await self._read(
+            "SELECT DISTINCT file_id FROM vector_store_files WHERE file_id > ? ORDER BY file_id LIMIT ?",
+            (after, limit),
+        )
+        return [str(r[0]) for r in rows]
 
     async def content(self, vector_store_id: str, file_id: str) -> list[str] | None:
         """The file's parsed text in its parts, as its ingestion kept it (None: not kept, or not ingested)."""

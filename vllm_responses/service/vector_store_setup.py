@@ -1,6 +1,6 @@
 """`open_vector_stores`: the Vector Stores API's parts put together over the opened store: the chunk index and its
-rows in the store's SQLite file (a `:memory:` database for the memory store), the chunking tokenizer and the
-background ingestion; None on a Postgres store, where vector stores are not served yet."""
+rows in the store's SQLite file (a `:memory:` database for the memory store), the chunking tokenizer, the
+background ingestion and the sweep; None on a Postgres store, where vector stores are not served yet."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from vllm_responses.retrieval.tokens import HFTokenizer, Tokenizer
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.retrieval.word_tokens import WordTokenizer
 from vllm_responses.service.ingestion import Ingestion
+from vllm_responses.service.vector_store_sweep import VectorStoreSweep
 from vllm_responses.service.vector_stores import VectorStoreService
 from vllm_responses.store.base import ResponseStore
 from vllm_responses.store.memory import MemoryStore
@@ -57,8 +58,8 @@ async def open_vector_stores(
     embedder: Embedder | None,
     owner: str,
 ) -> AsyncIterator[VectorStoreService | None]:
-    """The vector store service with its ingestion running (None where the store has no SQLite file); on exit
-    the ingestion stops (its files stay in progress, taken up at the next start) and the index closes."""
+    """The vector store service with its ingestion and sweep running (None where the store has no SQLite file); on
+    exit they stop (files in progress stay so, taken up at the next start) and the index closes."""
     path = index_path(store)
     if path is None:
         yield None
@@ -73,7 +74,11 @@ async def open_vector_stores(
             owner=owner, lease_s=config.replica_lease, heartbeat_s=config.replica_heartbeat,
         )  # fmt: skip
         await ingestion.start()
+        service = VectorStoreService(rows, index, files, embedder, ingestion)
+        sweep = VectorStoreSweep(service, config.replica_heartbeat)
+        sweep.start()
         try:
-            yield VectorStoreService(rows, index, files, embedder, ingestion)
+            yield service
         finally:
+            await sweep.aclose()
             await ingestion.aclose()

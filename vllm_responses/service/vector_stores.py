@@ -4,14 +4,15 @@ file batches, per project (another project's: not found); its `searcher` (retrie
 
 A vector store's bytes (its files' `usage_bytes`: their chunks' text and vectors) count in its project's stored
 bytes. Its status is `expired` past `expires_at` (`expires_after` days after `last_active_at`, which a search
-moves), else `in_progress` while a file is, else `completed`. Files are ingested by `Ingestion` in the
-background.
+moves), else `in_progress` while a file is, else `completed`; an expired one takes no more files and is emptied
+by `VectorStoreSweep`. Files are ingested by `Ingestion` in the background. A Files API file deleted leaves
+every vector store that holds it (`forget_file`). `clock` is the time every expiry is judged by (tests set theirs).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -64,12 +65,18 @@ class VectorStoreService:
         self.files = files
         self.embedder = embedder
         self.ingestion = ingestion
-        self.searcher = VectorSearch(rows, index, embedder, ingestion.tokenizer, files.store)
+        self.clock: Callable[[], float] = time.time
+        self.searcher = VectorSearch(
+            rows, index, embedder, ingestion.tokenizer, files.store, clock=lambda: self.clock()
+        )
+
+    def expired(self, row: StoreRow) -> bool:
+        return row.expires_at is not None and row.expires_at <= self.clock()
 
     # vector stores
 
     async def create(self, project: str, body: Mapping[str, Any]) -> StoreView:
-        now = time.time()
+        now = self.clock()
         days = parse_expires_after(body.get("expires_after"))
         row = StoreRow(
             id=new_vector_store_id(),
@@ -96,7 +103,7 @@ class VectorStoreService:
     async def view(self, row: StoreRow) -> StoreView:
         counts = await self.rows.counts("vector_store_id", row.id)
         usage = await self.rows.usage_bytes(row.id)
-        if row.expires_at is not None and row.expires_at <= time.time():
+        if self.expired(row):
             status = "expired"
         else:
             status = "in_progress" if counts.in_progress else "completed"
@@ -136,7 +143,13 @@ class VectorStoreService:
         batch_id: str | None,
     ) -> list[FileRow]:
         """Rows for the project's files `file_ids` (each checked: a 404 naming `param[i]`, or `param` for the one
-        `file_id`), in progress."""
+        `file_id`), in progress; a 400 `expired` when the vector store has expired."""
+        if self.expired(store):
+            raise InvalidRequest(
+                f"The vector store {store.id} has expired: it takes no more files.",
+                param="vector_store_id",
+                code="expired",
+            )
         if param == "file_id":
             found = [await self.files.get(file_ids[0], store.project, param)]
         else:
@@ -144,7 +157,7 @@ class VectorStoreService:
         adding = sum(f.bytes for f in found)
         if found:
             await self.files.check(store.project, adding, param)
-        now = time.time()
+        now = self.clock()
         return [
             FileRow(
                 store.id, f.id, store.project, batch_id, "in_progress", attributes, chunking, 0, None, now
@@ -198,10 +211,21 @@ class VectorStoreService:
 
     async def delete_file(self, vector_store_id: str, file_id: str, project: str) -> str:
         row = await self.get_file(vector_store_id, file_id, project)
+        await self._remove(row)
+        return row.file_id
+
+    async def _remove(self, row: FileRow) -> None:
+        """The file's row and chunks removed from its vector store, its ingestion here stopped."""
         await self.rows.delete_file(row.vector_store_id, row.file_id)
         self.ingestion.stop(row.vector_store_id, row.file_id)
         await self.index.delete_file(row.vector_store_id, row.file_id)
-        return row.file_id
+
+    async def forget_file(self, file_id: str) -> int:
+        """The Files API file `file_id` (deleted) removed from every vector store that holds it; how many."""
+        held = await self.rows.holding(file_id)
+        for row in held:
+            await self._remove(row)
+        return len(held)
 
     async def file_content(self, vector_store_id: str, file_id: str, project: str) -> list[str]:
         """The file's parsed text in its parts (a PDF's pages, a PPTX's slides, else one); none until it is
@@ -217,7 +241,7 @@ class VectorStoreService:
         store = await self.get(vector_store_id, project)
         if ("files" in body) == ("file_ids" in body):
             raise InvalidRequest("Give either 'file_ids' or 'files', one of them.", param="file_ids")
-        batch = BatchRow(new_batch_id(), store.id, project, "in_progress", time.time())
+        batch = BatchRow(new_batch_id(), store.id, project, "in_progress", self.clock())
         if "file_ids" in body:
             ids = parse_file_ids(body["file_ids"])
             chunking = parse_chunking_strategy(body.get("chunking_strategy")).wire()
