@@ -2,8 +2,8 @@
 file batches, per project (another project's: not found); its `searcher` (retrieval/search.py) is what the
 `/search` route and the `file_search` tool call.
 
-A vector store's bytes (its files' `usage_bytes`: their chunks' text and vectors) count in its project's stored
-bytes. Its status is `expired` past `expires_at` (`expires_after` days after `last_active_at`, which a search
+A vector store's bytes (its files' `usage_bytes`: their parsed text, their chunks' text and vectors) count in its
+project's stored bytes. Its status is `expired` past `expires_at` (`expires_after` days after `last_active_at`, which a search
 moves), else `in_progress` while a file is, else `completed`; an expired one takes no more files and is emptied
 by `VectorStoreSweep`. Files are ingested by `Ingestion` in the background. A Files API file deleted leaves
 every vector store that holds it (`forget_file`). `clock` is the time every expiry is judged by (tests set theirs).
@@ -71,6 +71,7 @@ class VectorStoreService:
         )
 
     def expired(self, row: StoreRow) -> bool:
+        """Whether the vector store is past its `expires_at`, by `clock`."""
         return row.expires_at is not None and row.expires_at <= self.clock()
 
     # vector stores
