@@ -8,8 +8,17 @@ import asyncpg
 import numpy as np
 import pytest
 
+from vllm_responses.retrieval import postgres_index
 from vllm_responses.retrieval.index import Query
-from vllm_responses.retrieval.pgvector import ef_search, encode, nearest_sql
+from vllm_responses.retrieval.pgvector import (
+    HNSW_MIN_CHUNKS,
+    Pgvector,
+    ef_search,
+    encode,
+    nearest_sql,
+    search_settings,
+    use_hnsw,
+)
 from vllm_responses.retrieval.postgres_index import PostgresIndex
 from vllm_responses.retrieval.ranking import Ranking
 from vllm_responses.retrieval.vectors import candidates, unit_rows
@@ -21,24 +30,16 @@ def random_unit(n: int, dimensions: int, seed: int) -> np.ndarray:
     return unit_rows(np.random.default_rng(seed).standard_normal((n, dimensions)))
 
 
-async def set_for_database(url: str, setting: str, value: str) -> None:
-    """A setting for the database's new connections (those of an index opened after)."""
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f"ALTER DATABASE {url.rsplit('/', 1)[1]} SET {setting} = {value}")
-    finally:
-        await conn.close()
-
-
-async def plan_of(url: str, dimensions: int, store: str) -> str:
-    """Postgres's plan for the vector search of one whole vector store, as `PostgresIndex` runs it, once the table
-    is analyzed (as autovacuum does after enough writes)."""
+async def plan_of(url: str, dimensions: int, store: str, *, hnsw: bool) -> str:
+    """Postgres's plan for the vector search of one whole vector store under the settings `PostgresIndex` gives
+    it (`hnsw`: through the HNSW index, else an exact sort), once the table is analyzed."""
     conn = await asyncpg.connect(url)
     try:
         await conn.execute("ANALYZE vector_store_chunks")
         await conn.set_type_codec("vector", encoder=bytes, decoder=bytes, format="binary")
+        version = await conn.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         async with conn.transaction():
-            await conn.execute("SELECT set_config('hnsw.ef_search', $1, true)", str(ef_search(64)))
+            await search_settings(conn, 64, Pgvector(version), hnsw)
             sql = nearest_sql(dimensions, "vector_store_id = ANY($3::text[])", "$2")
             rows = await conn.fetch("EXPLAIN " + sql, encode(random_unit(1, dimensions, 9)[0]), 64, [store])
     finally:
@@ -47,14 +48,20 @@ async def plan_of(url: str, dimensions: int, store: str) -> str:
 
 
 @pytest.mark.slow  # 10,000 HNSW inserts: about 30 s on two cores
-async def test_hnsw_recall_at_10_on_10k_random_vectors(pgvector_url: str) -> None:
-    """10,000 random 384-dimension vectors (MiniLM's length; random vectors are HNSW's hard case): the 10 nearest
-    that the index finds for 50 queries hold >= 95% of the exact 10 nearest. At this size the planner would rather
-    sort every row (exact, and cheaper than a scan keeping 800 candidates): sorting is turned off for the database,
-    and the plan checked to be the index's."""
+async def test_hnsw_recall_at_10_on_10k_random_vectors(
+    pgvector_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """10,000 random 384-dimension vectors (MiniLM's length; random vectors are HNSW's hard case): the searches go
+    through the HNSW index, and the 10 nearest it finds for 50 queries hold >= 95% of the exact 10 nearest."""
     dimensions, n = 384, 10_000
     vectors = random_unit(n, dimensions, 1)
-    await set_for_database(pgvector_url, "enable_sort", "off")
+    through_hnsw: list[bool] = []
+
+    async def settings(conn: object, limit: int, pgvector: Pgvector, hnsw: bool) -> None:
+        through_hnsw.append(hnsw)
+        await search_settings(conn, limit, pgvector, hnsw)
+
+    monkeypatch.setattr(postgres_index, "search_settings", settings)
     async with PostgresIndex(pgvector_url) as idx:
         assert idx.pgvector is not None
         for start in range(0, n, 500):
@@ -62,20 +69,27 @@ async def test_hnsw_recall_at_10_on_10k_random_vectors(pgvector_url: str) -> Non
             await idx.add_file(
                 "vs_1", f"file-{start:05}", [f"chunk {start + i}" for i in range(len(rows))], rows, {}
             )
-        assert "vector_store_chunks_hnsw_384" in await plan_of(pgvector_url, dimensions, "vs_1")
+        assert "vector_store_chunks_hnsw_384" in await plan_of(pgvector_url, dimensions, "vs_1", hnsw=True)
         queries = random_unit(50, dimensions, 2)
         found = 0
         for query in queries:
             exact = set(np.argsort(-(vectors @ query))[:10].tolist())
             hits = await idx.search(["vs_1"], Query("", query), ranking=VECTOR, max_num_results=10)
             found += len(exact & {int(h.text.split()[1]) for h in hits})
+    assert through_hnsw == [True] * len(queries)
     assert found / (10 * len(queries)) >= 0.95
     assert candidates(10) <= ef_search(candidates(10))  # the scan keeps at least the candidates asked for
 
 
+def test_which_searches_go_through_hnsw() -> None:
+    """A few chunks, or a small share of a large table, are sorted exactly; the rest searched by HNSW."""
+    assert not use_hnsw(HNSW_MIN_CHUNKS - 1, -1) and use_hnsw(HNSW_MIN_CHUNKS, -1)  # never analysed
+    assert use_hnsw(10_000, 10_000) and use_hnsw(10_000, 100_000) and not use_hnsw(10_000, 100_001)
+
+
 async def test_the_hnsw_index_serves_each_vector_length(pgvector_url: str) -> None:
     """Vector stores of two embedding models (8 and 16 dimensions) share the table; each length has its index,
-    which its searches' plans use (sorting off: the tables are small)."""
+    which its searches' plans use (when the index decides for HNSW; an exact sort otherwise)."""
     async with PostgresIndex(pgvector_url) as idx:
         await idx.add_file("vs_8", "file-1", ["a", "b"], random_unit(2, 8, 3), {})
         await idx.add_file("vs_16", "file-2", ["c", "d"], random_unit(2, 16, 4), {})
@@ -89,9 +103,9 @@ async def test_the_hnsw_index_serves_each_vector_length(pgvector_url: str) -> No
         assert names == {"vector_store_chunks_hnsw_8", "vector_store_chunks_hnsw_16"}
     finally:
         await conn.close()
-    await set_for_database(pgvector_url, "enable_sort", "off")  # tiny tables: the planner would sort them
-    assert "vector_store_chunks_hnsw_16" in await plan_of(pgvector_url, 16, "vs_16")
-    assert "vector_store_chunks_hnsw_8" in await plan_of(pgvector_url, 8, "vs_8")
+    assert "vector_store_chunks_hnsw_16" in await plan_of(pgvector_url, 16, "vs_16", hnsw=True)
+    assert "vector_store_chunks_hnsw_8" in await plan_of(pgvector_url, 8, "vs_8", hnsw=True)
+    assert "hnsw" not in await plan_of(pgvector_url, 8, "vs_8", hnsw=False)  # an exact sort
 
 
 async def test_without_the_privilege_exact_until_an_operator_creates_the_extension(pgvector_url: str) -> None:

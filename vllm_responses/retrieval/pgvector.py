@@ -20,6 +20,8 @@ __all__ = [
     "EF_SEARCH",
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
+    "HNSW_MIN_CHUNKS",
+    "HNSW_MIN_SHARE",
     "MAX_HNSW_DIMENSIONS",
     "Pgvector",
     "encode",
@@ -28,18 +30,20 @@ __all__ = [
     "nearest_sql",
     "pgvector_of",
     "register_codec",
+    "search_settings",
+    "use_hnsw",
 ]
 
 logger = logging.getLogger(__name__)
 
 HNSW_M = 16  # pgvector's default: links per node
-HNSW_EF_CONSTRUCTION = (
-    128  # candidates kept while building (pgvector's default 64): better recall, slower inserts
-)
+# candidates kept while building (pgvector's default: 64): better recall, slower inserts
+HNSW_EF_CONSTRUCTION = 128
 EF_SEARCH = 800  # an HNSW scan's candidates, at least (`ef_search`)
-MAX_HNSW_DIMENSIONS = (
-    2000  # pgvector's HNSW limit for `vector`; longer vectors are searched exactly by Postgres
-)
+HNSW_MIN_CHUNKS = 2000  # a search over fewer chunks sorts them exactly (`use_hnsw`)
+HNSW_MIN_SHARE = 0.1  # nor over a smaller share of the table (an HNSW scan would wade through the others)
+# pgvector's HNSW limit for `vector`; longer vectors are sorted exactly by Postgres
+MAX_HNSW_DIMENSIONS = 2000
 _BACKFILL_BATCH = 1000
 _LOCK_KEY = int.from_bytes(b"vrpgvect", "big") & 0x7FFF_FFFF_FFFF_FFFF
 
@@ -60,6 +64,27 @@ def ef_search(limit: int) -> int:
     returns at most 40 and misses many of the true nearest; on 10,000 random 384-dimension vectors (HNSW's hard
     case) recall@10 is 0.80 at 200, 0.96 at 400 and 0.99 at 800 (docs/benchmarks.md). pgvector's maximum is 1000."""
     return min(1000, max(EF_SEARCH, 2 * limit))
+
+
+def use_hnsw(chunks_in_scope: int, table_rows: float) -> bool:
+    """Whether a vector search over `chunks_in_scope` chunks goes through the HNSW index rather than an exact
+    sort, the table holding about `table_rows` (Postgres's estimate, below 0 when never analysed). Postgres's
+    planner prices an HNSW scan keeping 800 candidates above sorting 10,000 rows, which takes it ten times
+    longer (docs/benchmarks.md): the index decides instead. A few chunks are sorted faster than searched; a
+    small share of a large table is too (a filtered HNSW scan would pass over the other rows' neighbours)."""
+    if chunks_in_scope < HNSW_MIN_CHUNKS:
+        return False
+    return table_rows <= 0 or chunks_in_scope >= HNSW_MIN_SHARE * table_rows
+
+
+async def search_settings(conn: Any, limit: int, pgvector: Pgvector, hnsw: bool) -> None:
+    """A vector search's settings for its transaction: `hnsw.ef_search` for `limit` candidates; with pgvector 0.8
+    or later an iterative scan in exact order (a filtered scan goes on until it has `limit` chunks); with `hnsw`
+    no sort, so that the planner takes the HNSW index, else no HNSW scan, so that it sorts exactly."""
+    await conn.execute("SELECT set_config('hnsw.ef_search', $1, true)", str(ef_search(limit)))
+    if pgvector.iterative_scan:
+        await conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+    await conn.execute("SELECT set_config($1, 'off', true)", "enable_sort" if hnsw else "enable_indexscan")
 
 
 def encode(vector: Matrix) -> bytes:

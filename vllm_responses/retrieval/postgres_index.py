@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from types import TracebackType
@@ -30,12 +31,13 @@ from vllm_responses.retrieval.index import Hit, Query, StoredChunk, VectorDimens
 from vllm_responses.retrieval.keywords import tsquery
 from vllm_responses.retrieval.pgvector import (
     Pgvector,
-    ef_search,
     encode,
     ensure_hnsw,
     nearest_sql,
     pgvector_of,
     register_codec,
+    search_settings,
+    use_hnsw,
 )
 from vllm_responses.retrieval.ranking import DEFAULT_RANKING, Ranking, plan, ranked
 from vllm_responses.retrieval.vectors import (
@@ -51,6 +53,8 @@ from vllm_responses.store.migrations import upgrade_postgres
 from vllm_responses.store.retry import retry_on_disconnect
 
 __all__ = ["PostgresIndex"]
+
+logger = logging.getLogger(__name__)
 
 _BUMP = (
     "INSERT INTO vector_store_generations (vector_store_id, generation) VALUES ($1, 1) "
@@ -74,7 +78,7 @@ class PostgresIndex:
         self.use_pgvector = pgvector
         self.pgvector: Pgvector | None = None
         self._pool: asyncpg.Pool | None = None
-        self._stores: OrderedDict[str, tuple[int, StoreMatrix]] = OrderedDict()
+        self._stores: OrderedDict[str, tuple[int, StoreMatrix, dict[str, int]]] = OrderedDict()
         self._hnsw: set[int] = set()  # vector lengths whose HNSW index this process has seen to
 
     # 1. opening
@@ -87,6 +91,13 @@ class PostgresIndex:
         finally:
             await conn.close()
         self.pgvector = found
+        if found is not None:
+            logger.info("chunk index on Postgres: pgvector %s, HNSW vector search", found.version)
+        else:
+            logger.info(
+                "chunk index on Postgres: exact vector search (%s)",
+                "pgvector off" if not self.use_pgvector else "no pgvector: CREATE EXTENSION vector to use it",
+            )
         self._pool = await asyncpg.create_pool(
             self.url, min_size=1, max_size=self.pool_size, init=register_codec if found else None
         )
@@ -182,20 +193,22 @@ class PostgresIndex:
 
     # 3. the catalogues
 
-    async def _catalogue(self, vector_store_id: str, generation: int) -> StoreMatrix:
-        """The vector store's files and attributes (and, for the exact search, its vectors), loaded unless the
-        one held is of `generation`."""
+    async def _catalogue(self, vector_store_id: str, generation: int) -> tuple[StoreMatrix, dict[str, int]]:
+        """The vector store's files and attributes (and, for the exact search, its vectors; with pgvector, each
+        file's chunk count), loaded unless the one held is of `generation`."""
         held = self._stores.get(vector_store_id)
         if held is not None and held[0] == generation:
             self._stores.move_to_end(vector_store_id)
-            return held[1]
+            return held[1], held[2]
+        counts: dict[str, int] = {}
         if self.pgvector:
             rows = await self.pool.fetch(
-                "SELECT DISTINCT ON (file_id) file_id, attributes, octet_length(vector) FROM vector_store_chunks "
-                "WHERE vector_store_id = $1 ORDER BY file_id, chunk_index",
+                "SELECT file_id, min(attributes), min(octet_length(vector)), count(*) FROM vector_store_chunks "
+                "WHERE vector_store_id = $1 GROUP BY file_id",
                 vector_store_id,
             )
             loaded = _files_only(rows)
+            counts = {str(r[0]): int(r[3]) for r in rows}
         else:
             rows = await self.pool.fetch(
                 "SELECT id, file_id, attributes, vector FROM vector_store_chunks WHERE vector_store_id = $1 "
@@ -203,13 +216,13 @@ class PostgresIndex:
                 vector_store_id,
             )
             loaded = await run_on(SEARCH, matrix_of_rows, rows)
-        self._stores[vector_store_id] = (generation, loaded)
+        self._stores[vector_store_id] = (generation, loaded, counts)
         self._stores.move_to_end(vector_store_id)
         while (
-            len(self._stores) > 1 and sum(m.nbytes for _, m in self._stores.values()) > self.max_cached_bytes
+            len(self._stores) > 1 and sum(h[1].nbytes for h in self._stores.values()) > self.max_cached_bytes
         ):
             self._stores.popitem(last=False)
-        return loaded
+        return loaded, counts
 
     # 4. search
 
@@ -228,23 +241,31 @@ class PostgresIndex:
             "SELECT vector_store_id, generation FROM vector_store_generations WHERE vector_store_id = ANY($1)",
             list(vector_store_ids),
         )
-        stores = {str(s): await self._catalogue(str(s), int(g)) for s, g in generations}
+        catalogues = {str(s): await self._catalogue(str(s), int(g)) for s, g in generations}
+        stores = {s: m for s, (m, _) in catalogues.items()}
         allowed = {s: m.allowed_files(filters) for s, m in stores.items()}
+        in_scope = sum(catalogues[s][1].get(f, 0) for s, files in allowed.items() for f in files)
         if not any(allowed.values()):
             return []
         limit = candidates(max_num_results)
         vector = None if query.vector is None else unit_rows(query.vector)
         ranking, by_vector, by_text = plan(ranking, vector is not None)
         nearest, words = await asyncio.gather(
-            self._nearest(stores, allowed, vector, limit) if by_vector else _nothing(),
+            self._nearest(stores, allowed, vector, limit, in_scope) if by_vector else _nothing(),
             self._keywords(stores, allowed, query.text, limit) if by_text else _nothing(),
         )
         return await self._hits(ranked(nearest, words, ranking, max_num_results))
 
     async def _nearest(
-        self, stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], vector: Matrix | None, limit: int
+        self,
+        stores: dict[str, StoreMatrix],
+        allowed: dict[str, list[str]],
+        vector: Matrix | None,
+        limit: int,
+        in_scope: int,
     ) -> list[tuple[int, float]]:
-        """The `limit` chunks of the allowed files nearest to `vector` (cosine similarity above 0, best first)."""
+        """The `limit` chunks of the allowed files (`in_scope` chunks) nearest to `vector` (cosine similarity above
+        0, best first)."""
         assert vector is not None
         if self.pgvector is None:
             return await run_on(SEARCH, nearest_in, stores, allowed, vector, limit)
@@ -256,9 +277,10 @@ class PostgresIndex:
                 )
         scope, params = _scope(stores, allowed, first=3)
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT set_config('hnsw.ef_search', $1, true)", str(ef_search(limit)))
-            if self.pgvector.iterative_scan:  # a filter leaving fewer than `limit` of ef_search: scan on
-                await conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+            rows_estimate = await conn.fetchval(
+                "SELECT reltuples FROM pg_class WHERE oid = 'vector_store_chunks'::regclass"
+            )
+            await search_settings(conn, limit, self.pgvector, use_hnsw(in_scope, float(rows_estimate)))
             rows = await conn.fetch(nearest_sql(dimensions, scope, "$2"), encode(vector[0]), limit, *params)
         found = [(int(r[0]), float(r[1])) for r in rows if r[1] > 0]  # no likeness at all: not found
         return sorted(found, key=lambda h: (-h[1], h[0]))
