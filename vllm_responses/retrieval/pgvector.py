@@ -69,7 +69,7 @@ def ef_search(limit: int) -> int:
 def use_hnsw(chunks_in_scope: int, table_rows: float) -> bool:
     """Whether a vector search over `chunks_in_scope` chunks goes through the HNSW index rather than an exact
     sort, the table holding about `table_rows` (Postgres's estimate, below 0 when never analysed). Postgres's
-    planner prices an HNSW scan keeping 800 candidates above sorting 10,000 rows, which takes it ten times
+    planner prices an HNSW scan keeping 800 candidates above sorting 10,000 rows, which takes it several times
     longer (docs/benchmarks.md): the index decides instead. A few chunks are sorted faster than searched; a
     small share of a large table is too (a filtered HNSW scan would pass over the other rows' neighbours)."""
     if chunks_in_scope < HNSW_MIN_CHUNKS:
