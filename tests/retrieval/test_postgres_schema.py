@@ -1,6 +1,6 @@
 """The chunk table's migrations on a real Postgres: it takes a float32 vector as BYTEA and finds its words through
 the generated `tsvector` (migration 9); with pgvector it also has the `vector` extension, an untyped `embedding`
-column and statistics on its lengths, and without, none of them (migration 10)."""
+column and statistics on its lengths, and without, none of them (migration 11)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ async def columns_and_extension(url: str) -> tuple[set[str], str | None, int]:
     return columns, version, int(stats)
 
 
-async def test_migration_10_with_and_without_pgvector(pg_url: str, pgvector_url: str) -> None:
+async def test_migration_11_with_and_without_pgvector(pg_url: str, pgvector_url: str) -> None:
     columns, version, stats = await columns_and_extension(pgvector_url)
     assert "embedding" in columns and version == "0.8.5" and stats == 1
     columns, version, stats = await columns_and_extension(pg_url)  # Debian's Postgres: no pgvector

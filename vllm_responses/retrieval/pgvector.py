@@ -1,4 +1,4 @@
-"""pgvector on the chunk table (migration 10): whether a database has it, its binary vector format, the HNSW index
+"""pgvector on the chunk table (migration 11): whether a database has it, its binary vector format, the HNSW index
 of each vector length, and the column added (and filled from the BYTEA vectors) once the extension exists.
 
 Vectors of every length share the untyped column `embedding`; an HNSW index holds one length only, so each length
