@@ -13,7 +13,14 @@ import pytest
 
 from scripts.pg_cluster import PostgresCluster, PostgresMissing
 
-__all__ = ["PostgresServer", "pg_url", "pgvector_server", "pgvector_url", "postgres_server"]
+__all__ = [
+    "PostgresServer",
+    "pg_url",
+    "pgvector_module_url",
+    "pgvector_server",
+    "pgvector_url",
+    "postgres_server",
+]
 
 PostgresServer = PostgresCluster  # the tests' name for it
 
@@ -51,6 +58,13 @@ async def pg_url(postgres_server: PostgresServer) -> AsyncIterator[str]:
 @pytest.fixture
 async def pgvector_url(pgvector_server: PostgresServer) -> AsyncIterator[str]:
     """The URL of a new, empty database on the session's server with pgvector (dropped after the test)."""
+    async for url in _database(pgvector_server):
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def pgvector_module_url(pgvector_server: PostgresServer) -> AsyncIterator[str]:
+    """The URL of a new, empty database with pgvector that a module's tests share (for a module-scoped server)."""
     async for url in _database(pgvector_server):
         yield url
 

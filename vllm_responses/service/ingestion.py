@@ -27,8 +27,7 @@ from vllm_responses.engine.embedder import Embedder
 from vllm_responses.executors import FILE_TEXT, run_on
 from vllm_responses.retrieval.chunk_vectors import embed_chunks
 from vllm_responses.retrieval.chunking import ChunkingStrategy, chunk_text
-from vllm_responses.retrieval.index import VectorDimensionsDiffer
-from vllm_responses.retrieval.sqlite_index import SQLiteIndex
+from vllm_responses.retrieval.index import ChunkIndex, VectorDimensionsDiffer
 from vllm_responses.retrieval.tokens import Tokenizer
 from vllm_responses.retrieval.vector_store_records import FileRow
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
@@ -74,7 +73,7 @@ class Ingestion:
     def __init__(
         self,
         rows: VectorStoreRows,
-        index: SQLiteIndex,
+        index: ChunkIndex,
         files: FileService,
         embedder: Embedder | None,
         tokenizer: Tokenizer,
