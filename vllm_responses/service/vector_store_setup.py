@@ -30,9 +30,8 @@ from vllm_responses.tools.files import FileService
 
 __all__ = ["INDEX_POOL_SIZE", "chunk_tokenizer", "index_db", "open_rows", "open_vector_stores"]
 
-INDEX_POOL_SIZE = (
-    4  # most connections of the chunk index's own pool on Postgres (fewer with a smaller --db-pool-size)
-)
+# most connections of the chunk index's own pool on Postgres (fewer with a smaller --db-pool-size)
+INDEX_POOL_SIZE = 4
 
 
 def index_db(store: ResponseStore) -> str:
