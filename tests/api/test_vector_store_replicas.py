@@ -1,13 +1,15 @@
 """Vector stores served by two replicas sharing one Postgres database with pgvector, through the `openai` SDK (the
 fake embedder, one per replica): files and a batch added on A are ingested once (by either replica), polled to
-their end and searched with a filter on B; a change made on one replica is seen by the other's next search; a file
-whose ingestion A held when it was killed (SIGKILL) is taken over by B once A's lease has expired."""
+their end and searched with a filter on B; a change made on one replica is seen by the other's next search; a batch
+cancelled on B while A ingests it keeps no chunk; a file whose ingestion A held when it was killed (SIGKILL) is taken
+over by B once A's lease has expired."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +119,63 @@ def test_added_on_a_searched_on_b(two: list[tuple[LiveServer, FakeEmbedder]]) ->
     assert b.vector_stores.delete(store.id).deleted
     with pytest.raises(openai.NotFoundError):
         a.vector_stores.retrieve(store.id)
+
+
+def chunks_of(db: str, vector_store_id: str) -> int:
+    """How many chunks the database holds of the vector store."""
+
+    async def read() -> int:
+        conn = await asyncpg.connect(db)
+        try:
+            return int(
+                await conn.fetchval(
+                    "SELECT count(*) FROM vector_store_chunks WHERE vector_store_id = $1", vector_store_id
+                )
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(read())
+
+
+def test_a_batch_cancelled_on_b_while_a_ingests_it(pgvector_url: str) -> None:
+    """A holds both files (its embedder held at a gate) when B cancels the batch: A's work, once let go, keeps
+    no chunk, and both replicas report the batch and its files cancelled."""
+    held = FakeEmbedder(max_input_tokens=100_000)
+    held.gate = threading.Event()
+    started: list[LiveServer] = []
+    try:
+        started.append(replica(pgvector_url, "a", held))
+        a = sdk(started[0].base_url)
+        ids = [upload(a, name, text) for name, text in list(DOCS.items())[:2]]
+        store = a.vector_stores.create(name="cancelled")
+        batch = a.vector_stores.file_batches.create(vector_store_id=store.id, file_ids=ids)
+        wait_for(lambda: held.running == 2, "both files embedding on A")
+        started.append(replica(pgvector_url, "b", FakeEmbedder(max_input_tokens=100_000)))
+        b = sdk(started[1].base_url)
+        cancelled = checked(
+            b.vector_stores.file_batches.cancel(batch.id, vector_store_id=store.id), VectorStoreFileBatch
+        )
+        assert cancelled.status == "cancelled" and cancelled.file_counts.cancelled == 2
+        held.gate.set()  # A's embedding answers: its files were cancelled meanwhile
+        wait_for(
+            lambda: held.running == 0 and not started[0].app.state.vr.vector_stores.ingestion.working,
+            "A done",
+        )
+        assert chunks_of(pgvector_url, store.id) == 0
+        for client in (a, b):
+            assert (
+                client.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id).status
+                == "cancelled"
+            )
+            listed = client.vector_stores.files.list(vector_store_id=store.id, filter="cancelled")
+            assert sorted(f.id for f in listed.data) == sorted(ids)
+            assert client.vector_stores.search(store.id, query="owl").data == []
+    finally:
+        if held.gate is not None:
+            held.gate.set()
+        for server in started:
+            server.stop()
 
 
 # --- a replica killed with SIGKILL while it ingests (a process of its own, tests/replica_proc.py) ----------
