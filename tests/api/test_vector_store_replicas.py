@@ -24,6 +24,7 @@ from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 from tests.api.test_vector_stores import DOCS, checked, upload, wait_for
 from tests.fake_embedder import FakeEmbedder
 from tests.fakes import FakeEngine, FakeInterpreter
+from tests.postgres import PostgresServer
 from tests.serving import LiveServer
 from vllm_responses.config import Config
 
@@ -234,3 +235,45 @@ def test_a_killed_replicas_ingestion_is_taken_over(pgvector_url: str, tmp_path: 
     finally:
         if b_server is not None:
             b_server.stop()
+
+
+# --- the database down, then back ----------------------------------------------------------------------------
+
+
+def test_vector_stores_through_a_postgres_outage(
+    pgvector_url: str, pgvector_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Down: a 503 `store_unavailable` (never a 500), and the ingestion's heartbeats warn without a traceback;
+    back: files added are ingested and searched."""
+    live = replica(pgvector_url, "a", FakeEmbedder(max_input_tokens=100_000))
+    try:
+        client = sdk(live.base_url)
+        store = client.vector_stores.create(name="outage")
+        first = client.vector_stores.files.upload_and_poll(
+            vector_store_id=store.id, file=("owls.md", DOCS["owls.md"].encode())
+        )
+        assert first.status == "completed"
+        pgvector_server.halt()
+        try:
+            for call in (
+                lambda: client.vector_stores.retrieve(store.id),
+                lambda: client.vector_stores.search(store.id, query="owl"),
+            ):
+                with pytest.raises(openai.InternalServerError) as raised:
+                    call()
+                assert raised.value.status_code == 503 and isinstance(raised.value.body, dict)
+                assert raised.value.body["code"] == "store_unavailable"
+            caplog.clear()
+            time.sleep(3 * HEARTBEAT)  # a few heartbeats' claims fail
+        finally:
+            pgvector_server.resume()
+        failed = [r for r in caplog.records if "claiming files failed" in r.getMessage()]
+        assert failed and all(r.levelname == "WARNING" and r.exc_info is None for r in failed)
+        second = client.vector_stores.files.upload_and_poll(
+            vector_store_id=store.id, file=("tides.txt", DOCS["tides.txt"].encode())
+        )
+        assert second.status == "completed"
+        found = client.vector_stores.search(store.id, query="moon tides", max_num_results=1)
+        assert [r.file_id for r in found.data] == [second.id]
+    finally:
+        live.stop()
