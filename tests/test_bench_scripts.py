@@ -461,6 +461,12 @@ def test_retrieval_quick(tmp_path: Path) -> None:
         assert figures["n"] == 5 and figures["baseline_n"] == 2, kind
         assert 0 < figures["p50_ms"] <= figures["p95_ms"] and figures["baseline_p50_ms"] > 0, kind
         assert figures["speedup_p50"] == round(figures["baseline_p50_ms"] / figures["p50_ms"], 3), kind
+    pg = data["postgres"]["1000"]  # the same chunks on Postgres with pgvector
+    assert pg["chunks"] == 1000 and pg["index_s"] > 0 and pg["vector_plan"] in ("hnsw", "exact")
+    assert set(pg["kinds"]) == {"vector", "keyword", "hybrid"}
+    for figures in (*pg["kinds"].values(), pg["vector_exact"], pg["vector_hnsw"]):
+        assert figures["n"] == 5 and 0 < figures["p50_ms"] <= figures["p95_ms"]
+    assert pg["vector_exact"]["recall_at_10"] == 1.0 and pg["vector_hnsw"]["recall_at_10"] >= 0.9
 
 
 def test_embedding_texts_are_set_and_different() -> None:

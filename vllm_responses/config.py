@@ -617,7 +617,11 @@ class Config:
     )
     # the Postgres store and replicas sharing it
     db_pool_size: int = setting(
-        10, "--db-pool-size", "Most connections to a Postgres --db (this process).", parse=_at_least(1)
+        10,
+        "--db-pool-size",
+        "Most connections of the store's pool to a Postgres --db (this process; the vector stores' index "
+        "holds a pool of its own of at most 4, or this many when fewer).",
+        parse=_at_least(1),
     )
     replica_id: str | None = setting(
         None,

@@ -1,6 +1,7 @@
-"""Vector stores on the real embedded all-MiniLM-L6-v2 (loaded in process on first use), through the openai SDK:
-files uploaded, a vector store, a batch polled to its end, a chunk longer than the model's input, and searches
-with filters and ranking options that find by meaning what no keyword of the query matches."""
+"""Vector stores on the real embedded all-MiniLM-L6-v2 (loaded in process on first use), through the openai SDK, on
+a SQLite file and on Postgres with pgvector: files uploaded, a vector store, a batch polled to its end, a chunk
+longer than the model's input, and searches with filters and ranking options that find by meaning what no keyword
+of the query matches."""
 
 from __future__ import annotations
 
@@ -29,14 +30,17 @@ DOCS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     if default_embedding_model_path() is None:
         pytest.fail("the embedded embedding model is not set up: run scripts/setup.sh")
     root: Path = tmp_path_factory.mktemp("vstores_real")
-    live = LiveServer(
-        Config(), FakeEngine(), FakeInterpreter(), db=str(root / "r.db"), open_embedder=open_embedder
+    db = (
+        str(root / "r.db")
+        if request.param == "sqlite"
+        else str(request.getfixturevalue("pgvector_module_url"))
     )
+    live = LiveServer(Config(), FakeEngine(), FakeInterpreter(), db=db, open_embedder=open_embedder)
     yield live.start()
     live.stop()
 

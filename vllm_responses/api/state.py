@@ -49,7 +49,7 @@ class AppState:
     started_at: when the app started (Unix time).
     keepalive_s: seconds without an event before an SSE stream gets a keep-alive comment (0: never).
     embeddings: `/v1/embeddings` over the served embedding model (if any).
-    vector_stores: the Vector Stores API and its ingestion (None on a Postgres store).
+    vector_stores: the Vector Stores API and its ingestion.
     """
 
     service: ResponsesService
@@ -58,7 +58,7 @@ class AppState:
     started_at: float
     keepalive_s: float
     embeddings: EmbeddingsService
-    vector_stores: VectorStoreService | None = None
+    vector_stores: VectorStoreService
 
 
 def app_state(connection: HTTPConnection) -> AppState:
@@ -117,8 +117,8 @@ async def _opened(
         )
         try:
             async with opened as vector_stores:
-                if vector_stores is not None:  # their files' bytes count in their project's stored bytes
-                    limits.counters.append(vector_stores.rows.project_bytes)
+                # their files' bytes count in their project's stored bytes
+                limits.counters.append(vector_stores.rows.project_bytes)
                 state = AppState(
                     service=service,
                     lifecycle=lifecycle,

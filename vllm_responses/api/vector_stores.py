@@ -15,7 +15,7 @@ from vllm_responses.api.auth import principal_of
 from vllm_responses.api.params import json_body
 from vllm_responses.api.state import app_state
 from vllm_responses.api.vector_store_json import batch_json, file_json, hit_json, page, store_json
-from vllm_responses.protocol.errors import InvalidRequest, Unavailable
+from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.vector_stores import FILE_STATUSES, string_list
 from vllm_responses.retrieval.filters import parse_filter
 from vllm_responses.retrieval.ranking import parse_max_num_results, parse_ranking_options
@@ -28,13 +28,7 @@ _MAX_QUERIES = 10
 
 
 def _service(request: Request) -> VectorStoreService:
-    service = app_state(request).vector_stores
-    if service is None:
-        raise Unavailable(
-            "Vector stores are served with a SQLite (or memory) store only; this server's --db is Postgres.",
-            code="vector_stores_unavailable",
-        )
-    return service
+    return app_state(request).vector_stores
 
 
 async def _body(request: Request) -> Mapping[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from vllm_responses.protocol.errors import InvalidRequest
@@ -24,6 +24,8 @@ __all__ = [
     "fuse",
     "parse_max_num_results",
     "parse_ranking_options",
+    "plan",
+    "ranked",
 ]
 
 RRF_K = 60
@@ -148,3 +150,27 @@ def fuse(vector: Sequence[int], text: Sequence[int], ranking: Ranking) -> list[t
     best = (ranking.embedding_weight + ranking.text_weight) / (RRF_K + 1)
     order = sorted(total.items(), key=lambda kv: -kv[1])  # stable: first-seen order breaks ties
     return [(chunk, min(1.0, value / best)) for chunk, value in order]
+
+
+def plan(ranking: Ranking, has_vector: bool) -> tuple[Ranking, bool, bool]:
+    """The ranking a search runs (without a query vector: keywords alone) and which lists it needs: (ranking,
+    by vector, by keywords)."""
+    if not has_vector:
+        ranking = replace(
+            ranking, ranker="auto", embedding_weight=0.0, text_weight=ranking.text_weight or 1.0
+        )
+    by_vector = has_vector and (not ranking.fused or ranking.embedding_weight > 0)
+    return ranking, by_vector, ranking.fused and ranking.text_weight > 0
+
+
+def ranked(
+    nearest: Sequence[tuple[int, float]], words: Sequence[int], ranking: Ranking, max_num_results: int
+) -> list[tuple[int, float]]:
+    """The search's results from its vector list (chunk, cosine similarity) and keyword list (chunks), both best
+    first: fused (or, with ranker `none`, the vector list's similarities), none below the threshold, at most
+    `max_num_results`."""
+    if ranking.fused:
+        scored = fuse([c for c, _ in nearest], words, ranking)
+    else:
+        scored = [(c, max(0.0, min(1.0, s))) for c, s in nearest]
+    return [(c, s) for c, s in scored if s >= ranking.score_threshold][:max_num_results]

@@ -14,7 +14,6 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,13 +27,19 @@ from vllm_responses.retrieval.attributes import Attributes
 from vllm_responses.retrieval.filters import Filter
 from vllm_responses.retrieval.index import Hit, Query, StoredChunk, VectorDimensionsDiffer
 from vllm_responses.retrieval.keywords import fts_query
-from vllm_responses.retrieval.ranking import DEFAULT_RANKING, Ranking, fuse
-from vllm_responses.retrieval.vectors import StoreMatrix, from_blobs, to_blob, unit_rows
+from vllm_responses.retrieval.ranking import DEFAULT_RANKING, Ranking, plan, ranked
+from vllm_responses.retrieval.vectors import (
+    CANDIDATES,
+    StoreMatrix,
+    candidates,
+    matrix_of_rows,
+    nearest_in,
+    to_blob,
+    unit_rows,
+)
 from vllm_responses.store.migrations import upgrade_sqlite
 
 __all__ = ["CANDIDATES", "SQLiteIndex"]
-
-CANDIDATES = 64  # each list's length before fusion, at least (4 x max_num_results when that is more)
 
 _DELETE_WORDS = (
     "INSERT INTO vector_store_chunks_fts (vector_store_chunks_fts, rowid, text) "
@@ -230,7 +235,7 @@ class SQLiteIndex:
             "SELECT id, file_id, attributes, vector FROM vector_store_chunks WHERE vector_store_id = ? ORDER BY id",
             (vector_store_id,),
         )
-        loaded = await run_on(SEARCH, _matrix_of, rows)
+        loaded = await run_on(SEARCH, matrix_of_rows, rows)
         self._matrices[vector_store_id] = (generation, loaded)
         self._matrices.move_to_end(vector_store_id)
         while (
@@ -258,24 +263,14 @@ class SQLiteIndex:
         allowed = {s: m.allowed_files(filters) for s, m in stores.items()}
         if not any(allowed.values()):
             return []
-        limit = max(CANDIDATES, 4 * max_num_results)
+        limit = candidates(max_num_results)
         vector = None if query.vector is None else unit_rows(query.vector)
-        if vector is None:
-            ranking = replace(
-                ranking, ranker="auto", embedding_weight=0.0, text_weight=ranking.text_weight or 1.0
-            )
-        by_vector = vector is not None and (not ranking.fused or ranking.embedding_weight > 0)
-        by_text = ranking.fused and ranking.text_weight > 0
+        ranking, by_vector, by_text = plan(ranking, vector is not None)
         nearest, words = await asyncio.gather(  # the vector scan in a thread, the keyword query in SQLite's
-            run_on(SEARCH, _nearest, stores, allowed, vector, limit) if by_vector else _nothing(),
+            run_on(SEARCH, nearest_in, stores, allowed, vector, limit) if by_vector else _nothing(),
             self._keywords(stores, allowed, query.text, limit) if by_text else _nothing(),
         )
-        if ranking.fused:
-            scored = fuse([c for c, _ in nearest], words, ranking)
-        else:
-            scored = [(c, max(0.0, min(1.0, s))) for c, s in nearest]
-        kept = [(c, s) for c, s in scored if s >= ranking.score_threshold][:max_num_results]
-        return await self._hits(kept)
+        return await self._hits(ranked(nearest, words, ranking, max_num_results))
 
     async def _keywords(
         self, stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], text: str, limit: int
@@ -321,28 +316,3 @@ class SQLiteIndex:
 
 async def _nothing() -> list[Any]:
     return []
-
-
-def _matrix_of(rows: list[Any]) -> StoreMatrix:
-    """Rows of (id, file id, attributes, vector) as a `StoreMatrix`."""
-    files: dict[str, int] = {}
-    attributes: list[Attributes] = []
-    file_rows = np.empty(len(rows), dtype=np.int32)
-    for i, (_, file_id, attrs, _) in enumerate(rows):
-        if file_id not in files:
-            files[file_id] = len(files)
-            attributes.append(json.loads(attrs))
-        file_rows[i] = files[file_id]
-    dimensions = len(rows[0][3]) // 4 if rows else 0
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = from_blobs([r[3] for r in rows], dimensions)
-    return StoreMatrix(ids, file_rows, list(files), attributes, matrix)
-
-
-def _nearest(
-    stores: dict[str, StoreMatrix], allowed: dict[str, list[str]], vector: np.ndarray | None, limit: int
-) -> list[tuple[int, float]]:
-    """The `limit` nearest chunks over every vector store (cosine similarity, best first)."""
-    assert vector is not None
-    found = [hit for s, m in stores.items() for hit in m.nearest(vector, allowed[s], limit)]
-    return sorted(found, key=lambda h: (-h[1], h[0]))[:limit]

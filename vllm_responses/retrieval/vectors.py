@@ -1,10 +1,13 @@
 """Exact vector search: vectors kept as little-endian float32 blobs of unit length, and `StoreMatrix`, one vector
-store's chunks as one numpy matrix (with each row's file), searched by cosine similarity under a file mask."""
+store's chunks as one numpy matrix (with each row's file), searched by cosine similarity under a file mask; how
+many candidates each of a search's lists holds before fusion."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -13,10 +16,26 @@ from vllm_responses.retrieval.attributes import Attributes
 from vllm_responses.retrieval.filters import Filter, matches
 from vllm_responses.retrieval.index import VectorDimensionsDiffer
 
-__all__ = ["Matrix", "StoreMatrix", "from_blobs", "to_blob", "unit_rows"]
+__all__ = [
+    "CANDIDATES",
+    "Matrix",
+    "StoreMatrix",
+    "candidates",
+    "from_blobs",
+    "matrix_of_rows",
+    "nearest_in",
+    "to_blob",
+    "unit_rows",
+]
 
 Matrix = npt.NDArray[np.float32]
 _DTYPE = np.dtype("<f4")
+CANDIDATES = 64  # each list's length before fusion, at least (4 x max_num_results when that is more)
+
+
+def candidates(max_num_results: int) -> int:
+    """How many chunks each list (vector, keywords) of a search for `max_num_results` holds before fusion."""
+    return max(CANDIDATES, 4 * max_num_results)
 
 
 def unit_rows(vectors: npt.ArrayLike) -> Matrix:
@@ -92,3 +111,28 @@ class StoreMatrix:
         top = top[np.isfinite(sims[top])]
         order = top[np.lexsort((self.ids[top], -sims[top]))]
         return [(int(self.ids[i]), float(sims[i])) for i in order]
+
+
+def matrix_of_rows(rows: Sequence[Any]) -> StoreMatrix:
+    """Rows of (id, file id, attributes as JSON, vector blob), in id order, as a `StoreMatrix`."""
+    files: dict[str, int] = {}
+    attributes: list[Attributes] = []
+    file_rows = np.empty(len(rows), dtype=np.int32)
+    for i, (_, file_id, attrs, _) in enumerate(rows):
+        if file_id not in files:
+            files[file_id] = len(files)
+            attributes.append(json.loads(attrs))
+        file_rows[i] = files[file_id]
+    dimensions = len(rows[0][3]) // 4 if rows else 0
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = from_blobs([bytes(r[3]) for r in rows], dimensions)
+    return StoreMatrix(ids, file_rows, list(files), attributes, matrix)
+
+
+def nearest_in(
+    stores: Mapping[str, StoreMatrix], allowed: Mapping[str, list[str]], vector: Matrix | None, limit: int
+) -> list[tuple[int, float]]:
+    """The `limit` nearest chunks over every vector store (cosine similarity, best first, ties by chunk id)."""
+    assert vector is not None
+    found = [hit for s, m in stores.items() for hit in m.nearest(vector, allowed[s], limit)]
+    return sorted(found, key=lambda h: (-h[1], h[0]))[:limit]

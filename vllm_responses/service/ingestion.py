@@ -32,10 +32,10 @@ from vllm_responses.context.pdf_budget import PdfBudget
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.embedder import Embedder
 from vllm_responses.executors import FILE_TEXT, run_on
+from vllm_responses.protocol.errors import Unavailable
 from vllm_responses.retrieval.chunk_vectors import embed_chunks
 from vllm_responses.retrieval.chunking import ChunkingStrategy, chunk_text
-from vllm_responses.retrieval.index import VectorDimensionsDiffer
-from vllm_responses.retrieval.sqlite_index import SQLiteIndex
+from vllm_responses.retrieval.index import ChunkIndex, VectorDimensionsDiffer
 from vllm_responses.retrieval.tokens import Tokenizer
 from vllm_responses.retrieval.vector_store_records import FileRow
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
@@ -81,7 +81,7 @@ class Ingestion:
     def __init__(
         self,
         rows: VectorStoreRows,
-        index: SQLiteIndex,
+        index: ChunkIndex,
         files: FileService,
         embedder: Embedder | None,
         tokenizer: Tokenizer,
@@ -143,7 +143,9 @@ class Ingestion:
                         task = asyncio.create_task(self._ingest(row), name=f"ingest-{row.file_id}")
                         self.working[key] = task
                         task.add_done_callback(partial(self._done, key))
-            except Exception:  # the database busy or gone: tried again at the next heartbeat
+            except Unavailable as exc:  # Postgres unreachable: tried again at the next heartbeat
+                logger.warning("vector store ingestion: claiming files failed: %s", exc.message)
+            except Exception:  # the database busy, or a bug: tried again at the next heartbeat
                 logger.exception("vector store ingestion: claiming files failed")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.heartbeat_s):

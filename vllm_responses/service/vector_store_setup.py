@@ -1,6 +1,6 @@
 """`open_vector_stores`: the Vector Stores API's parts put together over the opened store: the chunk index and its
-rows in the store's SQLite file (a `:memory:` database for the memory store), the chunking tokenizer, the
-background ingestion and the sweep; None on a Postgres store, where vector stores are not served yet."""
+rows in the store's database (its SQLite file, its Postgres database, a `:memory:` SQLite database for the memory
+store), the chunking tokenizer, the background ingestion and the sweep."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from vllm_responses.context.extraction import ExtractionPool
 from vllm_responses.context.file_text import FileLimits
 from vllm_responses.engine.embedder import Embedder
 from vllm_responses.engine.models import default_embedding_model_path
+from vllm_responses.retrieval.index import ChunkIndex
+from vllm_responses.retrieval.open import index_for
+from vllm_responses.retrieval.postgres_vector_store_rows import PostgresVectorStoreRows
 from vllm_responses.retrieval.sqlite_index import SQLiteIndex
+from vllm_responses.retrieval.sqlite_vector_store_rows import SQLiteVectorStoreRows
 from vllm_responses.retrieval.tokens import HFTokenizer, Tokenizer
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.retrieval.word_tokens import WordTokenizer
@@ -21,18 +25,35 @@ from vllm_responses.service.ingestion import Ingestion
 from vllm_responses.service.vector_store_sweep import VectorStoreSweep
 from vllm_responses.service.vector_stores import VectorStoreService
 from vllm_responses.store.base import ResponseStore
-from vllm_responses.store.memory import MemoryStore
+from vllm_responses.store.postgres import PostgresStore
 from vllm_responses.store.sqlite import SQLiteStore
 from vllm_responses.tools.files import FileService
 
-__all__ = ["chunk_tokenizer", "index_path", "open_vector_stores"]
+__all__ = ["INDEX_POOL_SIZE", "chunk_tokenizer", "index_db", "open_rows", "open_vector_stores"]
+
+# most connections of the chunk index's own pool on Postgres (fewer with a smaller --db-pool-size)
+INDEX_POOL_SIZE = 4
 
 
-def index_path(store: ResponseStore) -> str | None:
-    """Where the chunk index lives: the SQLite store's file, memory for the memory store, None for Postgres."""
+def index_db(store: ResponseStore) -> str:
+    """Where the chunk index lives: the store's database (its SQLite file, its Postgres URL), else (the memory
+    store) a `:memory:` SQLite database of this process's own."""
     if isinstance(store, SQLiteStore):
         return store.path
-    return ":memory:" if isinstance(store, MemoryStore) else None
+    return store.url if isinstance(store, PostgresStore) else ":memory:"
+
+
+@asynccontextmanager
+async def open_rows(
+    config: Config, store: ResponseStore
+) -> AsyncIterator[tuple[ChunkIndex, VectorStoreRows]]:
+    """The chunk index of the store's database (`index_for`), open, and the vector stores' rows beside it, on its
+    connection (SQLite) or its pool (Postgres)."""
+    async with index_for(index_db(store), pool_size=min(INDEX_POOL_SIZE, config.db_pool_size)) as index:
+        if isinstance(index, SQLiteIndex):
+            yield index, SQLiteVectorStoreRows(index.db, index.lock)
+        else:
+            yield index, PostgresVectorStoreRows(index.pool)
 
 
 def chunk_tokenizer(config: Config) -> Tokenizer:
@@ -57,15 +78,10 @@ async def open_vector_stores(
     extraction: ExtractionPool,
     embedder: Embedder | None,
     owner: str,
-) -> AsyncIterator[VectorStoreService | None]:
-    """The vector store service with its ingestion and sweep running (None where the store has no SQLite file); on
-    exit they stop (files in progress stay so, taken up at the next start) and the index closes."""
-    path = index_path(store)
-    if path is None:
-        yield None
-        return
-    async with SQLiteIndex(path) as index:
-        rows = VectorStoreRows(index.db, index.lock)
+) -> AsyncIterator[VectorStoreService]:
+    """The vector store service with its ingestion and sweep running; on exit they stop (files in progress stay
+    so, taken up at the next start or by another replica) and the index closes."""
+    async with open_rows(config, store) as (index, rows):
         limits = FileLimits(
             config.input_file_max_bytes, config.input_file_max_pages, config.input_file_max_chars
         )

@@ -29,8 +29,8 @@ from vllm_responses.protocol.vector_stores import (
 )
 from vllm_responses.retrieval.attributes import Attributes, check_attributes
 from vllm_responses.retrieval.chunking import parse_chunking_strategy
+from vllm_responses.retrieval.index import ChunkIndex
 from vllm_responses.retrieval.search import FoundChunk, VectorSearch, project_store
-from vllm_responses.retrieval.sqlite_index import SQLiteIndex
 from vllm_responses.retrieval.vector_store_records import BatchRow, FileCounts, FileRow, StoreRow, expiry
 from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.service.ingestion import Ingestion
@@ -55,7 +55,7 @@ class VectorStoreService:
     def __init__(
         self,
         rows: VectorStoreRows,
-        index: SQLiteIndex,
+        index: ChunkIndex,
         files: FileService,
         embedder: Embedder | None,
         ingestion: Ingestion,

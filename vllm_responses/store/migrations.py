@@ -234,6 +234,8 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE vector_store_files ADD COLUMN content TEXT;
     CREATE INDEX vector_stores_expires ON vector_stores (expires_at)
     """,
+    # 12: nothing on SQLite (Postgres's pgvector column; SQLite searches the blobs exactly)
+    "SELECT 1",
 )
 
 POSTGRES_MIGRATIONS: tuple[str, ...] = (
@@ -423,6 +425,31 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE vector_store_files ADD COLUMN content TEXT;
     CREATE INDEX vector_stores_expires ON vector_stores (expires_at)
+    """,
+    # 12: where the server offers pgvector, the `vector` extension (created here when our role may; an operator
+    # may create it beforehand) and each chunk's vector also as an untyped `vector` column, `embedding`, so that
+    # vectors of any length share it: retrieval/pgvector.py adds one HNSW index per length, on the expression
+    # `embedding::vector(N)` for the rows of that length; statistics on `vector_dims(embedding)` let the planner
+    # see how many rows each length has (else it guesses 0.5% and never picks the HNSW index). Without the
+    # extension nothing changes here, and the index searches the BYTEA vectors exactly; `PostgresIndex` adds the
+    # column (and fills it) once the extension exists.
+    """
+    DO $$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+            BEGIN
+                CREATE EXTENSION IF NOT EXISTS vector;
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE NOTICE 'the vector extension could not be created: exact search until it is';
+            END;
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+            ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector;
+            CREATE STATISTICS IF NOT EXISTS vector_store_chunks_dims ON (vector_dims(embedding))
+                FROM vector_store_chunks;
+        END IF;
+    END
+    $$
     """,
 )
 

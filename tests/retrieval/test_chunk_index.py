@@ -1,6 +1,7 @@
-"""The SQLite chunk index on a real SQLite file, with a deterministic embedder (words to concepts): hybrid search
+"""The chunk index's contract, run on each index: SQLite (a real file), Postgres with pgvector (HNSW) and Postgres
+without it (exact search over the BYTEA vectors), with a deterministic embedder (words to concepts): hybrid search
 finds what either list alone misses, filters apply before ranking, thresholds and result counts hold, and a
-file's chunks come and go (FTS5 rows too), seen by another connection's cache as well."""
+file's chunks come and go (FTS5 rows too), seen by another connection (a replica) as well."""
 
 from __future__ import annotations
 
@@ -13,9 +14,14 @@ import pytest
 
 from vllm_responses.retrieval.filters import parse_filter
 from vllm_responses.retrieval.index import Query, StoredChunk, VectorDimensionsDiffer
+from vllm_responses.retrieval.open import index_for
+from vllm_responses.retrieval.postgres_index import PostgresIndex
 from vllm_responses.retrieval.ranking import Ranking
-from vllm_responses.retrieval.sqlite_index import CANDIDATES, SQLiteIndex
-from vllm_responses.store.sqlite import SQLiteStore
+from vllm_responses.retrieval.sqlite_index import SQLiteIndex
+from vllm_responses.retrieval.vectors import CANDIDATES
+from vllm_responses.store.open import store_for
+
+Index = SQLiteIndex | PostgresIndex
 
 # A tiny "meaning": each concept one dimension; words outside the table carry none (as an embedding model
 # knows nothing of a part number).
@@ -43,29 +49,45 @@ DOCS = {
 }
 
 
+@pytest.fixture(params=["sqlite", "pgvector", "postgres"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-async def index(tmp_path: Path) -> AsyncIterator[SQLiteIndex]:
-    async with SQLiteIndex(tmp_path / "responses.db") as idx:
+def where(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The `--db` of each index in turn: a SQLite file, a Postgres database with pgvector, one without."""
+    if kind == "sqlite":
+        return str(tmp_path / "responses.db")
+    return str(request.getfixturevalue("pgvector_url" if kind == "pgvector" else "pg_url"))
+
+
+@pytest.fixture
+async def index(kind: str, where: str) -> AsyncIterator[Index]:
+    async with index_for(where) as idx:
+        assert (kind == "pgvector") == (isinstance(idx, PostgresIndex) and idx.pgvector is not None)
         yield idx
 
 
-async def add(idx: SQLiteIndex, store: str, file_id: str, texts: list[str], **attributes: object) -> None:
+async def add(idx: Index, store: str, file_id: str, texts: list[str], **attributes: object) -> None:
     await idx.add_file(store, file_id, texts, np.stack([embed(t) for t in texts]), dict(attributes))  # type: ignore[arg-type]
 
 
-async def fts_in_step(idx: SQLiteIndex) -> None:
-    """FTS5's check that its words are exactly those of the chunk rows (an error otherwise)."""
-    await idx.db.execute(
-        "INSERT INTO vector_store_chunks_fts (vector_store_chunks_fts, rank) VALUES ('integrity-check', 1)"
-    )
+async def fts_in_step(idx: Index) -> None:
+    """FTS5's check that its words are exactly those of the chunk rows (an error otherwise); Postgres's words are
+    a generated column, in step by construction."""
+    if isinstance(idx, SQLiteIndex):
+        await idx.db.execute(
+            "INSERT INTO vector_store_chunks_fts (vector_store_chunks_fts, rank) VALUES ('integrity-check', 1)"
+        )
 
 
-async def search(idx: SQLiteIndex, text: str, stores: tuple[str, ...] = ("vs_1",), **kw: object) -> list[str]:
+async def search(idx: Index, text: str, stores: tuple[str, ...] = ("vs_1",), **kw: object) -> list[str]:
     hits = await idx.search(stores, Query(text, embed(text)), **kw)  # type: ignore[arg-type]
     return [h.file_id for h in hits]
 
 
-async def test_hybrid_finds_what_either_alone_misses(index: SQLiteIndex) -> None:
+async def test_hybrid_finds_what_either_alone_misses(index: Index) -> None:
     for file_id, text in DOCS.items():
         await add(index, "vs_1", file_id, [text])
     query = "automobile repair XJ900"
@@ -87,7 +109,7 @@ async def test_hybrid_finds_what_either_alone_misses(index: SQLiteIndex) -> None
     )
 
 
-async def test_scores_in_0_1_threshold_and_max_results(index: SQLiteIndex) -> None:
+async def test_scores_in_0_1_threshold_and_max_results(index: Index) -> None:
     for file_id, text in DOCS.items():
         await add(index, "vs_1", file_id, [text])
     cosine = await index.search(["vs_1"], Query("car", embed("car")), ranking=Ranking(ranker="none"))
@@ -111,7 +133,7 @@ async def test_scores_in_0_1_threshold_and_max_results(index: SQLiteIndex) -> No
     assert [h.file_id for h in none_found] == []  # first in the vector list only: 0.5
 
 
-async def test_filters_apply_before_ranking(index: SQLiteIndex) -> None:
+async def test_filters_apply_before_ranking(index: Index) -> None:
     """More files of the wrong team than either list holds rank above the one of the right team: a filter
     applied after ranking would find nothing."""
     for i in range(CANDIDATES + 10):
@@ -132,7 +154,7 @@ async def test_filters_apply_before_ranking(index: SQLiteIndex) -> None:
     assert await search(index, "car", filters=parse_filter({"type": "eq", "key": "team", "value": "z"})) == []
 
 
-async def test_replacing_reattributing_and_deleting_a_files_chunks(index: SQLiteIndex) -> None:
+async def test_replacing_reattributing_and_deleting_a_files_chunks(index: Index) -> None:
     await add(index, "vs_1", "file-1", ["zebra crossing", "car park"], kind="old")
     await add(index, "vs_1", "file-2", ["car wash"])
     assert await index.file_chunks("vs_1", "file-1") == [
@@ -157,7 +179,7 @@ async def test_replacing_reattributing_and_deleting_a_files_chunks(index: SQLite
     await fts_in_step(index)  # no word of a removed chunk is left behind
 
 
-async def test_stores_are_apart_and_searched_together(index: SQLiteIndex) -> None:
+async def test_stores_are_apart_and_searched_together(index: Index) -> None:
     await add(index, "vs_1", "file-1", ["car one"])
     await add(index, "vs_2", "file-2", ["car two"])
     assert await search(index, "car", ("vs_1",)) == ["file-1"]
@@ -167,10 +189,9 @@ async def test_stores_are_apart_and_searched_together(index: SQLiteIndex) -> Non
     assert await search(index, "car", ("vs_1", "vs_2")) == ["file-1"]
 
 
-async def test_another_connection_sees_changes(tmp_path: Path) -> None:
-    """A replica's cached matrix is dropped once another writes the vector store (its generation moved)."""
-    db = tmp_path / "shared.db"
-    async with SQLiteIndex(db) as one, SQLiteIndex(db) as two:
+async def test_another_connection_sees_changes(where: str) -> None:
+    """A replica's cached catalogue is dropped once another writes the vector store (its generation moved)."""
+    async with index_for(where) as one, index_for(where) as two:
         await add(one, "vs_1", "file-1", ["car one"])
         assert await search(two, "car", ranking=Ranking(ranker="none")) == ["file-1"]  # cached by two
         await add(one, "vs_1", "file-2", ["car car two"])
@@ -188,19 +209,18 @@ async def test_another_connection_sees_changes(tmp_path: Path) -> None:
         assert await search(two, "boat", ("vs_2",), ranking=vector) == ["file-6"]
 
 
-async def test_the_store_and_the_index_share_one_file(tmp_path: Path) -> None:
-    db = tmp_path / "responses.db"
-    store = SQLiteStore(db)
+async def test_the_store_and_the_index_share_one_database(where: str) -> None:
+    store = store_for(where)
     await store.open()
     try:
-        async with SQLiteIndex(db) as idx:  # the store migrated it: the index finds its tables
+        async with index_for(where) as idx:  # the store migrated it: the index finds its tables
             await add(idx, "vs_1", "file-1", ["car"])
             assert await search(idx, "car") == ["file-1"]
     finally:
         await store.aclose()
 
 
-async def test_bad_input(index: SQLiteIndex) -> None:
+async def test_bad_input(index: Index) -> None:
     await add(index, "vs_1", "file-1", ["car"])
     with pytest.raises(VectorDimensionsDiffer):
         await index.add_file("vs_1", "file-2", ["x"], np.ones((1, 3)), {})
@@ -217,7 +237,7 @@ async def test_bad_input(index: SQLiteIndex) -> None:
         await index.search(["vs_1"], Query(text))
 
 
-async def test_concurrent_writes_and_searches_stay_whole(index: SQLiteIndex) -> None:
+async def test_concurrent_writes_and_searches_stay_whole(index: Index) -> None:
     """Writes and searches at once on one index: each write is whole (its rows, its words), none is lost."""
 
     async def write(i: int) -> None:
@@ -231,6 +251,6 @@ async def test_concurrent_writes_and_searches_stay_whole(index: SQLiteIndex) -> 
         *(write(i) for i in range(20)), *(look() for _ in range(20)), index.delete_file("vs_1", "file-3")
     )
     assert len(await index.search(["vs_1"], Query("number0 number1 number2"), max_num_results=50)) == 6
-    chunks = await (await index.db.execute("SELECT count(*) FROM vector_store_chunks")).fetchone()
-    assert chunks is not None and chunks[0] in (38, 40)  # file-3 deleted before or after it was added
+    chunks = [len(await index.file_chunks("vs_1", f"file-{i}")) for i in range(20)]
+    assert sum(chunks) in (38, 40)  # file-3 deleted before or after it was added
     await fts_in_step(index)
