@@ -224,6 +224,21 @@ def test_a_bad_tool_is_refused_naming_its_field(
     assert caught.value.status_code == status
 
 
+@pytest.mark.parametrize(
+    "tools",
+    [
+        [
+            {"type": "file_search", "vector_store_ids": ["vs_a"]},
+            {"type": "file_search", "vector_store_ids": ["vs_b"]},
+        ],
+        [{"type": "file_search", "vector_store_ids": ["vs_a"]}, {"type": "function", "name": "file_search"}],
+    ],
+)
+def test_one_file_search_and_no_tool_of_its_name(client: openai.OpenAI, tools: list[Any]) -> None:
+    error = sdk_refusal(lambda: client.responses.create(model=MODEL, input="q", tools=tools))
+    assert error["param"] == "tools"
+
+
 def test_another_projects_store_is_not_found(fx: Fixture) -> None:
     error = sdk_refusal(lambda: sdk(fx.live, KEY_B).responses.create(model=MODEL, input="q", tools=fx.tool()))
     assert error["param"] == "tools[0].vector_store_ids[0]" and fx.store in error["message"]
@@ -348,3 +363,34 @@ def test_the_search_route_bounds_each_query(fx: Fixture) -> None:
         headers={"Authorization": f"Bearer {KEY_A}", "Content-Type": "application/json"},
     )
     assert r.status_code == 400 and r.json()["error"]["param"] == "query"
+
+
+def test_websocket_mode_keeps_the_call_on_the_connection(fx: Fixture, client: openai.OpenAI) -> None:
+    """A `store: false` response on a WebSocket connection: its file search, read by the next turn through its
+    `previous_response_id` from the connection's cache, as the first turn read it."""
+    fx.engine.reset(function_call("file_search", {"queries": ["owls"]}), say("Owls."), say("again"))
+    ended = []
+    with client.responses.connect() as connection:
+        for body in ({"input": "owls?"}, {"input": "more"}):
+            previous = {"previous_response_id": ended[-1]["id"]} if ended else {}
+            connection.send(
+                {
+                    "type": "response.create",
+                    "model": MODEL,
+                    "store": False,
+                    "tools": fx.tool(),
+                    **body,
+                    **previous,
+                }
+            )
+            for event in connection:
+                assert event.type != "error", event
+                if event.type == "response.completed":
+                    ended.append(event.response.model_dump(mode="json", exclude_unset=True))
+                    break
+    validate_response(ended[0])
+    call = ended[0]["output"][0]
+    assert (call["type"], call["status"], call["results"]) == ("file_search_call", "completed", None)
+    read = fx.engine.requests[1].turns[-1]
+    assert isinstance(read, ToolResult) and read.output.startswith(f"[1] file_id: {fx.owls}")
+    assert fx.engine.requests[2].turns[-3] == read

@@ -295,7 +295,8 @@ def _check_combinations(req: CreateResponseRequest) -> None:
 
 
 def _check_tools(req: CreateResponseRequest) -> None:
-    """Unique function and custom tool names, and at most one code_interpreter."""
+    """Unique function and custom tool names, at most one code_interpreter and one file_search (and no client
+    tool named as the file search is offered)."""
     names = [model_tool_name(t.name, ns) for ns, t in req.client_tools] + req.coding_tools
     if len(set(names)) != len(names):
         raise InvalidRequest(
@@ -306,8 +307,14 @@ def _check_tools(req: CreateResponseRequest) -> None:
     for i, tool in enumerate(req.tools):
         if isinstance(tool, WebSearchTool):
             search_options(tool, f"tools[{i}]")  # its filters and user_location as the SDK types them
-    if sum(isinstance(t, FileSearchTool) for t in req.tools) > 1:
-        raise InvalidRequest("At most one file_search tool may be given.", param="tools")
+    if any(isinstance(t, FileSearchTool) for t in req.tools):
+        if sum(isinstance(t, FileSearchTool) for t in req.tools) > 1:
+            raise InvalidRequest("At most one file_search tool may be given.", param="tools")
+        if "file_search" in names:  # the name the file search is offered to the model under
+            raise InvalidRequest(
+                "A function or custom tool named 'file_search' cannot be given beside the file_search tool.",
+                param="tools",
+            )
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
 
