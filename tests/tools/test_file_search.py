@@ -8,6 +8,7 @@ failed search a failed call the response goes on from; the item given back (with
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,23 @@ def test_a_failed_search_is_a_failed_call_and_the_response_goes_on(
     r = client.responses.create(model=MODEL, input="q", tools=fx.tool())
     assert r.status == "completed" and r.output[0].status == "failed"  # type: ignore[union-attr]
     assert fx.engine.requests[1].turns[-1].output == "Error: the call gave no query."  # type: ignore[union-attr]
+
+
+def test_an_expired_store_is_a_failed_call(fx: Fixture, client: openai.OpenAI) -> None:
+    store = client.vector_stores.create(name="brief", expires_after={"anchor": "last_active_at", "days": 1})
+    client.vector_stores.files.create_and_poll(file_id=fx.owls, vector_store_id=store.id)
+    service = fx.live.app.state.vr.vector_stores
+    service.clock = lambda: time.time() + 2 * 86400  # the service's clock, two days on
+    try:
+        fx.engine.reset(function_call("file_search", {"queries": ["owls"]}), say("It expired."))
+        r = client.responses.create(
+            model=MODEL, input="q", tools=[{"type": "file_search", "vector_store_ids": [store.id]}]
+        )
+    finally:
+        service.clock = time.time
+    assert r.status == "completed" and r.output[0].status == "failed"  # type: ignore[union-attr]
+    read = fx.engine.requests[1].turns[-1]
+    assert read.output == f"Error: the file search failed (The vector store {store.id} has expired.)."  # type: ignore[union-attr]
 
 
 def _search_then(fx: Fixture, client: openai.OpenAI, **create: Any) -> Any:
