@@ -26,7 +26,7 @@ CASES = [
     ({"model": MODEL, "input": "hi", "temperature": 7}, 400, "temperature"),
     ({"model": MODEL, "input": "hi", "top_p": 0}, 400, "top_p"),
     ({"model": MODEL, "input": "hi", "max_output_tokens": 0}, 400, "max_output_tokens"),
-    ({"model": MODEL, "input": "hi", "tools": [{"type": "file_search"}]}, 400, "tools[0].type"),
+    ({"model": MODEL, "input": "hi", "tools": [{"type": "image_generation"}]}, 400, "tools[0].type"),
     ({"model": MODEL, "input": "hi", "tools": [{"type": "function"}]}, 400, "tools[0].name"),
     (
         {"model": MODEL, "input": "hi", "tools": [{"type": "code_interpreter", "container": "bogus"}]},
@@ -174,7 +174,8 @@ def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: Fak
 # the SDK knows is refused.
 HONOURED = {"code_interpreter_call.outputs": "outputs", "reasoning.encrypted_content": "encrypted_content"}
 # (honoured where a search backend serves web_search: tests/tools/test_web_search.py)
-SEARCH_ONLY = {"web_search_call.action.sources", "web_search_call.results"}
+# (file_search_call.results: tests/tools/test_file_search.py)
+SEARCH_ONLY = {"web_search_call.action.sources", "web_search_call.results", "file_search_call.results"}
 # honoured where the engine gives them (tests/api/test_logprobs.py)
 LOGPROBS = {"message.output_text.logprobs"}
 CI = [{"type": "code_interpreter", "container": {"type": "auto"}}]
@@ -196,7 +197,8 @@ def test_every_sdk_include_value_is_honoured_or_refused(
     fake_server: LiveServer, engine: FakeEngine, value: str
 ) -> None:
     base = fake_server.base_url + "/v1/responses"
-    # honoured where a search backend serves web_search (test_web_search.py), or where the engine scores tokens
+    # honoured where a search backend serves web_search (test_web_search.py), a file search ran
+    # (test_file_search.py), or where the engine scores tokens
     if value == "message.input_image.image_url":  # honoured always: stored input images keep their data URL
         png = io.BytesIO()
         PILImage.new("RGB", (2, 2)).save(png, "PNG")

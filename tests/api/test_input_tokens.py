@@ -59,7 +59,7 @@ def test_wire_shape(fake_server: LiveServer) -> None:
     "body,status,param",
     [
         ({"model": "gpt-9", "input": "hi"}, 404, "model"),
-        ({"input": "hi", "tools": [{"type": "file_search"}]}, 400, "tools[0].type"),
+        ({"input": "hi", "tools": [{"type": "image_generation"}]}, 400, "tools[0].type"),
         ({"input": [{"role": "wizard", "content": "hi"}]}, 400, "input[0].role"),
         ({"input": "hi", "previous_response_id": "resp_nope"}, 404, "previous_response_id"),
         ({"input": "hi", "conversation": "conv_1"}, 404, "conversation"),

@@ -155,7 +155,7 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("reasoning.context", {"reasoning": {"context": "some"}}, "reasoning.context", "invalid_value"),
     ("truncation", {"truncation": "middle"}, "truncation", "invalid_value"),
     ("tool_choice", {"tool_choice": "sometimes"}, "tool_choice", "invalid_value"),
-    ("tool_choice.type", {"tool_choice": {"type": "file_search"}}, "tool_choice.type", "invalid_value"),
+    ("tool_choice.type", {"tool_choice": {"type": "image_generation"}}, "tool_choice.type", "invalid_value"),
     (
         "tool_choice.name",
         {"tools": [FN], "tool_choice": {"type": "function"}},

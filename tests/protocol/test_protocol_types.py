@@ -12,6 +12,7 @@ from openai.types.responses import (
     ResponseCodeInterpreterToolCall,
     ResponseCompactionItem,
     ResponseCustomToolCall,
+    ResponseFileSearchToolCall,
     ResponseFunctionShellToolCall,
     ResponseFunctionToolCall,
     ResponseFunctionWebSearch,
@@ -25,6 +26,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response import Conversation as ResponseConversation
 from openai.types.responses.response_code_interpreter_tool_call import OutputImage, OutputLogs
+from openai.types.responses.response_file_search_tool_call import Result as FileSearchResult
 from openai.types.responses.response_output_item import (
     LocalShellCall,
     McpApprovalRequest,
@@ -32,7 +34,11 @@ from openai.types.responses.response_output_item import (
     McpListTools,
     McpListToolsTool,
 )
-from openai.types.responses.response_output_text import AnnotationContainerFileCitation, AnnotationURLCitation
+from openai.types.responses.response_output_text import (
+    AnnotationContainerFileCitation,
+    AnnotationFileCitation,
+    AnnotationURLCitation,
+)
 from openai.types.responses.response_reasoning_item import Summary as ReasoningSummary
 from openai.types.responses.response_status import ResponseStatus as SDKResponseStatus
 from pydantic import BaseModel
@@ -67,6 +73,9 @@ ITEM_MODELS: list[tuple[Any, type[BaseModel]]] = [
     (items.ApplyPatchCallItem, ResponseApplyPatchToolCall),
     (items.WebSearchCallItem, ResponseFunctionWebSearch),
     (items.UrlCitation, AnnotationURLCitation),
+    (items.FileCitation, AnnotationFileCitation),
+    (items.FileSearchCallItem, ResponseFileSearchToolCall),
+    (items.FileSearchResult, FileSearchResult),
     (items.SummaryText, ReasoningSummary),
     (items.ToolSearchCallItem, ResponseToolSearchCall),
     (items.ToolSearchOutputItem, ResponseToolSearchOutputItem),
@@ -103,9 +112,9 @@ def test_every_event_type_matches_its_sdk_model() -> None:
     sdk = _sdk_events()
     ours = _our_events()
     assert (
-        len(ours) == 43
+        len(ours) == 46
     )  # the lifecycle TypedDict covers six types (queued too), the MCP item events six, web search three,
-    # reasoning summaries four, shell commands three, compaction one
+    # file search three, reasoning summaries four, shell commands three, compaction one
     for literal, td in ours:
         assert literal in sdk, literal
         _check(td, sdk[literal])

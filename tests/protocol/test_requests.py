@@ -17,9 +17,12 @@ def test_check_includes_names_the_first_refused_value() -> None:
     check_includes(SUPPORTED_INCLUDES)
     check_includes([])
     with pytest.raises(InvalidRequest) as known:
-        check_includes(["code_interpreter_call.outputs", "file_search_call.results"])
+        check_includes(["code_interpreter_call.outputs", "computer_call_output.output.image_url"])
     assert known.value.param == "include[1]" and known.value.code == "unsupported_value"
-    assert "'file_search_call.results' is an include value this server does not" in known.value.message
+    assert (
+        "'computer_call_output.output.image_url' is an include value this server does not"
+        in known.value.message
+    )
     with pytest.raises(InvalidRequest) as unknown:
         check_includes(["nonsense"])
     assert unknown.value.param == "include[0]" and "'nonsense' is unknown" in unknown.value.message
@@ -36,7 +39,7 @@ def test_create_refuses_include_values_with_the_same_check() -> None:
 
 def test_create_and_retrieve_refuse_an_include_value_alike(fake_server: LiveServer) -> None:
     base = fake_server.base_url + "/v1/responses"
-    include = ["code_interpreter_call.outputs", "file_search_call.results"]
+    include = ["code_interpreter_call.outputs", "computer_call_output.output.image_url"]
     created = httpx.post(base, json={"model": MODEL, "input": "hi", "include": include}, timeout=10)
     rid = httpx.post(base, json={"model": MODEL, "input": "hi"}, timeout=10).json()["id"]
     retrieved = httpx.get(f"{base}/{rid}", params={"include[]": include}, timeout=10)
@@ -71,7 +74,7 @@ def test_an_unsupported_item_type_lists_the_supported_ones() -> None:
     assert item.value.param == "input[0].type"
     assert all(kind in item.value.message for kind in INPUT_ITEM_TYPES)
     with pytest.raises(InvalidRequest) as tool:
-        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "file_search"}]})
+        parse_create_request({"model": MODEL, "input": "hi", "tools": [{"type": "image_generation"}]})
     assert tool.value.param == "tools[0].type"
     assert all(repr(kind) in tool.value.message for kind in TOOL_TYPES)
 

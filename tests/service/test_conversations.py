@@ -136,7 +136,7 @@ def test_items_create_list_paginate_retrieve_delete(client: openai.OpenAI) -> No
 @pytest.mark.parametrize(
     ("method", "path", "kw", "param"),
     [
-        ("POST", "", {"json": {"items": [{"type": "file_search_call", "id": "fs_1"}]}}, "items[0].type"),
+        ("POST", "", {"json": {"items": [{"type": "image_generation_call", "id": "ig_1"}]}}, "items[0].type"),
         ("POST", "", {"json": {"items": [{"role": "wizard", "content": "x"}]}}, "items[0].role"),
         ("POST", "", {"json": {"items": [{"role": "user", "content": "x"}] * 21}}, "items"),
         ("POST", "", {"json": {"metadata": {str(i): "v" for i in range(17)}}}, "metadata"),

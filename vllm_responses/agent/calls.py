@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from interpreter_service import InterpreterError
 from vllm_responses.builder.response import ResponseBuilder
+from vllm_responses.context.file_results import FILE_SEARCH_NAME
 from vllm_responses.context.searches import SEARCH_ACTIONS
 from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.parsers.partial_list import JsonStringListField
@@ -45,6 +46,7 @@ class OpenCall:
     coding: str | None = None  # set for calls to a coding tool: the item type, added when the call ends
     commands: JsonStringListField | None = None  # set for shell calls: decodes the commands as they stream
     search: bool = False  # a web search (run by the server once the model call ends)
+    file_search: bool = False  # a file search (run by the server once the model call ends)
     finder: str | None = None  # a tool search: who runs it ("server": the loop, "client"), added when it ends
 
     @property
@@ -69,6 +71,8 @@ class CallTracker:
         web_search_call items, run by the loop once the model call ends).
     tool_search: who runs the tool search, when it is offered ("server": the loop, once the model call
         ends; "client": its call becomes a tool_search_call item the client answers).
+    file_search: whether the file search is offered (its calls become file_search_call items, run by the
+        loop once the model call ends).
     container: gives the container id a code call runs in (creates one on first use, waiting its turn when
         the sandbox is full); None when the response has no code interpreter. When it raises an
         `InterpreterError` (none could be had in time), the call's item gets an empty `container_id` and
@@ -84,6 +88,7 @@ class CallTracker:
         mcp_routes: Mapping[str, McpRoute] | None = None,
         search_names: frozenset[str] = frozenset(),
         tool_search: str | None = None,
+        file_search: bool = False,
     ) -> None:
         self.builder = builder
         self.mcp_routes = mcp_routes or {}
@@ -91,6 +96,7 @@ class CallTracker:
         self.client_tools = client_tools or {}
         self.search_names = search_names
         self.tool_search = tool_search
+        self.file_search = file_search
         self.container = container
         self._open: dict[int, OpenCall] = {}  # by the parser's call index
         self.ended: list[OpenCall] = []  # in the order they ended
@@ -105,7 +111,9 @@ class CallTracker:
     def function_calls(self) -> list[OpenCall]:
         """The calls the client answers: function, custom and coding tool calls."""
         return [
-            c for c in self.ended if not c.is_code and c.mcp is None and not c.search and c.finder != "server"
+            c
+            for c in self.ended
+            if not c.is_code and c.mcp is None and not (c.search or c.file_search) and c.finder != "server"
         ]
 
     @property
@@ -117,6 +125,11 @@ class CallTracker:
     def search_calls(self) -> list[OpenCall]:
         """The web searches the server runs now."""
         return [c for c in self.ended if c.search]
+
+    @property
+    def file_searches(self) -> list[OpenCall]:
+        """The file searches the server runs now."""
+        return [c for c in self.ended if c.file_search]
 
     @property
     def mcp_calls(self) -> list[OpenCall]:
@@ -144,6 +157,9 @@ class CallTracker:
         elif event.name == TOOL_SEARCH_NAME and self.tool_search is not None:
             self._open[event.index] = OpenCall(-1, event.name, finder=self.tool_search)
             events = []
+        elif event.name == FILE_SEARCH_NAME and self.file_search:
+            index, events = self.builder.file_search_start()
+            self._open[event.index] = OpenCall(index, event.name, file_search=True)
         elif event.name in self.search_names:
             index, events = self.builder.web_search_start(SEARCH_ACTIONS.get(event.name, "search"))
             self._open[event.index] = OpenCall(index, event.name, search=True)
@@ -191,7 +207,7 @@ class CallTracker:
             return self.builder.custom_call_delta(call.index, text) if text else []
         if call.commands is not None:
             return self._shell_steps(call, call.commands.feed(event.arguments))
-        if call.coding is not None or call.search or call.finder:  # made (or run) once the call ends
+        if call.coding is not None or call.search or call.file_search or call.finder:  # made / run at its end
             return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
             return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
@@ -220,7 +236,7 @@ class CallTracker:
         if call.coding is not None:
             call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
             return events
-        if call.search or call.finder == "server":  # searched once the model call has ended (agent loop)
+        if call.search or call.file_search or call.finder == "server":  # searched once the model call ends
             return []
         if call.finder == "client":  # the client searches, and answers with a tool_search_output
             _call_id, events = self.builder.tool_search(

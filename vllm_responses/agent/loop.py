@@ -38,6 +38,7 @@ from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
 from vllm_responses.tools.code import CodeRun
+from vllm_responses.tools.file_search import FileSearchPlan, FileSearchRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
 from vllm_responses.tools.tool_search import DeferredTool, ToolSearch
 from vllm_responses.tools.web_search import SearchPlan, SearchRun
@@ -72,6 +73,8 @@ class AgentPlan:
     mcp: McpPlan | None = None
     # Web searches (tools/web_search.py): None when the tool is not offered.
     search: SearchPlan | None = None
+    # File searches (tools/file_search.py): None without a `file_search` tool (or where it is not offered).
+    file_search: FileSearchPlan | None = None
     # The search of deferred tools (tools/tool_search.py): None without a `tool_search` tool.
     tool_search: ToolSearch | None = None
     # `truncation: "auto"`: every later model call is fitted to the context window too (`fit_loop`).
@@ -120,10 +123,13 @@ class AgentLoop:
         self.failure: APIError | None = None  # set when the response failed
         self._code_names = frozenset(t.name for t in plan.tools if t.code_interpreter)
         self._client_tools = {
-            t.name: t for t in plan.tools if not (t.code_interpreter or t.web_search or t.tool_search)
+            t.name: t
+            for t in plan.tools
+            if not (t.code_interpreter or t.web_search or t.tool_search or t.file_search)
         }
         self._search_names = frozenset(t.name for t in plan.tools if t.web_search)
         self.search = SearchRun(plan.search) if plan.search is not None else None
+        self.file_search = FileSearchRun(plan.file_search) if plan.file_search is not None else None
         self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
         self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
         self.tools = plan.tools  # and, once listed, the MCP tools
@@ -197,6 +203,7 @@ class AgentLoop:
             self.mcp.routes if self.mcp is not None else None,
             self._search_names if self.search is not None else frozenset(),
             self.plan.tool_search.execution if self.plan.tool_search is not None else None,
+            self.file_search is not None,
         )
 
     async def _after_model_call(self, tracker: CallTracker, finished: Finished) -> AsyncIterator[Event]:
@@ -205,8 +212,8 @@ class AgentLoop:
         builder = self.builder
         code_calls, function_calls = tracker.code_calls, tracker.function_calls
         mcp_calls, approvals = tracker.mcp_calls, tracker.approval_requests
-        searches, finds = tracker.search_calls, tracker.tool_searches
-        server_run = bool(code_calls or mcp_calls or searches or finds)
+        searches, finds, file_searches = tracker.search_calls, tracker.tool_searches, tracker.file_searches
+        server_run = bool(code_calls or mcp_calls or searches or finds or file_searches)
         if tracker.finish_reason == "length" and not server_run:
             finished.done = True  # `incomplete` closes an open message as incomplete too
             for ev in builder.incomplete("max_output_tokens", self.usage):
@@ -228,11 +235,15 @@ class AgentLoop:
             assert self.search is not None
             async for ev in self.search.run(builder, call.index, call.name, call.arguments, self.turns):
                 yield ev
+        for call in file_searches:
+            assert self.file_search is not None
+            async for ev in self.file_search.run(builder, call.index, call.arguments, self.turns):
+                yield ev
         for call in finds:
             async for ev in self._find_tools(call.arguments):
                 yield ev
         self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
-        self.tool_calls += len(searches) + len(finds)
+        self.tool_calls += len(searches) + len(finds) + len(file_searches)
         if last:
             finished.done = True
             for ev in builder.completed(self.usage):

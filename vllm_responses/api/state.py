@@ -119,6 +119,7 @@ async def _opened(
             async with opened as vector_stores:
                 # their files' bytes count in their project's stored bytes
                 limits.counters.append(vector_stores.rows.project_bytes)
+                service.planner.vector_search = vector_stores.searcher  # the file_search tool's
                 state = AppState(
                     service=service,
                     lifecycle=lifecycle,

@@ -19,12 +19,12 @@ from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.vector_stores import FILE_STATUSES, string_list
 from vllm_responses.retrieval.filters import parse_filter
 from vllm_responses.retrieval.ranking import parse_max_num_results, parse_ranking_options
+from vllm_responses.retrieval.search import MAX_QUERIES, MAX_QUERY_CHARS
 from vllm_responses.service.vector_stores import VectorStoreService
 
 __all__ = ["POLL_AFTER_MS", "vector_store_routes"]
 
 POLL_AFTER_MS = 200  # what an in-progress object tells the SDK's pollers to wait
-_MAX_QUERIES = 10
 
 
 def _service(request: Request) -> VectorStoreService:
@@ -78,15 +78,30 @@ async def delete_store(request: Request) -> Response:
     return JSONResponse({"id": gone, "object": "vector_store.deleted", "deleted": True})
 
 
-async def search(request: Request) -> Response:
-    (store_id,) = _ids(request, "vector_store_id")
-    body = await _body(request)
-    query = body.get("query")
-    queries = [query] if isinstance(query, str) else string_list(query, "query", _MAX_QUERIES)
+def _queries(query: object) -> list[str]:
+    """A search's `query`: a string or a list of at most `MAX_QUERIES`, none blank nor over `MAX_QUERY_CHARS`
+    (a 400 naming `query`, or `query[i]`)."""
+    queries = [query] if isinstance(query, str) else string_list(query, "query", MAX_QUERIES)
     if not queries or not all(isinstance(q, str) and q.strip() for q in queries):
         raise InvalidRequest(
             "'query' must be a non-empty string or array of non-empty strings.", param="query"
         )
+    for i, q in enumerate(queries):
+        if len(q) > MAX_QUERY_CHARS:
+            param = "query" if isinstance(query, str) else f"query[{i}]"
+            raise InvalidRequest(
+                f"Invalid '{param}': string too long. Expected a string with maximum length "
+                f"{MAX_QUERY_CHARS}, but got a string with length {len(q)} instead.",
+                param=param,
+                code="string_above_max_length",
+            )
+    return queries
+
+
+async def search(request: Request) -> Response:
+    (store_id,) = _ids(request, "vector_store_id")
+    body = await _body(request)
+    queries = _queries(body.get("query"))
     if not isinstance(body.get("rewrite_query", False), bool):
         raise InvalidRequest("Invalid type for 'rewrite_query': expected a boolean.", param="rewrite_query")
     filters = None if body.get("filters") is None else parse_filter(body["filters"])

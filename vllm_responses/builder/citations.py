@@ -1,5 +1,6 @@
 """Citations in a message's text: `container_file_citation` where it mentions a file the response's code
-wrote, `url_citation` where it mentions the URL of a web search result.
+wrote, `url_citation` where it mentions the URL of a web search result, `file_citation` where it names the file
+id of a file search result.
 
 The rule (also in docs/api.md): every mention of a written file in an assistant message is cited, spanning
 the longest of `sandbox:/mnt/data/<path>`, `/mnt/data/<path>`, `<path>` and the file's base name that the
@@ -7,7 +8,9 @@ text holds there; the base name must stand on its own (`out.csv` is not found in
 `out.csv2`). A file that no message of the response mentions is cited once at the end of the response's
 last message, as a zero-width annotation (`start_index == end_index == len(text)`), so that clients can
 still find every file the code produced. A search result is cited at each mention of its URL (docs/api.md
-"Web search"). Indexes count Unicode code points.
+"Web search"). A file search result is cited at each mention of its file id (`file-...`, standing on its own:
+not inside a longer id), the citation's `index` just after the mention (docs/api.md "File search"). Indexes
+count Unicode code points.
 """
 
 from __future__ import annotations
@@ -17,9 +20,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from interpreter_service import DATA_DIR
-from vllm_responses.protocol.items import ContainerFileCitation, UrlCitation
+from vllm_responses.protocol.items import ContainerFileCitation, FileCitation, UrlCitation
 
-__all__ = ["WebSource", "WrittenFile", "file_citations", "mentions", "url_citations"]
+__all__ = [
+    "FoundFile",
+    "WebSource",
+    "WrittenFile",
+    "file_citations",
+    "found_file_citations",
+    "mentions",
+    "url_citations",
+]
 
 _FOLDER = DATA_DIR + "/"
 
@@ -41,6 +52,14 @@ class WebSource:
 
     url: str
     title: str
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    """A file whose chunks a file search showed the response's model."""
+
+    file_id: str
+    filename: str
 
 
 def _word(ch: str) -> bool:
@@ -115,4 +134,23 @@ def url_citations(text: str, sources: Sequence[WebSource]) -> list[UrlCitation]:
     return [
         {"type": "url_citation", "url": src.url, "title": src.title, "start_index": start, "end_index": end}
         for start, (end, src) in sorted(spans.items())
+    ]
+
+
+def found_file_citations(text: str, found: Sequence[FoundFile]) -> list[FileCitation]:
+    """A `file_citation` at each mention of a found file's id in `text` (not inside a longer word), its `index`
+    just after the mention, ordered by position."""
+    cited: dict[int, FoundFile] = {}
+    for f in {f.file_id: f for f in found}.values():
+        at = text.find(f.file_id)
+        while at >= 0:
+            end = at + len(f.file_id)
+            before = text[at - 1] if at else ""
+            after = text[end] if end < len(text) else ""
+            if not _word(before) and not _word(after):
+                cited[end] = f
+            at = text.find(f.file_id, at + 1)
+    return [
+        {"type": "file_citation", "file_id": f.file_id, "filename": f.filename, "index": index}
+        for index, f in sorted(cited.items())
     ]

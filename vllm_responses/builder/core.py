@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vllm_responses.builder import events as ev
-from vllm_responses.builder.citations import WebSource, WrittenFile
+from vllm_responses.builder.citations import FoundFile, WebSource, WrittenFile
 from vllm_responses.engine.types import Usage
 from vllm_responses.protocol.events import (
     ItemRef,
@@ -21,6 +21,7 @@ from vllm_responses.protocol.events import (
 from vllm_responses.protocol.items import (
     CodeInterpreterCallItem,
     CustomToolCallItem,
+    FileSearchCallItem,
     FunctionCallItem,
     McpCallItem,
     MessageItem,
@@ -62,6 +63,7 @@ class ResponseState:
     id: the response's id.
     seal: seals a finished reasoning item's text into its `encrypted_content` (store/sealing.py).
     include_sources: whether a web search's `action.sources` go out on the wire (items keep them).
+    include_results: whether a file search's `results` go out on the wire (items keep them).
     summary: `reasoning.summary` (auto, concise, detailed): what a reasoning item's summary is (summary.py);
         None: reasoning items have none.
     """
@@ -72,6 +74,7 @@ class ResponseState:
     id: str
     seal: Callable[[str], str] | None = None
     include_sources: bool = False
+    include_results: bool = False
     summary: str | None = None
     created_at: int = field(default_factory=lambda: int(time.time()))
     status: ResponseStatus = ResponseStatus.IN_PROGRESS
@@ -85,6 +88,8 @@ class ResponseState:
     cited: set[str] = field(default_factory=set)
     # The web search results the model was shown (cited where a message mentions their URL).
     sources: list[WebSource] = field(default_factory=list)
+    # The files whose chunks a file search showed the model (cited where a message names their file id).
+    found_files: list[FoundFile] = field(default_factory=list)
     # output_index of the items with no status still open (custom tool calls, MCP listings and approvals)
     open_statusless: set[int] = field(default_factory=set)
     numbered: int = 0  # how many events have a sequence number
@@ -106,7 +111,9 @@ class ResponseState:
 
     def wire(self, item: OutputItem) -> OutputItem:
         """A frozen copy of an item for an event (the item itself keeps changing)."""
-        return copy.deepcopy(wire_item(item, self.include_outputs, self.include_sources))
+        return copy.deepcopy(
+            wire_item(item, self.include_outputs, self.include_sources, self.include_results)
+        )
 
     def add(self, item: OutputItem) -> tuple[int, OutputItemAdded]:
         """Append `item` to the output: its index and its `output_item.added`."""
@@ -132,6 +139,11 @@ class ResponseState:
         assert item["type"] == "web_search_call"
         return item
 
+    def file_search_call(self, index: int) -> FileSearchCallItem:
+        item = self.output[index]
+        assert item["type"] == "file_search_call"
+        return item
+
     def function_call(self, index: int) -> FunctionCallItem:
         item = self.output[index]
         assert item["type"] == "function_call"
@@ -155,11 +167,16 @@ class ResponseState:
     # --- the response -----------------------------------------------------------------------------------
 
     def snapshot(
-        self, *, include_outputs: bool | None = None, include_sources: bool | None = None
+        self,
+        *,
+        include_outputs: bool | None = None,
+        include_sources: bool | None = None,
+        include_results: bool | None = None,
     ) -> ResponseObject:
         """The response object as it stands now (`include_*`: what goes out, the request's when None)."""
         show = self.include_outputs if include_outputs is None else include_outputs
         sources = self.include_sources if include_sources is None else include_sources
+        results = self.include_results if include_results is None else include_results
         return {
             "id": self.id,
             "object": "response",
@@ -168,7 +185,7 @@ class ResponseState:
             "completed_at": self.completed_at,
             "error": self.error,
             "incomplete_details": {"reason": self.incomplete_reason} if self.incomplete_reason else None,
-            "output": copy.deepcopy(wire_items(self.output, show, sources)),
+            "output": copy.deepcopy(wire_items(self.output, show, sources, results)),
             "usage": usage_dict(self.usage) if self.status in TERMINAL else None,
             **self.base,
         }

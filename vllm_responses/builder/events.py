@@ -20,6 +20,8 @@ from vllm_responses.protocol.events import (
     ContentPartDone,
     CustomInputDelta,
     CustomInputDone,
+    FileSearchEvent,
+    FileSearchEventType,
     FunctionArgumentsDelta,
     FunctionArgumentsDone,
     ItemRef,
@@ -63,6 +65,7 @@ __all__ = [
     "content_part_done",
     "custom_input_delta",
     "custom_input_done",
+    "file_search_event",
     "function_arguments_delta",
     "function_arguments_done",
     "lifecycle",
@@ -267,6 +270,10 @@ def mcp_item_event(type_: McpItemEventType, seq: int, ref: ItemRef) -> McpItemEv
 
 
 def web_search_event(type_: WebSearchEventType, seq: int, ref: ItemRef) -> WebSearchEvent:
+    return {"type": type_, "sequence_number": seq, **ref}
+
+
+def file_search_event(type_: FileSearchEventType, seq: int, ref: ItemRef) -> FileSearchEvent:
     return {"type": type_, "sequence_number": seq, **ref}
 
 

@@ -8,7 +8,8 @@ response object those events describe, so the streamed and the stored/non-stream
 apart. Items always keep their full code-interpreter `outputs` internally; `protocol.items.wire_item`
 blanks them on the way out. The builder knows nothing of HTTP: why a response failed is its caller's
 business (`errors.py`). The steps live in parts: `text.py` (message and reasoning text), `calls.py`
-(function, custom and code calls) and `mcp.py` (remote MCP); this class is the lifecycle and their face.
+(function, custom and code calls), `file_search.py` (file searches) and `mcp.py` (remote MCP); this class is
+the lifecycle and their face.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from vllm_responses.builder import events as ev
 from vllm_responses.builder.calls import CallSteps
 from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.builder.core import ResponseState
+from vllm_responses.builder.file_search import FileSearchSteps
 from vllm_responses.builder.mcp import McpSteps
 from vllm_responses.builder.text import OpenText
 from vllm_responses.engine.types import TokenLogprob, Usage
@@ -31,6 +33,8 @@ from vllm_responses.protocol.items import (
     CodeOutput,
     CodingCallItem,
     CompactionItem,
+    FileSearchCallItem,
+    FileSearchResult,
     McpCallItem,
     McpListToolsTool,
     OutputItem,
@@ -51,7 +55,8 @@ class ResponseBuilder:
 
     Parameters
     ----------
-    base, include_outputs, include_reasoning, seal, include_sources, summary: as `ResponseState` takes them
+    base, include_outputs, include_reasoning, seal, include_sources, include_results, summary: as `ResponseState`
+    takes them
     (`include_reasoning` needs a `seal`).
     response_id: the response's id; a new one when None.
     """
@@ -65,6 +70,7 @@ class ResponseBuilder:
         response_id: str | None = None,
         seal: Callable[[str], str] | None = None,
         include_sources: bool = False,
+        include_results: bool = False,
         summary: str | None = None,
     ) -> None:
         if include_reasoning and seal is None:
@@ -75,12 +81,14 @@ class ResponseBuilder:
             include_reasoning=include_reasoning,
             seal=seal,
             include_sources=include_sources,
+            include_results=include_results,
             summary=summary,
             id=response_id or new_id("resp"),
         )
         self._text = OpenText(self.state)
         self._calls = CallSteps(self.state, self._text)
         self._mcp = McpSteps(self.state, self._text)
+        self._file_search = FileSearchSteps(self.state, self._text)
 
     # --- the response as it stands ------------------------------------------------------------------
 
@@ -109,10 +117,16 @@ class ResponseBuilder:
         return self.state.error
 
     def snapshot(
-        self, *, include_outputs: bool | None = None, include_sources: bool | None = None
+        self,
+        *,
+        include_outputs: bool | None = None,
+        include_sources: bool | None = None,
+        include_results: bool | None = None,
     ) -> ResponseObject:
         """The response object as it stands now."""
-        return self.state.snapshot(include_outputs=include_outputs, include_sources=include_sources)
+        return self.state.snapshot(
+            include_outputs=include_outputs, include_sources=include_sources, include_results=include_results
+        )
 
     def note_files(self, files: list[WrittenFile]) -> None:
         """Files code wrote during this response (a file written again replaces its earlier entry)."""
@@ -194,7 +208,7 @@ class ResponseBuilder:
             item["status"] = "failed"
         elif item["type"] == "apply_patch_call":  # added whole when its call ends: never left open
             return []
-        elif item["type"] == "web_search_call":
+        elif item["type"] == "web_search_call" or item["type"] == "file_search_call":
             if item["status"] not in ("in_progress", "searching"):
                 return []
             item["status"] = "incomplete"
@@ -264,6 +278,21 @@ class ResponseBuilder:
     def note_sources(self, sources: list[WebSource]) -> None:
         """Web search results the model was shown (cited where a later message mentions their URL)."""
         self.state.sources += sources
+
+    # --- file search calls (file_search.py) --------------------------------------------------------------
+
+    def file_search_item(self, index: int) -> FileSearchCallItem:
+        return self.state.file_search_call(index)
+
+    def file_search_start(self) -> tuple[int, list[Event]]:
+        return self._file_search.start()
+
+    def file_search_searching(self, index: int, queries: list[str]) -> list[Event]:
+        return self._file_search.searching(index, queries)
+
+    def file_search_done(self, index: int, results: list[FileSearchResult] | None) -> list[Event]:
+        """The search ended: completed with its results, or failed (None)."""
+        return self._file_search.done(index, results)
 
     def custom_call_delta(self, index: int, delta: str) -> list[Event]:
         return self._calls.custom_call_delta(index, delta)

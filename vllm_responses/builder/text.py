@@ -7,12 +7,13 @@ from collections.abc import Sequence
 
 from vllm_responses.builder import events as ev
 from vllm_responses.builder import summary
-from vllm_responses.builder.citations import file_citations, url_citations
+from vllm_responses.builder.citations import file_citations, found_file_citations, url_citations
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.engine.types import TokenLogprob
 from vllm_responses.protocol.events import Event, Logprob, TopLogprob
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
+    Annotation,
     ItemStatus,
     MessageItem,
     OutputItem,
@@ -22,6 +23,13 @@ from vllm_responses.protocol.items import (
 )
 
 __all__ = ["OpenText", "event_logprob", "part_logprob"]
+
+
+def _position(annotation: Annotation) -> tuple[int, int]:
+    """Where an annotation stands in its text: its span, or (a file citation's) its insertion point."""
+    if annotation["type"] == "file_citation":
+        return annotation["index"], annotation["index"]
+    return annotation["start_index"], annotation["end_index"]
 
 
 def part_logprob(token: TokenLogprob) -> OutputLogprob:
@@ -109,7 +117,8 @@ class OpenText:
         files = file_citations(part["text"], state.files, cite_rest=final, already_cited=state.cited)
         state.cited |= {a["file_id"] for a in files}
         urls = url_citations(part["text"], state.sources)
-        part["annotations"] = sorted([*files, *urls], key=lambda a: (a["start_index"], a["end_index"]))
+        found = found_file_citations(part["text"], state.found_files)
+        part["annotations"] = sorted([*files, *urls, *found], key=_position)
         ref = state.part_ref(index)
         events: list[Event] = [
             ev.annotation_added(state.seq(), ref, i, a.copy()) for i, a in enumerate(part["annotations"])

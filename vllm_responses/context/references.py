@@ -1,5 +1,5 @@
 """Input items that lean on stored ones: `item_reference`s resolved, code calls sent without outputs completed, web
-searches given the results the server kept, and each function call output checked against the calls it may
+and file searches given the results the server kept, and each function call output checked against the calls it may
 answer."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ async def resolve_stored_items(
     an unknown id is a 404 naming `{param}[i].id`), and each `code_interpreter_call` sent without `outputs`
     given those of the stored call with its id: a client that resends a response's items without having
     asked for `include=["code_interpreter_call.outputs"]` (openai-agents does) still lets the model see
-    what its code printed; each `web_search_call` given the results the server kept of it (`_kept_search`).
+    what its code printed; each `web_search_call` given the results the server kept of it (`_kept_search`), and
+    each `file_search_call` sent without `results` those of the stored call with its id.
     Only the items of `project`'s responses are found, in `local` (a WebSocket connection's cache, whose
     `store: false` responses the store does not hold) first, then in `store`. A reasoning item is kept as
     `client_reasoning` makes it (`open_sealed` opens its sealed copy for `project`)."""
@@ -44,6 +45,10 @@ async def resolve_stored_items(
             item = client_reasoning(item, kept, open_sealed, f"{param}[{i}]")
         elif item.get("type") == "web_search_call":
             item = await _kept_search(finder, item)
+        elif item.get("type") == "file_search_call" and item.get("results") is None:
+            found = await finder.find(str(item.get("id")))
+            if found is not None and found.get("type") == "file_search_call":
+                item = {**item, "results": found.get("results")}
         elif item.get("type") == "code_interpreter_call" and item.get("outputs") is None:
             found = await finder.find(item["id"])
             if found is not None and found.get("type") == "code_interpreter_call":

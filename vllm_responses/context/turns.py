@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from vllm_responses.context.file_results import file_search_turns
 from vllm_responses.context.images import code_result_images, part_images
 from vllm_responses.context.reasoning import Opener, reasoning_text
 from vllm_responses.context.searches import tool_search_call_turn, tool_search_output_turn, web_search_turns
@@ -189,6 +190,8 @@ def items_to_turns(
             )
         elif kind == "web_search_call":
             turns += web_search_turns(raw)
+        elif kind == "file_search_call":
+            turns += file_search_turns(raw)
         elif kind in ("mcp_call", "mcp_approval_request", "mcp_approval_response"):
             turns += _mcp_turns(raw, approvals)
         elif kind == "reasoning":

@@ -115,6 +115,7 @@ class ToolSpec:
     namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
     call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/coding.py)
     web_search: bool = False  # the web search the server runs (tools/web_search.py)
+    file_search: bool = False  # the file search the server runs (tools/file_search.py)
     tool_search: bool = False  # the search of deferred tools (tools/tool_search.py)
 
     @property

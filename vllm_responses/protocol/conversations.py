@@ -12,6 +12,7 @@ from typing import Any, Literal, TypedDict, cast
 
 from vllm_responses.protocol.configuration_items import CompactionTriggerInput
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.file_search_items import FILE_SEARCH_RESULTS_INCLUDE
 from vllm_responses.protocol.inputs import InputItem
 from vllm_responses.protocol.items import OutputItem, wire_item
 from vllm_responses.protocol.requests import parse_create_request
@@ -149,6 +150,7 @@ def wire_conversation_item(item: dict[str, Any], include: Collection[str]) -> di
         cast(OutputItem, item),
         "code_interpreter_call.outputs" in include,
         includes_sources(include),
+        FILE_SEARCH_RESULTS_INCLUDE in include,
     )
     return cast(dict[str, Any], shown)
 

@@ -59,6 +59,8 @@ __all__ = [
     "TextDelta",
     "TextDone",
     "TopLogprob",
+    "FileSearchEvent",
+    "FileSearchEventType",
     "WebSearchEvent",
     "WebSearchEventType",
 ]
@@ -331,6 +333,22 @@ class WebSearchEvent(TypedDict):
     output_index: int
 
 
+FileSearchEventType = Literal[
+    "response.file_search_call.in_progress",
+    "response.file_search_call.searching",
+    "response.file_search_call.completed",
+]
+
+
+class FileSearchEvent(TypedDict):
+    """A file search's progress (`ResponseFileSearchCall*Event`): they only name their item."""
+
+    type: FileSearchEventType
+    sequence_number: int
+    item_id: str
+    output_index: int
+
+
 class McpArgumentsDelta(TypedDict):
     type: Literal["response.mcp_call_arguments.delta"]
     sequence_number: int
@@ -406,6 +424,7 @@ Event = Union[
     McpArgumentsDelta,
     McpArgumentsDone,
     WebSearchEvent,
+    FileSearchEvent,
     ShellCommandAdded,
     ShellCommandDelta,
     ShellCommandDone,

@@ -20,6 +20,7 @@ from vllm_responses.protocol.coding_items import (
 from vllm_responses.protocol.compaction import CompactionInput
 from vllm_responses.protocol.configuration_items import CompactionTriggerInput, ConfigurationUpdateInput
 from vllm_responses.protocol.file_parts import InputFile
+from vllm_responses.protocol.file_search_items import FileSearchCallInput, FileSearchTool
 from vllm_responses.protocol.items import CodeStatus, ItemStatus
 from vllm_responses.protocol.lenient import LenientModel
 from vllm_responses.protocol.mcp_items import (
@@ -258,6 +259,7 @@ InputItem = Annotated[
         ToolSearchOutputInput,
         AdditionalToolsInput,
         WebSearchCallInput,
+        FileSearchCallInput,
         ConfigurationUpdateInput,
         CompactionTriggerInput,
     ],
@@ -379,6 +381,7 @@ Tool = Annotated[
         McpTool,
         NamespaceTool,
         WebSearchTool,
+        FileSearchTool,
         ShellTool,
         LocalShellTool,
         ApplyPatchTool,

@@ -23,6 +23,9 @@ __all__ = [
     "ContainerFileCitation",
     "ConversationRef",
     "CustomToolCallItem",
+    "FileCitation",
+    "FileSearchCallItem",
+    "FileSearchResult",
     "FunctionCallItem",
     "ImageOutput",
     "InputTokensDetails",
@@ -83,7 +86,16 @@ class UrlCitation(TypedDict):
     end_index: int
 
 
-Annotation = Union[ContainerFileCitation, UrlCitation]
+class FileCitation(TypedDict):
+    """`response_output_text.AnnotationFileCitation`: a file search result the text cites (by its file id)"""
+
+    type: Literal["file_citation"]
+    file_id: str
+    filename: str
+    index: int
+
+
+Annotation = Union[ContainerFileCitation, UrlCitation, FileCitation]
 
 
 class OutputTopLogprob(TypedDict):
@@ -297,6 +309,27 @@ class WebSearchCallItem(TypedDict):
     action: dict[str, Any]
 
 
+class FileSearchResult(TypedDict):
+    """`response_file_search_tool_call.Result`: one chunk a file search found"""
+
+    file_id: str
+    filename: str
+    score: float
+    text: str
+    attributes: dict[str, Any]
+
+
+class FileSearchCallItem(TypedDict):
+    """`ResponseFileSearchToolCall` (a search the server ran: tools/file_search.py); the server's copy always
+    holds its `results`, which go out only with the include `file_search_call.results`"""
+
+    id: str
+    type: Literal["file_search_call"]
+    queries: list[str]
+    status: Literal["in_progress", "searching", "completed", "failed", "incomplete"]
+    results: list[FileSearchResult] | None
+
+
 class ToolSearchCallItem(TypedDict):
     """`ResponseToolSearchCall`"""
 
@@ -336,6 +369,7 @@ OutputItem = Union[
     LocalShellCallItem,
     ApplyPatchCallItem,
     WebSearchCallItem,
+    FileSearchCallItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
 ]
@@ -431,13 +465,18 @@ def public_item(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def wire_item(item: OutputItem, include_outputs: bool, include_sources: bool = False) -> OutputItem:
+def wire_item(
+    item: OutputItem, include_outputs: bool, include_sources: bool = False, include_results: bool = False
+) -> OutputItem:
     """An item as it goes out: code-interpreter `outputs` blanked to null unless the client asked for them
     (`include=["code_interpreter_call.outputs"]`), a web search's `action.sources` left out unless it did
-    (`web_search_call.action.sources`), and nothing only the server keeps (`public_item`). The one place those
+    (`web_search_call.action.sources`), a file search's `results` null unless it did
+    (`file_search_call.results`), and nothing only the server keeps (`public_item`). The one place those
     rules are applied."""
     if item["type"] == "code_interpreter_call" and not include_outputs:
         return {**item, "outputs": None}
+    if item["type"] == "file_search_call" and not include_results:
+        return {**item, "results": None}
     if item["type"] == "web_search_call":
         item = cast(WebSearchCallItem, public_item(cast(dict[str, Any], item)))
         if not include_sources and "sources" in item["action"]:
@@ -446,6 +485,9 @@ def wire_item(item: OutputItem, include_outputs: bool, include_sources: bool = F
 
 
 def wire_items(
-    items: list[OutputItem], include_outputs: bool, include_sources: bool = False
+    items: list[OutputItem],
+    include_outputs: bool,
+    include_sources: bool = False,
+    include_results: bool = False,
 ) -> list[OutputItem]:
-    return [wire_item(item, include_outputs, include_sources) for item in items]
+    return [wire_item(item, include_outputs, include_sources, include_results) for item in items]

@@ -14,6 +14,7 @@ from vllm_responses.protocol.configuration_items import CompactionTriggerInput
 from vllm_responses.protocol.containers import SKILLS_REFUSED
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.fields import check_known_fields
+from vllm_responses.protocol.file_search_items import FileSearchTool
 from vllm_responses.protocol.inputs import (
     ASSISTANT_PART_TYPES,
     INPUT_ITEM_TYPES,
@@ -48,6 +49,7 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceBuiltin,
     ToolChoiceCoding,
     ToolChoiceCustom,
+    ToolChoiceFileSearch,
     ToolChoiceFunction,
     ToolChoiceObject,
     ToolChoiceWebSearch,
@@ -66,6 +68,7 @@ SUPPORTED_INCLUDES = (
     "web_search_call.results",  # the same: the SDK's web_search_call has no field of its own for results
     "message.output_text.logprobs",  # each output token's logprob, and `top_logprobs` alternatives
     "message.input_image.image_url",  # stored input images always keep their image_url (a data URL)
+    "file_search_call.results",  # each file search's results (else null)
 )
 _KNOWN_INCLUDES = (
     "file_search_call.results",
@@ -292,7 +295,8 @@ def _check_combinations(req: CreateResponseRequest) -> None:
 
 
 def _check_tools(req: CreateResponseRequest) -> None:
-    """Unique function and custom tool names, and at most one code_interpreter."""
+    """Unique function and custom tool names, at most one code_interpreter and one file_search (and no client
+    tool named as the file search is offered)."""
     names = [model_tool_name(t.name, ns) for ns, t in req.client_tools] + req.coding_tools
     if len(set(names)) != len(names):
         raise InvalidRequest(
@@ -303,6 +307,14 @@ def _check_tools(req: CreateResponseRequest) -> None:
     for i, tool in enumerate(req.tools):
         if isinstance(tool, WebSearchTool):
             search_options(tool, f"tools[{i}]")  # its filters and user_location as the SDK types them
+    if any(isinstance(t, FileSearchTool) for t in req.tools):
+        if sum(isinstance(t, FileSearchTool) for t in req.tools) > 1:
+            raise InvalidRequest("At most one file_search tool may be given.", param="tools")
+        if "file_search" in names:  # the name the file search is offered to the model under
+            raise InvalidRequest(
+                "A function or custom tool named 'file_search' cannot be given beside the file_search tool.",
+                param="tools",
+            )
     if sum(isinstance(t, CodeInterpreterTool) for t in req.tools) > 1:
         raise InvalidRequest("At most one code_interpreter tool may be given.", param="tools")
 
@@ -338,6 +350,9 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
             f"tool_choice asks for {choice.type}, which is not in tools.", param="tool_choice"
         )
     searches = any(isinstance(t, WebSearchTool) for t in req.tools)
+    file_search = any(isinstance(t, FileSearchTool) for t in req.tools)
+    if isinstance(choice, ToolChoiceFileSearch) and not file_search:
+        raise InvalidRequest("tool_choice asks for file_search, which is not in tools.", param="tool_choice")
     if isinstance(choice, ToolChoiceWebSearch) and not searches:
         raise InvalidRequest(
             f"tool_choice asks for {choice.type}, which is not in tools.", param="tool_choice"
@@ -356,6 +371,7 @@ def _check_tool_choice(req: CreateResponseRequest) -> None:
             labels,
             set(req.coding_tools),
             has_web_search=searches,
+            has_file_search=file_search,
         )
     if choice == "required" and not req.tools:
         raise InvalidRequest("tool_choice 'required' needs at least one tool.", param="tool_choice")

@@ -16,6 +16,7 @@ __all__ = [
     "ToolChoiceBuiltin",
     "ToolChoiceCoding",
     "ToolChoiceCustom",
+    "ToolChoiceFileSearch",
     "ToolChoiceFunction",
     "ToolChoiceMcp",
     "ToolChoiceObject",
@@ -45,6 +46,12 @@ class ToolChoiceWebSearch(LenientModel):
     type: Literal[
         "web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11"
     ]
+
+
+class ToolChoiceFileSearch(LenientModel):
+    """The file search must be called (the SDK's `ToolChoiceTypes`)."""
+
+    type: Literal["file_search"]
 
 
 class ToolChoiceCoding(LenientModel):
@@ -93,6 +100,7 @@ ToolChoiceObject = Annotated[
         ToolChoiceCustom,
         ToolChoiceBuiltin,
         ToolChoiceWebSearch,
+        ToolChoiceFileSearch,
         ToolChoiceCoding,
         ToolChoiceMcp,
         ToolChoiceAllowed,
@@ -109,10 +117,12 @@ def check_allowed_tools(
     mcp_labels: Collection[str] = (),
     coding: Collection[str] = (),
     has_web_search: bool = False,
+    has_file_search: bool = False,
 ) -> None:
     """Each `tool_choice.tools[i]` must name a function or custom tool of `tools`, the code interpreter given
     there, an MCP server of `tools` (`{"type": "mcp", "server_label": ..., "name": ...}`, `name` optional), a
-    coding tool given there (`coding`: their types), or a web search given there (by any of its types):
+    coding tool given there (`coding`: their types), a web search given there (by any of its types), or the
+    file search given there:
     an `InvalidRequest` naming `tool_choice.tools[i]` otherwise (and `tool_choice.tools` when empty)."""
     if not choice.tools:
         raise InvalidRequest("tool_choice.tools must name at least one tool.", param="tool_choice.tools")
@@ -127,6 +137,8 @@ def check_allowed_tools(
         if kind == "mcp" and entry.get("server_label") in mcp_labels:
             continue
         if kind in coding or (kind in WEB_SEARCH_TYPES and has_web_search):
+            continue
+        if kind == "file_search" and has_file_search:
             continue
         what = f"{kind} {entry.get('name')!r}" if kind in ("function", "custom") else f"a {kind!r} tool"
         if kind == "mcp":

@@ -26,7 +26,12 @@ from vllm_responses.retrieval.vector_store_rows import VectorStoreRows
 from vllm_responses.retrieval.vectors import Matrix
 from vllm_responses.store.base import FileStore
 
-__all__ = ["FoundChunk", "VectorSearch", "project_store"]
+__all__ = ["MAX_QUERIES", "MAX_QUERY_CHARS", "FoundChunk", "VectorSearch", "project_store"]
+
+# The most queries one search takes, and the most characters of each (the `/search` route: a 400 past them;
+# the `file_search` tool: the model's queries cut to them).
+MAX_QUERIES = 10
+MAX_QUERY_CHARS = 4096
 
 
 @dataclass(frozen=True)

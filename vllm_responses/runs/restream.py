@@ -118,7 +118,9 @@ class Restreams:
 
 def _failed_event(stored: StoredResponse, sequence_number: int) -> StoredFrame:
     """The `response.failed` a response gets when its replica could not send one: its stored record."""
-    output = wire_items(stored.response["output"], stored.include_outputs, include_sources=True)  # as kept
+    output = wire_items(  # as kept
+        stored.response["output"], stored.include_outputs, include_sources=True, include_results=True
+    )
     response = {**stored.response, "output": output}
     event = {"type": "response.failed", "sequence_number": sequence_number, "response": response}
     return "response.failed", json.dumps(event, separators=(",", ":"))

@@ -4,6 +4,7 @@ What each shows, from what the server kept of the response (its full items):
 - `code_interpreter_call.outputs`: the code calls' `outputs` (else null);
 - `web_search_call.action.sources` (or `web_search_call.results`): each search's `action.sources` (else left
   out);
+- `file_search_call.results`: each file search's `results` (else null);
 - `reasoning.encrypted_content`: each reasoning item's text sealed for the caller's project (else left out);
 - `message.output_text.logprobs`: the logprobs the response computed (else `[]`): they are computed while
   the model writes, so only for a create that asked for them;
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 
+from vllm_responses.protocol.file_search_items import FILE_SEARCH_RESULTS_INCLUDE
 from vllm_responses.protocol.items import OutputItem, ResponseObject, wire_item
 from vllm_responses.protocol.web_search_options import includes_sources
 
@@ -27,7 +29,8 @@ def with_include(
     """`response` with its output made from its `full` items as `include` asks (see the module docstring)."""
     outputs = "code_interpreter_call.outputs" in include
     sources = includes_sources(include)
-    output = [_shown(wire_item(item, outputs, sources), include, seal) for item in full]
+    results = FILE_SEARCH_RESULTS_INCLUDE in include
+    output = [_shown(wire_item(item, outputs, sources, results), include, seal) for item in full]
     return {**response, "output": output}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from vllm_responses.agent.loop import AgentPlan
 from vllm_responses.config import Config
 from vllm_responses.context.compaction import Compaction, compact, over_threshold
+from vllm_responses.context.file_results import FILE_SEARCH_NAME
 from vllm_responses.context.images import ImageLimits, check_input_images_off_loop
 from vllm_responses.context.reasoning import Opener, check_sealed_reasoning
 from vllm_responses.context.references import check_call_outputs, resolve_stored_items
@@ -48,10 +49,12 @@ from vllm_responses.protocol.tool_choice import (
     ToolChoiceBuiltin,
     ToolChoiceCoding,
     ToolChoiceCustom,
+    ToolChoiceFileSearch,
     ToolChoiceFunction,
     ToolChoiceMcp,
     ToolChoiceWebSearch,
 )
+from vllm_responses.retrieval.search import VectorSearch
 from vllm_responses.runs.run import Run
 from vllm_responses.service.configuration import configured
 from vllm_responses.service.conversations import ConversationService
@@ -61,6 +64,7 @@ from vllm_responses.store.sealing import ReasoningSeal
 from vllm_responses.tools.code import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
+from vllm_responses.tools.file_search import FileSearchPlan, file_search_plan, file_search_spec
 from vllm_responses.tools.functions import custom_tools, offered_tools
 from vllm_responses.tools.grammars import GrammarChecker
 from vllm_responses.tools.mcp import UrlPolicy, check_mcp_request, mcp_plan
@@ -83,6 +87,7 @@ class Resolved:
     # the request as it runs: with the settings of the context's `configuration_update` items
     request: CreateResponseRequest
     triggered: bool = False  # its input ended with a `compaction_trigger`: the context is compacted first
+    file_search: FileSearchPlan | None = None  # its file searches (None: no `file_search` tool offered)
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -104,7 +109,8 @@ class Planner:
     """Turns create requests into plans. `runs` is the service's table of live runs (a previous response
     still running there is refused); `store` and `conversations` hold the items a request continues;
     `seal` opens the reasoning items' `encrypted_content`, each for the project of its request
-    (store/sealing.py)."""
+    (store/sealing.py); `vector_search`, set once the vector stores are open, runs the `file_search` tool
+    (None: a request with the tool is answered 503)."""
 
     def __init__(
         self,
@@ -127,6 +133,7 @@ class Planner:
         self.image_limits = ImageLimits(config.max_image_bytes, config.max_image_pixels)
         self.grammars = GrammarChecker(config.max_grammar_bytes, config.grammar_compile_timeout)
         self.files = files
+        self.vector_search: VectorSearch | None = None
 
     @property
     def _mcp_policy(self) -> UrlPolicy:
@@ -167,11 +174,14 @@ class Planner:
         search = _offered_search(req, self.config)
         if search is not None:
             tools += search_specs()
+        file_search = await _offered_file_search(req, self.vector_search, project)
+        if file_search is not None:
+            tools.append(file_search_spec())
         if (finder := await tool_search_of(req, self.config.max_deferred_tools)) is not None:
             tools.append(finder.spec)
         if req.truncation == "auto":
             turns = await self._fitted(req, turns, tools)
-        return Resolved(history, input_items, turns, tools, search, finder, req, triggered)
+        return Resolved(history, input_items, turns, tools, search, finder, req, triggered, file_search)
 
     async def plan(
         self,
@@ -209,6 +219,7 @@ class Planner:
             compaction_usage=compacted.usage if compacted is not None else Usage(),
             mcp=mcp_plan(req, resolved.items, self.config.mcp_timeout, self._mcp_policy),
             search=resolved.search,
+            file_search=resolved.file_search,
             tool_search=resolved.tool_search,
             truncate=req.truncation == "auto",
             context_management=req.context_management[0] if req.context_management else None,
@@ -322,6 +333,18 @@ def _offered_search(req: CreateResponseRequest, config: Config) -> SearchPlan | 
     return search
 
 
+async def _offered_file_search(
+    req: CreateResponseRequest, searcher: VectorSearch | None, project: str
+) -> FileSearchPlan | None:
+    """The response's file search plan, checked, where the tool is offered (an `allowed_tools` choice may
+    leave it out)."""
+    plan = await file_search_plan(req, searcher, project)
+    choice = req.tool_choice
+    if isinstance(choice, ToolChoiceAllowed) and not choice.allows("file_search"):
+        return None
+    return plan
+
+
 def _turns(req: CreateResponseRequest, items: list[dict[str, Any]], open_sealed: Opener | None) -> list[Turn]:
     """The turns the model sees: the instructions, then the items."""
     turns = items_to_turns(items, open_sealed=open_sealed)
@@ -394,6 +417,8 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
         return ForcedTool(CODE_TOOL_NAME)
     if isinstance(choice, ToolChoiceWebSearch):
         return ForcedTool(SEARCH_TOOL_NAME)
+    if isinstance(choice, ToolChoiceFileSearch):
+        return ForcedTool(FILE_SEARCH_NAME)
     if isinstance(choice, ToolChoiceCoding):
         return ForcedTool(choice.type)  # offered under its type (tools/coding.py)
     if isinstance(choice, ToolChoiceAllowed):

@@ -19,6 +19,7 @@ from vllm_responses.context.compaction import Compaction, compact_window
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.engine.base import Engine
 from vllm_responses.protocol.errors import Conflict, NotFound
+from vllm_responses.protocol.file_search_items import FILE_SEARCH_RESULTS_INCLUDE
 from vllm_responses.protocol.items import ResponseObject, public_item, wire_items
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.status import ResponseStatus
@@ -139,6 +140,7 @@ class ResponsesService:
                 include_outputs=req.wants_outputs,
                 include_reasoning=req.wants_reasoning,
                 include_sources=includes_sources(req.include),
+                include_results=FILE_SEARCH_RESULTS_INCLUDE in req.include,
                 seal=partial(self.seal.seal, project=project),  # a blob only `project` opens
                 summary=req.summary,
             )
@@ -276,7 +278,7 @@ class ResponsesService:
             full = full_items(stored.response["output"], stored.history)
             return with_include(stored.response, full, include, partial(self.seal.seal, project=project))
         output = wire_items(
-            stored.response["output"], stored.include_outputs, include_sources=True
+            stored.response["output"], stored.include_outputs, include_sources=True, include_results=True
         )  # as kept
         return {**stored.response, "output": output}
 
