@@ -1,7 +1,7 @@
 """Vector stores served by two replicas sharing one Postgres database with pgvector, through the `openai` SDK (the
 fake embedder, one per replica): files and a batch added on A are ingested once (by either replica), polled to
 their end and searched with a filter on B; a change made on one replica is seen by the other's next search; a batch
-cancelled on B while A ingests it keeps no chunk; a file whose ingestion A held when it was killed (SIGKILL) is taken
+cancelled on B while A ingests it keeps no chunk; a response on B whose `file_search` finds a file ingested on A; a file whose ingestion A held when it was killed (SIGKILL) is taken
 over by B once A's lease has expired."""
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ import asyncpg
 import openai
 import pytest
 from openai.types import VectorStore, VectorStoreSearchResponse
+from openai.types.responses import ResponseFileSearchToolCall, ResponseOutputMessage
 from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 
 from tests.api.test_vector_stores import DOCS, checked, upload, wait_for
 from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter
+from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.postgres import PostgresServer
 from tests.serving import LiveServer
+from tests.wire import validate_response
 from vllm_responses.config import Config
 
 LEASE = 1.0  # seconds a replica's claim on a file lasts unrenewed
@@ -277,3 +279,31 @@ def test_vector_stores_through_a_postgres_outage(
         assert [r.file_id for r in found.data] == [second.id]
     finally:
         live.stop()
+
+
+def test_file_search_on_b_finds_what_a_ingested(two: list[tuple[LiveServer, FakeEmbedder]]) -> None:
+    (server_a, _), (server_b, _) = two
+    a, b = sdk(server_a.base_url), sdk(server_b.base_url)
+    owls = upload(a, "owls.md", DOCS["owls.md"])
+    store = a.vector_stores.create(name="shared", file_ids=[owls, upload(a, "tides.txt", DOCS["tides.txt"])])
+    wait_for(lambda: a.vector_stores.retrieve(store.id).status == "completed", "ingested")
+
+    engine: FakeEngine = server_b.engine
+    answer = f"Owls hunt at night [{owls}]."
+    engine.reset(function_call("file_search", {"queries": ["owls at night"]}), say(answer))
+    r = b.responses.create(
+        model="fake-model",
+        input="When do owls hunt?",
+        tools=[{"type": "file_search", "vector_store_ids": [store.id], "max_num_results": 1}],
+        include=["file_search_call.results"],
+    )
+    validate_response(r.model_dump(mode="json", exclude_unset=True, by_alias=True))
+    call, message = r.output
+    assert isinstance(call, ResponseFileSearchToolCall) and call.status == "completed"
+    assert call.results is not None and [(x.file_id, x.filename) for x in call.results] == [(owls, "owls.md")]
+    assert isinstance(message, ResponseOutputMessage)
+    annotations = message.content[0].annotations  # type: ignore[union-attr]
+    assert [(c.type, c.file_id) for c in annotations] == [("file_citation", owls)]
+    # A reads B's response back, the call's results with it, from the shared store
+    again = a.responses.retrieve(r.id, include=["file_search_call.results"])
+    assert again.output[0].results == call.results  # type: ignore[union-attr]
