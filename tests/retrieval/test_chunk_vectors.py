@@ -21,6 +21,27 @@ def test_windows_are_bounded_slices_of_the_whole_text() -> None:
     assert windows(text, tokenizer, None) == [text]
 
 
+def test_windows_stay_bounded_when_read_on_their_own() -> None:
+    """A window that begins inside a word ("...tine" of "coroutine") is more WordPiece tokens on its own than in
+    its chunk; each window is within the bound as the model reads it, on the embedded model's tokenizer."""
+    from pydoc_data.topics import topics
+
+    from vllm_responses.engine.models import default_embedding_model_path
+    from vllm_responses.retrieval.chunking import chunk_text
+    from vllm_responses.retrieval.tokens import HFTokenizer
+
+    folder = default_embedding_model_path()
+    if folder is None:
+        pytest.skip("the embedded embedding model is not set up")
+    tokenizer = HFTokenizer.from_file(folder)
+    size = 256 - SPECIAL_TOKENS
+    for label in ("async", "function", "identifiers"):  # Python's help() texts that have such windows
+        for chunk in chunk_text(topics[label], tokenizer):
+            parts = windows(chunk.text, tokenizer, size)
+            assert "".join(parts) == chunk.text
+            assert max(len(tokenizer.token_spans(p)) for p in parts) <= size, label
+
+
 class Characters:
     """One token a character, as the fake embedder counts them."""
 

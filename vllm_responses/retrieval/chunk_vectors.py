@@ -19,7 +19,9 @@ SPECIAL_TOKENS = 2  # the model adds its own ([CLS] and [SEP] for BERT) to each 
 
 
 def windows(text: str, tokenizer: Tokenizer, size: int | None) -> list[str]:
-    """`text` as consecutive slices of at most `size` tokens (None: no bound), together the whole text."""
+    """`text` as consecutive slices of at most `size` tokens each on its own (None: no bound), together the whole
+    text. A slice that begins or ends inside a word may be more tokens on its own than it was in the text (a
+    WordPiece continuation read as a word's start): such a slice is cut again."""
     if size is None:
         return [text]
     spans = tokenizer.token_spans(text)
@@ -30,7 +32,8 @@ def windows(text: str, tokenizer: Tokenizer, size: int | None) -> list[str]:
         start = 0 if first == 0 else spans[first][0]
         last = first + size
         end = len(text) if last >= len(spans) else spans[last][0]
-        out.append(text[start:end])
+        piece = text[start:end]
+        out += windows(piece, tokenizer, size) if len(piece) < len(text) else [piece]
     return out
 
 
