@@ -5,6 +5,7 @@ follow from the measured ones."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -491,3 +492,111 @@ def test_embeddings_quick(tmp_path: Path) -> None:
     assert 0 < data["load_s"] < 600 and data["rss_added_by_engine_mib"] > 0
     assert data["checks"] == {"cosine_to_torch_gt_0_999": data["min_cosine_to_torch"] > 0.999}
     assert data["checks"]["cosine_to_torch_gt_0_999"] is True
+
+
+def test_retrieval_quality_queries_and_metrics() -> None:
+    """The queries and judgements come from `help()`'s index (an alias judged as its target, cross-references as
+    gain 1, a section missing from the corpus left out), and each figure is what the ranking says."""
+    from bench_retrieval_quality import Query, documents, metrics, queries, segment
+
+    assert (
+        segment("AUGMENTEDASSIGNMENT", {"augmented", "aug", "mented", "assignment"}) == "augmented assignment"
+    )
+    assert segment("XYZ", {"a"}) == "xyz"
+    corpus = documents()
+    asked = {(q.kind, q.source): q for q in queries(corpus)}
+    mappings = asked[("topics", "MAPPINGS")]  # an alias of DICTIONARIES
+    assert (mappings.text, mappings.shown) == ("mappings", "typesmapping")
+    assert mappings.gains == {"typesmapping": 2, "dict": 1}
+    assert asked[("keywords", "nonlocal")].gains == {"nonlocal": 2, "global": 1, "naming": 1}
+    assert asked[("topics", "CONTEXTMANAGERS")].text == "context managers"
+    assert asked[("symbols", "**")].shown == "power"
+    assert ("keywords", "True") not in asked  # help() shows no section for it
+    assert asked[("topics", "LOOPING")].verbatim is False and asked[("keywords", "yield")].verbatim is True
+    few = queries({"global": corpus["global"], "nonlocal": corpus["nonlocal"]})
+    assert {(q.source, q.shown) for q in few} == {("global", "global"), ("nonlocal", "nonlocal")}
+    assert next(q for q in few if q.source == "global").gains == {"global": 2, "nonlocal": 1}
+
+    q = Query("keywords", "x", "x", "a", {"a": 2, "b": 1})
+    assert metrics(["a", "b"], q) == {"ndcg_at_10": 1.0, "recall_at_10": 1.0, "mrr": 1.0, "shown_at_10": 1.0}
+    got = metrics(["c", "b", "a"], q)
+    ideal = 2 + 1 / math.log2(3)
+    assert got["ndcg_at_10"] == pytest.approx((1 / math.log2(3) + 2 / 2) / ideal)
+    assert (got["recall_at_10"], got["mrr"], got["shown_at_10"]) == (1.0, 1 / 3, 1.0)
+    late = metrics([*"cdefghijkl", "a"], q)
+    assert late == {"ndcg_at_10": 0.0, "recall_at_10": 0.0, "mrr": 1 / 11, "shown_at_10": 0.0}
+    assert metrics([], q)["mrr"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_retrieval_quality_quick(tmp_path: Path) -> None:
+    """The smallest sections ingested and searched for real: every ranking finds most answers, and each summary
+    is the mean of the per-query figures."""
+    from bench_retrieval_quality import RANKINGS
+
+    data = run_quick("bench_retrieval_quality.py", tmp_path)
+    assert data["model"] == "all-MiniLM-L6-v2" and data["corpus"]["sections"] == 24
+    assert data["corpus"]["chunks"] >= 24 and data["config"]["chunking"].startswith("auto")
+    rows = data["queries"]
+    assert len(rows) >= 20 and {r["kind"] for r in rows} == {"topics", "keywords", "symbols"}
+    for name in RANKINGS:
+        summary = data["summary"]["all"]["all"][name]
+        assert summary["n"] == len(rows)
+        for key in ("ndcg_at_10", "recall_at_10", "mrr", "shown_at_10"):
+            assert summary[key] == round(sum(r[name][key] for r in rows) / len(rows), 3), (name, key)
+            assert all(0 <= r[name][key] <= 1 for r in rows)
+        assert summary["shown_at_10"] >= 0.6, (name, summary)
+    plain = [r for r in rows if not r["verbatim"]]
+    assert data["summary"]["all"]["not_verbatim"]["vector"]["n"] == len(plain)
+
+
+def test_ingestion_summary_on_set_timers() -> None:
+    """Throughput and shares are what the timers and the wall time say."""
+    from bench_ingestion import Timers, summarize
+
+    timers = Timers()
+    timers.add("extract", 1.0, text_bytes=2_000_000)
+    timers.add("chunk", 0.5, chunks=40)
+    timers.add("embed", 8.0)
+    timers.add("index", 0.5)
+    timers.model_s = 6.0
+    timers.counts |= {"windows": 160, "model_calls": 10, "tokens": 40_000}
+    timers.extracted("txt", 1.0, 4_000_000, 2_000_000)
+    got = summarize(timers, files=8, input_bytes=4_000_000, wall_s=5.0)
+    assert (got["chunks_per_s"], got["windows_per_s"], got["files_per_s"], got["tokens_per_s"]) == (
+        8,
+        32,
+        1.6,
+        8000,
+    )
+    assert (got["input_mb_per_s"], got["text_mb_per_s"]) == (0.8, 0.4)
+    assert got["stage_share"] == {"extract": 0.1, "chunk": 0.05, "embed": 0.8, "index": 0.05}
+    assert got["model_share_of_embed"] == 0.75 and got["extract_ms_per_mb"] == {"txt": 250.0}
+
+
+def test_ingestion_corpus_has_every_kind() -> None:
+    from bench_ingestion import corpus
+
+    files = corpus(quick=True)
+    assert {name.rsplit(".", 1)[1] for name, _ in files} == {"txt", "py", "html", "pdf"}
+    assert files == corpus(quick=True) and len({name for name, _ in files}) == len(files)
+    assert next(data for name, data in files if name.endswith(".pdf")).startswith(b"%PDF-")
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_ingestion_quick(tmp_path: Path) -> None:
+    """Files of every kind ingested for real with the embedded model: every step took time, the figures follow
+    from the counts, and the batch sizes embed the same windows in fewer calls as they grow."""
+    data = run_quick("bench_ingestion.py", tmp_path)
+    assert data["model"] == "all-MiniLM-L6-v2" and data["load_s"] > 0
+    run = data["all_kinds"]
+    assert run["files"] == 11 and run["chunks"] >= run["files"] and run["windows"] >= run["chunks"]
+    assert all(run["stage_s"][s] > 0 for s in ("extract", "chunk", "embed", "index")), run["stage_s"]
+    assert sum(run["stage_share"].values()) == pytest.approx(1, abs=0.005)
+    assert run["chunks_per_s"] == round(run["chunks"] / run["wall_s"], 2)
+    assert 0 < run["model_share_of_embed"] <= 1
+    assert set(run["extract_ms_per_mb"]) == {"txt", "py", "html", "pdf"}
+    b16, b64 = data["batch_sizes"]["16"], data["batch_sizes"]["64"]
+    assert b16["windows"] == b64["windows"] and b16["model_calls"] > b64["model_calls"], (b16, b64)
