@@ -152,21 +152,22 @@ class TimedEmbedder:
 @contextlib.contextmanager
 def timed(timers: Timers) -> Iterator[None]:
     """The ingestion's four steps timed into `timers` while inside."""
-    text, chunk, embed, add = (
-        ingestion.Ingestion._text,
+    parts, chunk, embed, add = (
+        ingestion.Ingestion._parts,
         ingestion.chunk_text,
         ingestion.embed_chunks,
         SQLiteIndex.add_file,
     )
 
-    async def timed_text(self: Any, row: Any) -> str:
+    async def timed_parts(self: Any, row: Any) -> list[str]:
         t0 = time.perf_counter()
-        out = await text(self, row)
+        out = await parts(self, row)
         spent = time.perf_counter() - t0
-        timers.add("extract", spent, text_bytes=len(out.encode()))
+        size = len("\n".join(out).encode())  # the text that is chunked
+        timers.add("extract", spent, text_bytes=size)
         stored = await self.files.store.get_file(row.file_id)
         if stored is not None:
-            timers.extracted(stored.filename.rsplit(".", 1)[-1], spent, stored.bytes, len(out.encode()))
+            timers.extracted(stored.filename.rsplit(".", 1)[-1], spent, stored.bytes, size)
         return out
 
     def timed_chunk(*args: Any, **kwargs: Any) -> Any:
@@ -186,14 +187,14 @@ def timed(timers: Timers) -> Iterator[None]:
         await add(self, *args, **kwargs)
         timers.add("index", time.perf_counter() - t0)
 
-    ingestion.Ingestion._text = timed_text  # type: ignore[method-assign]
+    ingestion.Ingestion._parts = timed_parts  # type: ignore[method-assign]
     ingestion.chunk_text = timed_chunk  # type: ignore[assignment]
     ingestion.embed_chunks = timed_embed
     SQLiteIndex.add_file = timed_add  # type: ignore[method-assign]
     try:
         yield
     finally:
-        ingestion.Ingestion._text = text  # type: ignore[method-assign]
+        ingestion.Ingestion._parts = parts  # type: ignore[method-assign]
         ingestion.chunk_text = chunk
         ingestion.embed_chunks = embed
         SQLiteIndex.add_file = add  # type: ignore[method-assign]
