@@ -1,6 +1,8 @@
 """Re-streaming across replicas with the real engine: a real `vllm-responses serve --db postgresql://...` (the
 tiny model) runs a background response, a second replica on the same database (fake engine: it runs nothing)
-re-streams it from the store while it runs, the very frames the first one sent."""
+re-streams it from the store while it runs, the very frames the first one sent. A's vLLM processes are held
+(SIGSTOP) from its first event until B has caught up with the stored stream, so B certainly follows a response
+that is still running, whatever the host's scheduling; then A goes on and B streams the rest live."""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
+import psutil
 import pytest
 
 from tests.fakes import FakeEngine, FakeInterpreter
@@ -24,12 +29,12 @@ from vllm_responses.config import Config
 
 
 @pytest.fixture
-def serve_a(pg_url: str, tmp_path: Path) -> Iterator[str]:
+def serve_a(pg_url: str, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     log, port = tmp_path / "serve.log", free_port()
     proc = _serve(pg_url, port, log)
     try:
         _wait_up(proc, f"http://127.0.0.1:{port}", log)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -56,36 +61,44 @@ def _record_reads(server: LiveServer) -> list[bool]:
     return reads
 
 
-# B catching up with A is a race against A's ~10 s stream: on this 2-core host the whole machine (an outside
-# process that only sleeps included) sometimes stalls 1-4 s while vLLM's worker threads run (measured with a
-# 10 ms ticker), so B's first read can come after A's last event. Another run on the same servers gets another
-# chance; every other check holds on each run. (A is a real `serve` process: unlike the fake engine in
-# test_restream_replicas, its generation cannot be held open by the test until B has caught up.)
-_RUNS = 3
+@contextmanager
+def _held(server: subprocess.Popen[bytes]) -> Iterator[None]:
+    """`server`'s child processes (vLLM's engine core and its worker) stopped, then continued: its generation
+    waits while its API process (the parent) goes on storing and serving what it has."""
+    children = psutil.Process(server.pid).children(recursive=True)
+    assert children, "the server has no engine process"
+    for child in children:
+        child.suspend()
+    try:
+        yield
+    finally:
+        for child in children:
+            child.resume()
+
+
+def _wait(reads: list[bool], timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while not any(reads) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return any(reads)
 
 
 @pytest.mark.engine
 @pytest.mark.slow
-def test_a_real_response_is_restreamed_by_another_replica(pg_url: str, serve_a: str) -> None:
+def test_a_real_response_is_restreamed_by_another_replica(
+    pg_url: str, serve_a: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    a_url, a_proc = serve_a
     b = LiveServer(Config(), FakeEngine(), FakeInterpreter(), db=pg_url)
     reads = _record_reads(b)
     b.start()  # after A: see test_restream_replicas
     try:
-        for run in range(1, _RUNS + 1):
-            reads.clear()
-            _restream_once(serve_a, b.base_url)
-            # B followed a running response: a read of the stored events caught up with A before A's last
-            # event (judged from what B read, not from when its frames reached this process: on a busy host
-            # a client thread can be held back for seconds)
-            if any(reads):
-                break
-            print(f"\nrun {run}: B never caught up with A while A ran ({len(reads)} reads)")
+        _restream_once(a_url, a_proc, b.base_url, reads)
     finally:
         b.stop()
-    assert any(reads), f"B never caught up with A while A ran, in {_RUNS} runs"
 
 
-def _restream_once(serve_a: str, b_url: str) -> None:
+def _restream_once(serve_a: str, a_proc: subprocess.Popen[bytes], b_url: str, reads: list[bool]) -> None:
     """A runs a background response of 3,000 tokens; B re-streams it from the start (raw frames) and from
     `starting_after=3` (the SDK): the very frames A sent."""
     mine = Frames(
@@ -98,7 +111,11 @@ def _restream_once(serve_a: str, b_url: str) -> None:
     )  # fmt: skip
     assert mine.first.wait(300) and mine.data, "A sent nothing"
     rid = json.loads(mine.data[0])["response"]["id"]
-    from_start = Frames("GET", f"{b_url}/v1/responses/{rid}", params={"stream": "true"})
+    with _held(a_proc):
+        from_start = Frames("GET", f"{b_url}/v1/responses/{rid}", params={"stream": "true"})
+        # B followed a running response: a read of the stored events caught up with A (fewer than it asked
+        # for, none terminal) while A's generation was held
+        assert _wait(reads), "B never caught up with A while A's generation was held"
     client_b = openai.OpenAI(base_url=b_url + "/v1", api_key="-", max_retries=0, timeout=300)
     with client_b.responses.retrieve(rid, stream=True, starting_after=3) as stream:
         sdk_events = list(stream)
