@@ -16,7 +16,7 @@ from vllm_responses.api.params import json_body
 from vllm_responses.api.state import app_state
 from vllm_responses.api.vector_store_json import batch_json, file_json, hit_json, page, store_json
 from vllm_responses.protocol.errors import InvalidRequest
-from vllm_responses.protocol.vector_stores import FILE_STATUSES, string_list
+from vllm_responses.protocol.vector_stores import FILE_STATUSES, parse_text, string_list
 from vllm_responses.retrieval.filters import parse_filter
 from vllm_responses.retrieval.ranking import parse_max_num_results, parse_ranking_options
 from vllm_responses.retrieval.search import MAX_QUERIES, MAX_QUERY_CHARS
@@ -87,14 +87,7 @@ def _queries(query: object) -> list[str]:
             "'query' must be a non-empty string or array of non-empty strings.", param="query"
         )
     for i, q in enumerate(queries):
-        if len(q) > MAX_QUERY_CHARS:
-            param = "query" if isinstance(query, str) else f"query[{i}]"
-            raise InvalidRequest(
-                f"Invalid '{param}': string too long. Expected a string with maximum length "
-                f"{MAX_QUERY_CHARS}, but got a string with length {len(q)} instead.",
-                param=param,
-                code="string_above_max_length",
-            )
+        parse_text(q, "query" if isinstance(query, str) else f"query[{i}]", MAX_QUERY_CHARS)
     return queries
 
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.protocol.vector_stores import parse_text
 
 __all__ = ["MAX_KEYS", "MAX_KEY_CHARS", "MAX_VALUE_CHARS", "AttributeValue", "Attributes", "check_attributes"]
 
@@ -50,13 +51,7 @@ def _value(item: object, param: str) -> AttributeValue:
             raise InvalidRequest(f"Invalid value for '{param}': a finite number is expected.", param=param)
         return item
     if isinstance(item, str):
-        if len(item) > MAX_VALUE_CHARS:
-            raise InvalidRequest(
-                f"Invalid '{param}': string too long. Expected a string with maximum length {MAX_VALUE_CHARS}, "
-                f"but got a string with length {len(item)} instead.",
-                param=param,
-                code="string_above_max_length",
-            )
+        parse_text(item, param, MAX_VALUE_CHARS)  # a 400 past the bound
         return item
     raise InvalidRequest(
         f"Invalid type for '{param}': expected a string, a number or a boolean.",
