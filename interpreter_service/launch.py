@@ -36,10 +36,9 @@ DEFAULT_MEMORY_LIMIT = 1 << 30  # a worker's WebAssembly heap cap unless asked o
 # A worker's whole environment: nothing of the server's, only glibc's malloc threshold for mmap fixed at its
 # default (128 KiB). Left alone, glibc raises it to the size of the largest buffer freed so far (the 10 MB
 # wasm binary, the 6.4 MB standard library zip, at the start), after which V8's buffers of up to that size
-# come from the heap, which does not give pages back: measured, a worker ready with numpy and matplotlib held
-# 194 MiB resident instead of 211 (183 with the start's other changes), and cells' garbage went back too; the
-# start takes 3-4 % longer (more mmap and munmap calls; docs/sandbox.md, "Memory"). Sandboxed code cannot
-# read it (no --allow-env).
+# come from the heap, which does not give pages back. Fixed, a worker holds less resident memory and gives
+# cells' garbage back, for a slightly longer start (more mmap and munmap calls; docs/sandbox.md, "Memory").
+# Sandboxed code cannot read it (no --allow-env).
 WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 RUNTIME_MEMORY = 256 << 20  # a worker's memory outside its two heaps' caps: Deno's code, V8's other spaces
 
@@ -72,8 +71,8 @@ class WorkerConfig:
     dist_dir: Path
     memory_limit: int = DEFAULT_MEMORY_LIMIT  # WebAssembly heap (Python objects live there)
     js_heap_mb: int = 512  # V8 old space (JS side: proxies, output buffers)
-    # V8 young generation: 1 MB semi-spaces instead of V8's default (up to 16 MB), measured: RSS of a warm
-    # worker with numpy + matplotlib 288 -> 261 MiB, round trips unchanged (little JS runs here).
+    # V8 young generation: 1 MB semi-spaces instead of V8's default (up to 16 MB): little JS runs here, so a
+    # larger young generation only adds resident memory.
     semi_space_mb: int = 1
     max_output: int = 100_000  # characters of logs per call
     allow_net: Sequence[str] = field(default_factory=tuple)
@@ -88,8 +87,8 @@ class WorkerConfig:
     confiner: Confiner = field(default_factory=Confiner)  # the OS limits' mechanism (a cgroup per worker)
     max_tasks: int = 128  # threads (and processes) a worker may run, Deno's own ~20 included
     # CPU cores a worker may use at once: V8 works on background threads beside the interpreter (compiling,
-    # collecting), so at 1 core a worker was throttled in nearly every 100 ms period of a matplotlib plot
-    # (+53 ms per plot, measured) and of its start; 2 cores leave room for them
+    # collecting), so at 1 core a worker is throttled in nearly every 100 ms period of a matplotlib plot and of
+    # its start; 2 cores leave room for them
     cpus: float = 2.0
 
     @property

@@ -55,9 +55,9 @@ def spawn_setup(
     dumps, `setpriv` switches to `user` (no supplementary groups), sets `no_new_privs` and asks for SIGKILL
     when the parent dies (after the switch, which would clear it), `env -i` gives the command exactly `env`
     (the shell adds its own variables; the spawn's own `env` only reaches the shell, or the command when the
-    tools are missing). With no Python to run in the child, CPython spawns it by vfork: ~0.3 ms of the
-    server's event loop instead of a fork's 10-40 ms (copying the page tables of a server of 0.5-2 GB;
-    measured). Without those tools, `child_setup` in a forked child."""
+    tools are missing). With no Python to run in the child, CPython spawns it by vfork, which holds the
+    server's event loop far less than a fork copying the page tables of a server of 0.5-2 GB. Without those
+    tools, `child_setup` in a forked child."""
     tools = setpriv_tool()
     if tools is None:
         return Spawn((), functools.partial(child_setup, user, tuple(cgroup_procs)))

@@ -34,8 +34,8 @@ class WarmWorkers:
     ready in under half the time). Starts ahead of demand (spares) preload. When callers wait with every start
     slot taken, a spare's start begun less than `preempt_within_s` ago gives its slot to a lean start (it is
     stopped: it had done little, and its full start would serve the caller later than a lean one); the spare
-    is started again once nobody waits. A burst arriving at once otherwise waited for the spares its first
-    container set off (measured: a burst of 6 on a pool of 1 warm worker, first-cell p50 3.9 s)."""
+    is started again once nobody waits. A burst arriving at once would otherwise wait for the spares its first
+    container set off."""
 
     preempt_within_s = 0.5  # a spare's start this young is stopped for a caller's lean start
 

@@ -6,8 +6,8 @@ One `vllm-responses serve` on the tiny model (its outputs forced) with few admis
 was, whether it saw `response.queued`, and how it ended. Reported: the first event's p50/p95/max (and the
 median of 5 lone streams', measured just before: the baseline), how many streams were queued, their endings,
 and the server's own admission-wait histogram (/metrics). The target: every stream's first event within
-50 ms. `--ours-tree PATH` runs our server from another source tree (`-P`: that path first), e.g. a commit
-from before queued streams opened at once, for a before/after on one machine. Loopback only. Run:
+50 ms. `--ours-tree PATH` runs our server from another source tree (`-P`: that path first), e.g. another
+commit, to compare two versions on one machine. Loopback only. Run:
 `python scripts/bench_first_event.py [--streams 32] [--slots 2] [--free] [--quick] [--ours-tree PATH] [--out DIR]`
 (`--free`: answers not forced, so no per-request grammar check: what requests without structured outputs cost).
 """

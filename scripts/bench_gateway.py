@@ -341,7 +341,7 @@ def run_targets(
 
 
 def compare(targets: dict[str, dict], levels: list[int]) -> dict[str, Any]:
-    """Each target's ratio to raw per level, and the issue's targets checked at the highest level."""
+    """Each target's ratio to raw per level, and the gateway's targets checked at the highest level."""
     ratios: dict[str, Any] = {}
     raw = targets.get("raw", {}).get("levels", {})
     for name, t in targets.items():

@@ -1,10 +1,10 @@
-"""Pool burst benchmark (issue 30): first-cell latency when many new containers arrive at once.
+"""Pool burst benchmark: first-cell latency when many new containers arrive at once.
 
 A pool of 1 warm worker gets a burst of N new containers at once (each: create_container, then its first
 cell, `--cell`: `print(1)` by default, or one importing numpy or plotting with matplotlib; its latency is
 from the burst's start to that cell's result), then, once the pool has settled (no start in progress) and a
 short pause, a second burst of N. Configurations, each a fresh pool (workers=1, spares=0): `before` (fixed
-spares, every needed worker starting at once: the pool before issue 30), `start_limit` (fixed spares, at
+spares, every needed worker starting at once: the baseline), `start_limit` (fixed spares, at
 most one start per core), `adaptive_preloaded` (spares that follow demand and the start limit, every start
 preloading numpy and matplotlib) and `adaptive` (the defaults: as the former, but a start a caller waits for
 imports nothing ahead). Reported per burst: first-cell p50 / p95 / max, and the pool's spare target after

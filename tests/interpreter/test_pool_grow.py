@@ -1,4 +1,4 @@
-"""The pool's growth under load (issue 30): spares that follow demand, bounded by the memory budget and the
+"""The pool's growth under load: spares that follow demand, bounded by the memory budget and the
 most containers, falling back once demand goes away; starts bounded in number; a burst all answered."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
 def cpu_dtype(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     """bfloat16 where the CPU computes it natively (avx512_bf16 / amx_bf16), else float32.
 
-    Measured: on an AVX2-only host bf16 was 2-5x slower than float32 under concurrency.
+    On an AVX2-only host bf16 runs 2-5x slower than float32 under concurrency.
     """
     return "bfloat16" if cpu_flags(cpuinfo) & _BF16_FLAGS else "float32"
 

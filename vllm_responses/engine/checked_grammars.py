@@ -17,10 +17,10 @@ class CheckedGrammars:
     """`verify(params, check)`: `check(params)` (vLLM's `SamplingParams.verify`), except that a constraint
     (`params.structured_outputs`) that passed it before, one of the last `kept`, is not checked again: the
     rest of `params` still is. What vLLM checks of a constraint depends on the constraint and on the engine's
-    fixed configuration only, so one that passed always passes. Measured: converting a forced call's regex
-    costs vLLM a new thread per check (its compile timeout), and a code turn was checked twice before its
-    stream opened (docs/benchmarks.md). Only passes are kept; safe across threads (long prompts are checked in
-    a worker thread)."""
+    fixed configuration only, so one that passed always passes. Converting a forced call's regex costs vLLM a
+    new thread per check (its compile timeout), and a code turn is checked twice before its stream opens, so
+    the saving is on every burst's first events. Only passes are kept; safe across threads (long prompts are
+    checked in a worker thread)."""
 
     def __init__(self, kept: int = 256) -> None:
         self._kept = kept

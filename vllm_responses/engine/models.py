@@ -32,8 +32,9 @@ EMBEDDING_MODEL_NAME = "all-MiniLM-L6-v2"
 TINY_MODEL_NAME = "tiny-tool-model"
 TINY_VISION_MODEL_NAME = "tiny-vision-model"
 # The embedded model's sampling defaults, written into its generation_config.json at setup (the gguf has none,
-# so vLLM would sample at temperature 1.0): greedy decoding, and a 512-token budget per response. Measured on
-# the first-minute benchmark (docs/benchmarks.md). Overridable per request, or for the server with vLLM's
+# so vLLM would sample at temperature 1.0): greedy decoding, which runs more of the code a newcomer asks for
+# (`scripts/bench_default_model.py`), and a 512-token budget per response, which ends a rambling answer.
+# Overridable per request, or for the server with vLLM's
 # `--override-generation-config '{"temperature": 0.7}'`.
 DEFAULT_MODEL_GENERATION: dict[str, Any] = {"temperature": 0.0, "max_new_tokens": 512}
 

@@ -51,7 +51,7 @@ CODE_PREFILL = "```python\n"
 CODE_STOP = "```"
 # After the code ran, the answer of a markdown-format model may not open a code block nor parrot the tool
 # response (a weak model's habits: it echoes its code instead of answering), and it ends at its first blank
-# line (it rambles on after the answer). Measured on the default model: answers that state the value, up.
+# line (it rambles on after the answer). On the default model more answers then state the value.
 ANSWER_BAD_WORDS = ("```", "<tool_response>", "</tool_response>")
 ANSWER_STOP = "\n\n"
 CODE_RETRIES = 1  # a code call that does not parse is retried once, as a new call the client sees
@@ -316,8 +316,8 @@ def code_hint(tools: Sequence[ToolSpec]) -> str | None:
 
 # One worked exchange shown (as chat turns) to a model whose template has no tool format, before the
 # conversation: the call as a fenced block with print(), its output as the user turn, a short answer that
-# states the value. Measured on the default model (docs/benchmarks.md): code that prints its result, and
-# answers that state it, both up. Built with `MarkdownCodeParser.render_result`'s words (see `worked_example`).
+# states the value. On the default model more code then prints its result, and more answers state it
+# (`scripts/bench_default_model.py`). Built with `MarkdownCodeParser.render_result`'s words (see `worked_example`).
 EXAMPLE_QUESTION = "What is 6 * 7? Use Python."
 EXAMPLE_CODE = "print(6 * 7)"
 EXAMPLE_OUTPUT = "42"

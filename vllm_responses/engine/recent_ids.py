@@ -13,9 +13,9 @@ __all__ = ["RecentIds"]
 
 class RecentIds:
     """`ids(text)`: `encode(text)`, kept for the last `kept` texts (a new list each time; the same text always
-    tokenizes the same, so a kept one is exact). Measured: a code turn's two prechecks and its call rendered
-    one prompt three times, 0.55 ms of tokenizing each on the tiny model's template (docs/benchmarks.md).
-    Safe across threads (long prompts are tokenized in a worker thread)."""
+    tokenizes the same, so a kept one is exact). A code turn's two prechecks and its call render the same
+    prompt, which is then tokenized once instead of three times. Safe across threads (long prompts are
+    tokenized in a worker thread)."""
 
     def __init__(self, encode: Callable[[str], list[int]], kept: int = 8) -> None:
         self._encode = encode

@@ -16,14 +16,13 @@ log = logging.getLogger("vllm.plugins.vllm_responses_spin_wait")
 # leaves vLLM's own wait as it is (1 s of spinning, `SpinCondition.busy_loop_s`). Unset, the default applies
 # on vLLM's CPU platform only (a GPU host has cores to spare, and its steps outlast a short spin). On CPU the
 # engine's scheduler and its model worker are two processes joined by such queues, so while the engine steps
-# each spins whenever the other works, taking a core from the server and the sandbox workers
-# (docs/benchmarks.md, "Capacity, sixth pass").
+# each spins whenever the other works, taking a core from the server and the sandbox workers.
 ENV = "VR_ENGINE_SPIN_MS"
 DEFAULT_SPIN_MS = 5.0
 # Past the spin, and until vLLM's own spin would have ended, the reader sleeps on the writer's notice socket
-# this long at a time. Notices get lost: with no spin at all the engine missed wake-ups for a minute at a time
-# (measured; likely the writer's socket, which keeps one message (SNDHWM 1), dropping one while its I/O thread
-# lags; vLLM's long spin hides it). A write whose notice was lost is still read within a nap.
+# this long at a time. Notices get lost: with no spin at all the engine can miss wake-ups for a minute at a
+# time (likely the writer's socket, which keeps one message (SNDHWM 1), dropping one while its I/O thread lags;
+# vLLM's long spin hides it). A write whose notice was lost is still read within a nap.
 NAP_MS = 5
 TESTED_VLLM = ("0.32.",)  # the versions whose `SpinCondition` this was read against
 

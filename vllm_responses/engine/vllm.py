@@ -359,7 +359,7 @@ class VLLMEngine:
     async def precheck(self, request: GenerateRequest) -> int:
         """`_call`, then the checks vLLM makes when the request is added (token ids in the vocabulary, a
         structured-output grammar its backend compiles): all that `generate` would refuse before any output.
-        A short prompt is checked at once (well under 2 ms, measured); a long one, whose tokenizing takes
+        A short prompt is checked at once (well under 2 ms); a long one, whose tokenizing takes
         longer, in a worker thread so that the event loop keeps streaming meanwhile."""
         return await _sized(self._precheck, request)
 
