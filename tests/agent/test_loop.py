@@ -1,4 +1,4 @@
-"""The agent loop on its own (`agent/loop.py`, `agent/calls.py`): the fake engine and interpreter, no server."""
+"""The agent loop on its own (`agent/loop.py`, `agent/open_calls.py`): the fake engine and interpreter, no server."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import Interpreter
-from vllm_responses.agent.calls import CallTracker
+from vllm_responses.agent.open_calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.compaction import compact_loop
 from vllm_responses.context.reasoning_summary import needs_summary, summarise_reasoning
@@ -37,7 +37,7 @@ from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
-from vllm_responses.tools.code import CodeRun
+from vllm_responses.tools.code_interpreter import CodeRun
 from vllm_responses.tools.file_search import FileSearchPlan, FileSearchRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
 from vllm_responses.tools.tool_search import DeferredTool, ToolSearch

@@ -7,7 +7,7 @@ their final `sequence_number`, `output_index`, `item_id` and `content_index`. `s
 response object those events describe, so the streamed and the stored/non-streamed forms cannot drift
 apart. Items always keep their full code-interpreter `outputs` internally; `protocol.items.wire_item`
 blanks them on the way out. The builder knows nothing of HTTP: why a response failed is its caller's
-business (`errors.py`). The steps live in parts: `text.py` (message and reasoning text), `calls.py`
+business (`errors.py`). The steps live in parts: `text.py` (message and reasoning text), `call_items.py`
 (function, custom and code calls), `file_search.py` (file searches) and `mcp.py` (remote MCP); this class is
 the lifecycle and their face.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from vllm_responses.builder import events as ev
-from vllm_responses.builder.calls import CallSteps
+from vllm_responses.builder.call_items import CallSteps
 from vllm_responses.builder.citations import WebSource, WrittenFile
 from vllm_responses.builder.core import ResponseState
 from vllm_responses.builder.file_search import FileSearchSteps
@@ -234,7 +234,7 @@ class ResponseBuilder:
         """Give the open reasoning item its `concise` summary, written apart from it (out as the item closes)."""
         self._text.summarise(text)
 
-    # --- function, custom and code calls (calls.py) ---------------------------------------------------
+    # --- function, custom and code calls (call_items.py) ----------------------------------------------
 
     def function_call_start(self, name: str, namespace: str | None = None) -> tuple[int, list[Event]]:
         return self._calls.function_call_start(name, namespace)

@@ -61,7 +61,7 @@ from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.store.sealing import ReasoningSeal
-from vllm_responses.tools.code import check_code_tool, container_resolver
+from vllm_responses.tools.code_interpreter import check_code_tool, container_resolver
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
 from vllm_responses.tools.file_search import FileSearchPlan, file_search_plan, file_search_spec
@@ -420,7 +420,7 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
     if isinstance(choice, ToolChoiceFileSearch):
         return ForcedTool(FILE_SEARCH_NAME)
     if isinstance(choice, ToolChoiceCoding):
-        return ForcedTool(choice.type)  # offered under its type (tools/coding.py)
+        return ForcedTool(choice.type)  # offered under its type (tools/shell_patch.py)
     if isinstance(choice, ToolChoiceAllowed):
         return choice.mode
     if isinstance(choice, ToolChoiceMcp):

@@ -16,7 +16,7 @@ from vllm_responses.engine.parsers.partial_json import JsonStringField
 from vllm_responses.engine.parsers.partial_list import JsonStringListField
 from vllm_responses.engine.types import CUSTOM_INPUT_KEY, FinishReason, ToolCallDelta, ToolCallStart, ToolSpec
 from vllm_responses.protocol.events import Event
-from vllm_responses.tools.coding import coding_call_item
+from vllm_responses.tools.shell_patch import coding_call_item
 from vllm_responses.tools.tool_search import TOOL_SEARCH_NAME
 
 if TYPE_CHECKING:
