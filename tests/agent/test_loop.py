@@ -266,7 +266,7 @@ async def test_outputs_are_kept_inside_whatever_goes_out(outputs: bool) -> None:
     events = [dict(ev) async for ev in loop.events()]
     sent = events[-1]["response"]["output"][0]["outputs"]
     assert sent == ([{"type": "logs", "logs": "3\n"}] if outputs else None)
-    assert builder.code_item(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
+    assert builder.state.code_call(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
     assert engine.requests[1].turns[-1].output == "3\n"  # type: ignore[union-attr]
 
 

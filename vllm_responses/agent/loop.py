@@ -222,7 +222,7 @@ class AgentLoop:
         # A message closed with no call left to run is the response's last: it cites every file. Calls the
         # client answers (function, custom, coding, MCP approval) end the response too.
         last = bool(function_calls or approvals) or not server_run
-        for ev in builder.close_open(final=last):
+        for ev in builder.text.close(final=last):
             yield ev
         for call in code_calls:
             async for ev in self.code.run(builder, call.index, call.name, call.error, self.turns):
@@ -316,12 +316,12 @@ class AgentLoop:
     async def _concise_summary(self) -> None:
         """`reasoning.summary: "concise"`: the open reasoning, when long, summarised by the served model in a
         call of its own (counted in the usage) before the item closes (context/reasoning_summary.py)."""
-        reasoning = self.builder.unsummarised_reasoning()
+        reasoning = self.builder.text.unsummarised()
         if reasoning is None or not needs_summary(reasoning, self.plan.concise_summary_over):
             return
         summary, usage = await summarise_reasoning(self.engine, reasoning, self.request_id)
         self.usage = self.usage + usage
-        self.builder.summarise(summary)
+        self.builder.text.summarise(summary)
 
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:
         """Stream one model call into events; how it finished and the calls it made are left on `tracker`. Its
@@ -338,10 +338,10 @@ class AgentLoop:
                     await self._concise_summary()
                 if isinstance(event, TextDelta):
                     said.append(event.text)
-                    events = builder.text_delta(event.text, event.logprobs) if event.text else []
+                    events = builder.text.text_delta(event.text, event.logprobs) if event.text else []
                 elif isinstance(event, ReasoningDelta):
                     thought.append(event.text)
-                    events = builder.reasoning_delta(event.text) if event.text else []
+                    events = builder.text.reasoning_delta(event.text) if event.text else []
                 elif isinstance(event, ToolCallStart):
                     if not request.tools:
                         logger.warning("dropping a call to %r: no tools were offered", event.name)

@@ -150,7 +150,7 @@ class CallTracker:
                 except InterpreterError as exc:
                     logger.warning("a code call got no container: %s", exc)
                     self._container_error = f"The code was not run: {exc}."
-            index, events = self.builder.code_start(container_id)
+            index, events = self.builder.calls.code_start(container_id)
             call = OpenCall(index, event.name, code=JsonStringField("code"))
             call.error = None if container_id else self._container_error
             self._open[event.index] = call
@@ -158,17 +158,17 @@ class CallTracker:
             self._open[event.index] = OpenCall(-1, event.name, finder=self.tool_search)
             events = []
         elif event.name == FILE_SEARCH_NAME and self.file_search:
-            index, events = self.builder.file_search_start()
+            index, events = self.builder.file_search.start()
             self._open[event.index] = OpenCall(index, event.name, file_search=True)
         elif event.name in self.search_names:
-            index, events = self.builder.web_search_start(SEARCH_ACTIONS.get(event.name, "search"))
+            index, events = self.builder.web_search.start(SEARCH_ACTIONS.get(event.name, "search"))
             self._open[event.index] = OpenCall(index, event.name, search=True)
         elif event.name in self.mcp_routes:
             route = self.mcp_routes[event.name]
             if route.approval:
-                index, events = self.builder.mcp_approval_start(route.server_label, event.name)
+                index, events = self.builder.mcp.approval_start(route.server_label, event.name)
             else:
-                index, events = self.builder.mcp_call_start(route.server_label, event.name)
+                index, events = self.builder.mcp.call_start(route.server_label, event.name)
             self._open[event.index] = OpenCall(index, event.name, mcp=route)
         else:
             events = self._client_start(event)
@@ -179,7 +179,7 @@ class CallTracker:
         spec = self.client_tools.get(event.name)
         name, namespace = (spec.item_name, spec.namespace) if spec is not None else (event.name, None)
         if spec is not None and spec.call_type == "shell_call":  # added now, its commands streamed
-            index, events = self.builder.shell_call_start()
+            index, events = self.builder.calls.shell_call_start()
             commands = JsonStringListField("commands")
             self._open[event.index] = OpenCall(index, event.name, coding=spec.call_type, commands=commands)
             return events
@@ -187,10 +187,10 @@ class CallTracker:
             self._open[event.index] = OpenCall(-1, event.name, coding=spec.call_type)
             return []
         if spec is not None and spec.custom:
-            index, events = self.builder.custom_call_start(name, namespace)
+            index, events = self.builder.calls.custom_call_start(name, namespace)
             self._open[event.index] = OpenCall(index, event.name, custom=JsonStringField(CUSTOM_INPUT_KEY))
         else:
-            index, events = self.builder.function_call_start(name, namespace)
+            index, events = self.builder.calls.function_call_start(name, namespace)
             self._open[event.index] = OpenCall(index, event.name)
         return events
 
@@ -201,17 +201,17 @@ class CallTracker:
         call.arguments += event.arguments
         if call.code is not None:
             text = call.code.feed(event.arguments)
-            return self.builder.code_delta(call.index, text) if text else []
+            return self.builder.calls.code_delta(call.index, text) if text else []
         if call.custom is not None:
             text = call.custom.feed(event.arguments)
-            return self.builder.custom_call_delta(call.index, text) if text else []
+            return self.builder.calls.custom_call_delta(call.index, text) if text else []
         if call.commands is not None:
             return self._shell_steps(call, call.commands.feed(event.arguments))
         if call.coding is not None or call.search or call.file_search or call.finder:  # made / run at its end
             return []
         if call.mcp is not None:  # an approval request's arguments arrive whole, when it is done
-            return [] if call.mcp.approval else self.builder.mcp_call_delta(call.index, event.arguments)
-        return self.builder.function_call_delta(call.index, event.arguments)
+            return [] if call.mcp.approval else self.builder.mcp.call_delta(call.index, event.arguments)
+        return self.builder.calls.function_call_delta(call.index, event.arguments)
 
     def end(self, parser_index: int) -> list[Event]:
         call = self._open.get(parser_index)
@@ -221,39 +221,39 @@ class CallTracker:
         self.ended.append(call)
         if call.code is not None:
             rest = call.code.finish()
-            return (self.builder.code_delta(call.index, rest) if rest else []) + self.builder.code_done(
-                call.index
-            )
+            return (
+                self.builder.calls.code_delta(call.index, rest) if rest else []
+            ) + self.builder.calls.code_done(call.index)
         if call.custom is not None:
             rest = call.custom.finish() if call.custom.value else custom_input(call.arguments)
-            return (self.builder.custom_call_delta(call.index, rest) if rest else []) + (
-                self.builder.custom_call_done(call.index)
+            return (self.builder.calls.custom_call_delta(call.index, rest) if rest else []) + (
+                self.builder.calls.custom_call_done(call.index)
             )
         if call.commands is not None:
             item = coding_call_item("shell_call", call.arguments)
             assert item["type"] == "shell_call"
-            return self.builder.shell_call_done(call.index, item, call.commands.closed)
+            return self.builder.calls.shell_call_done(call.index, item, call.commands.closed)
         if call.coding is not None:
-            call.index, events = self.builder.coding_call(coding_call_item(call.coding, call.arguments))
+            call.index, events = self.builder.calls.coding_call(coding_call_item(call.coding, call.arguments))
             return events
         if call.search or call.file_search or call.finder == "server":  # searched once the model call ends
             return []
         if call.finder == "client":  # the client searches, and answers with a tool_search_output
-            _call_id, events = self.builder.tool_search(
+            _call_id, events = self.builder.calls.tool_search(
                 _json_or_text(call.arguments), None, execution="client"
             )
             return events
         if call.mcp is not None:
             arguments = normalize_arguments(call.arguments)
             if call.mcp.approval:
-                return self.builder.mcp_approval_done(call.index, arguments)
-            return self.builder.mcp_call_arguments_done(call.index, arguments)
-        return self.builder.function_call_done(call.index, normalize_arguments(call.arguments))
+                return self.builder.mcp.approval_done(call.index, arguments)
+            return self.builder.mcp.call_arguments_done(call.index, arguments)
+        return self.builder.calls.function_call_done(call.index, normalize_arguments(call.arguments))
 
     def _shell_steps(self, call: OpenCall, steps: list[tuple[int, str, bool]]) -> list[Event]:
         events: list[Event] = []
         for command_index, text, closed in steps:
-            events += self.builder.shell_command(call.index, command_index, text, closed=closed)
+            events += self.builder.calls.shell_command(call.index, command_index, text, closed=closed)
         return events
 
     def close_dangling(self) -> list[Event]:

@@ -161,7 +161,7 @@ class CodeRun:
     ) -> AsyncIterator[Event]:
         """Execute the finished code call at output `index` (`error`: why it got no container, told to the
         model as its output instead), finish its item, and append the call and its result to `turns`."""
-        item = builder.code_item(index)
+        item = builder.state.code_call(index)
         code, container_id = item["code"], item["container_id"]
         interpreter = self.interpreter
         started = time.monotonic()
@@ -181,7 +181,9 @@ class CodeRun:
         if result.files_changed and interpreter is not None:
             builder.note_files(await _written_files(interpreter, container_id, result.files_changed))
         outputs = code_outputs(result)
-        for ev in builder.code_finished(index, outputs, failed=result.error_kind not in (None, "exception")):
+        for ev in builder.calls.code_finished(
+            index, outputs, failed=result.error_kind not in (None, "exception")
+        ):
             yield ev
         turns.append(ToolCall(item["id"], name, json.dumps({"code": code})))
         turns.append(ToolResult(item["id"], name, code_result_text(outputs), code_result_images(outputs)))
