@@ -1,5 +1,5 @@
-"""executors.py: each kind of blocking work runs on its own named threads; and the long prompts `_sized` hands off
-(engine/vllm.py) go to the tokenising threads, not asyncio's default executor."""
+"""executors.py: each kind of blocking work runs on its own named threads; and the long prompts `run_sized` hands off
+(engine/sized_work.py) go to the tokenising threads, not asyncio's default executor."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import contextvars
 import threading
 
+from vllm_responses.engine.sized_work import PRECHECK_INLINE_CHARS, run_sized
 from vllm_responses.engine.types import GenerateRequest, Message
-from vllm_responses.engine.vllm import PRECHECK_INLINE_CHARS, _sized
 from vllm_responses.executors import FILE_TEXT, IMAGES, RESOLVE, TOKENIZE, run_on
 
 _SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
@@ -42,5 +42,5 @@ async def test_the_callers_context_goes_along() -> None:
 async def test_a_long_prompt_is_tokenised_on_the_tokenising_threads() -> None:
     short = GenerateRequest("r1", (Message("user", "hi"),))
     long = GenerateRequest("r2", (Message("user", "x" * PRECHECK_INLINE_CHARS),))
-    assert await _sized(_thread, short) == threading.current_thread().name
-    assert (await _sized(_thread, long)).startswith("tokenize_")
+    assert await run_sized(_thread, short) == threading.current_thread().name
+    assert (await run_sized(_thread, long)).startswith("tokenize_")

@@ -1,7 +1,8 @@
-"""The agent loop on its own (`agent/loop.py`, `agent/calls.py`): the fake engine and interpreter, no server."""
+"""The agent loop on its own (`agent/loop.py`, `agent/open_calls.py`): the fake engine and interpreter, no server."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -27,6 +28,8 @@ from vllm_responses.engine.types import (
     code_tool_spec,
 )
 from vllm_responses.protocol.errors import InvalidRequest
+from vllm_responses.tools.code_interpreter import CodeContainer
+from vllm_responses.tools.containers import ContainerService
 
 ECHO = echo_fields()
 WEATHER = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
@@ -54,11 +57,21 @@ async def run(loop: AgentLoop) -> list[dict[str, Any]]:
     return events
 
 
+class Scripted:
+    """A response's code container as a test scripts it: `get` is the given coroutine function."""
+
+    def __init__(self, get: Callable[[], Awaitable[str]]) -> None:
+        self.get = get
+
+    def release(self) -> None:
+        return None
+
+
 def with_code(interpreter: FakeInterpreter, **overrides: Any) -> AgentPlan:
     async def container() -> str:
         return (await interpreter.create_container()).id
 
-    return plan(tools=(code_tool_spec(),), container=container, **overrides)
+    return plan(tools=(code_tool_spec(),), container=Scripted(container), **overrides)
 
 
 def loop_of(engine: FakeEngine, the_plan: AgentPlan, interpreter: FakeInterpreter | None = None) -> AgentLoop:
@@ -185,7 +198,7 @@ async def test_no_container_to_be_had_is_a_tool_error_and_the_response_completes
         raise PoolExhausted("no code-interpreter container became free within 2 s (all 2 in use)")
 
     interp = FakeInterpreter()
-    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), interp)
+    loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=Scripted(container)), interp)
     events = await run(loop)
     assert loop.failure is None and events[-1]["type"] == "response.completed"
     call, answer = events[-1]["response"]["output"]
@@ -213,7 +226,7 @@ async def test_two_code_calls_without_a_container_wait_once() -> None:
         raise PoolExhausted("full")
 
     events = await run(
-        loop_of(engine, plan(tools=(code_tool_spec(),), container=container), FakeInterpreter())
+        loop_of(engine, plan(tools=(code_tool_spec(),), container=Scripted(container)), FakeInterpreter())
     )
     calls = [it for it in events[-1]["response"]["output"] if it["type"] == "code_interpreter_call"]
     assert [c["status"] for c in calls] == ["failed", "failed"] and len(tries) == 1
@@ -222,12 +235,7 @@ async def test_two_code_calls_without_a_container_wait_once() -> None:
 async def test_the_container_is_pinned_while_the_response_runs() -> None:
     engine, interp = FakeEngine(), FakeInterpreter()
     engine.reset(code_call("1"), code_call("2"), say("done"))
-    chosen: list[str] = []
-
-    async def container() -> str:  # created on first use, then the same (as the service's resolver)
-        if not chosen:
-            chosen.append((await interp.create_container()).id)
-        return chosen[0]
+    container = CodeContainer(ContainerService(interp))  # created on first use, then the same
 
     loop = loop_of(engine, plan(tools=(code_tool_spec(),), container=container), interp)
     events = await run(loop)
@@ -266,7 +274,7 @@ async def test_outputs_are_kept_inside_whatever_goes_out(outputs: bool) -> None:
     events = [dict(ev) async for ev in loop.events()]
     sent = events[-1]["response"]["output"][0]["outputs"]
     assert sent == ([{"type": "logs", "logs": "3\n"}] if outputs else None)
-    assert builder.code_item(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
+    assert builder.state.code_call(0)["outputs"] == [{"type": "logs", "logs": "3\n"}]
     assert engine.requests[1].turns[-1].output == "3\n"  # type: ignore[union-attr]
 
 

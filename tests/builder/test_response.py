@@ -33,11 +33,16 @@ def builder(**kwargs: Any) -> ResponseBuilder:
 
 def code_turn(b: ResponseBuilder, outputs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Text, a code call that runs, text again, completed: the events, in order."""
-    events = b.created() + b.text_delta("Let me ") + b.text_delta("compute.")
-    index, started = b.code_start(CONTAINER)
-    events += started + b.code_delta(index, "print(6") + b.code_delta(index, " * 7)") + b.code_done(index)
-    events += b.code_finished(index, LOGS if outputs is None else outputs)
-    events += b.text_delta("It is 42.")
+    events = b.created() + b.text.text_delta("Let me ") + b.text.text_delta("compute.")
+    index, started = b.calls.code_start(CONTAINER)
+    events += (
+        started
+        + b.calls.code_delta(index, "print(6")
+        + b.calls.code_delta(index, " * 7)")
+        + b.calls.code_done(index)
+    )
+    events += b.calls.code_finished(index, LOGS if outputs is None else outputs)
+    events += b.text.text_delta("It is 42.")
     return events + b.completed(USAGE)
 
 
@@ -136,9 +141,9 @@ def test_with_include_outputs_the_finished_item_carries_them() -> None:
 
 def test_events_do_not_share_state_with_the_builder() -> None:
     b = builder()
-    events = b.created() + b.text_delta("a")
+    events = b.created() + b.text.text_delta("a")
     added = of_type(events, "response.output_item.added")[0]
-    b.text_delta("b")
+    b.text.text_delta("b")
     assert added["item"]["status"] == "in_progress" and b.output[0]["content"][0]["text"] == "ab"
     events = b.completed(USAGE)
     done = of_type(events, "response.output_item.done")[0]
@@ -148,7 +153,7 @@ def test_events_do_not_share_state_with_the_builder() -> None:
 
 def test_incomplete_closes_the_open_message_as_incomplete() -> None:
     b = builder()
-    events = b.created() + b.text_delta("one two thr")
+    events = b.created() + b.text.text_delta("one two thr")
     events += b.incomplete("max_output_tokens", USAGE)
     check_stream(events)
     assert [e["type"] for e in events[-5:]] == [
@@ -166,7 +171,7 @@ def test_incomplete_closes_the_open_message_as_incomplete() -> None:
 
 def test_incomplete_closes_open_reasoning_too() -> None:
     b = builder()
-    events = b.created() + b.reasoning_delta("Let me think")
+    events = b.created() + b.text.reasoning_delta("Let me think")
     events += b.incomplete("max_output_tokens", USAGE)
     check_stream(events)
     assert [it["status"] for it in events[-1]["response"]["output"]] == ["incomplete"]
@@ -175,8 +180,10 @@ def test_incomplete_closes_open_reasoning_too() -> None:
 def test_failed_closes_open_items_and_fails_a_running_code_call() -> None:
     b = builder()
     events = b.created()
-    index, started = b.code_start(CONTAINER)
-    events += started + b.code_delta(index, "while True: pass") + b.code_done(index)  # now interpreting
+    index, started = b.calls.code_start(CONTAINER)
+    events += (
+        started + b.calls.code_delta(index, "while True: pass") + b.calls.code_done(index)
+    )  # now interpreting
     events += b.failed("the engine fell over", USAGE)
     check_stream(events)
     assert [e["type"] for e in events[-2:]] == ["response.output_item.done", "response.failed"]
@@ -189,7 +196,7 @@ def test_failed_closes_open_items_and_fails_a_running_code_call() -> None:
 
 def test_failed_mid_message_marks_it_incomplete() -> None:
     b = builder()
-    events = b.created() + b.text_delta("Half an ans")
+    events = b.created() + b.text.text_delta("Half an ans")
     events += b.failed("the engine fell over", USAGE, code="invalid_prompt")
     check_stream(events)
     final = events[-1]["response"]
@@ -199,10 +206,10 @@ def test_failed_mid_message_marks_it_incomplete() -> None:
 def test_a_failed_code_call_has_no_completed_event() -> None:
     b = builder()
     events = b.created()
-    index, started = b.code_start(CONTAINER)
-    events += started + b.code_delta(index, "x") + b.code_done(index)
-    events += b.code_finished(index, [{"type": "logs", "logs": "timed out"}], failed=True)
-    events += b.text_delta("It timed out.") + b.completed(USAGE)
+    index, started = b.calls.code_start(CONTAINER)
+    events += started + b.calls.code_delta(index, "x") + b.calls.code_done(index)
+    events += b.calls.code_finished(index, [{"type": "logs", "logs": "timed out"}], failed=True)
+    events += b.text.text_delta("It timed out.") + b.completed(USAGE)
     check_stream(events)
     assert "response.code_interpreter_call.completed" not in [e["type"] for e in events]
     assert events[-1]["response"]["output"][0]["status"] == "failed"
@@ -211,7 +218,12 @@ def test_a_failed_code_call_has_no_completed_event() -> None:
 def test_reasoning_then_text_and_encrypted_content_only_when_included() -> None:
     for include in (False, True):
         b = builder(include_reasoning=include, seal=partial(ReasoningSeal(bytes(32)).seal, project="proj"))
-        events = b.created() + b.reasoning_delta("Add ") + b.reasoning_delta("them.") + b.text_delta("5")
+        events = (
+            b.created()
+            + b.text.reasoning_delta("Add ")
+            + b.text.reasoning_delta("them.")
+            + b.text.text_delta("5")
+        )
         events += b.completed(USAGE)
         check_stream(events)
         reasoning, message = events[-1]["response"]["output"]
@@ -229,10 +241,14 @@ def test_reasoning_then_text_and_encrypted_content_only_when_included() -> None:
 
 def function_turn() -> list[dict[str, Any]]:
     b = builder()
-    events = b.created() + b.text_delta("Checking.")
-    index, started = b.function_call_start("get_weather")
-    events += started + b.function_call_delta(index, '{"city": ') + b.function_call_delta(index, '"Paris"}')
-    return events + b.function_call_done(index, '{"city":"Paris"}') + b.completed(USAGE)
+    events = b.created() + b.text.text_delta("Checking.")
+    index, started = b.calls.function_call_start("get_weather")
+    events += (
+        started
+        + b.calls.function_call_delta(index, '{"city": ')
+        + b.calls.function_call_delta(index, '"Paris"}')
+    )
+    return events + b.calls.function_call_done(index, '{"city":"Paris"}') + b.completed(USAGE)
 
 
 def test_function_call_arguments_stream_then_finish() -> None:
@@ -251,15 +267,15 @@ def test_function_call_arguments_stream_then_finish() -> None:
 def test_citations_are_added_before_the_text_is_done() -> None:
     b = builder()
     events = b.created()
-    index, started = b.code_start(CONTAINER)
-    events += started + b.code_done(index) + b.code_finished(index, [])
+    index, started = b.calls.code_start(CONTAINER)
+    events += started + b.calls.code_done(index) + b.calls.code_finished(index, [])
     b.note_files(
         [
             WrittenFile(CONTAINER, "cfile_a", "/mnt/data/out.csv"),
             WrittenFile(CONTAINER, "cfile_b", "/mnt/data/plot.png"),
         ]
     )
-    events += b.text_delta("Saved out.csv.") + b.completed(USAGE)
+    events += b.text.text_delta("Saved out.csv.") + b.completed(USAGE)
     check_stream(events)
     types = [e["type"] for e in events]
     added = of_type(events, "response.output_text.annotation.added")
@@ -284,8 +300,8 @@ def test_a_message_before_more_code_cites_only_what_it_mentions() -> None:
             WrittenFile(CONTAINER, "cfile_b", "/mnt/data/b.txt"),
         ]
     )
-    events = b.created() + b.text_delta("Wrote a.txt; now b.")
-    _, started = b.code_start(CONTAINER)  # closes the message: not the response's last
+    events = b.created() + b.text.text_delta("Wrote a.txt; now b.")
+    _, started = b.calls.code_start(CONTAINER)  # closes the message: not the response's last
     events += started
     first = of_type(events, "response.output_text.done")
     assert len(first) == 1
@@ -294,7 +310,7 @@ def test_a_message_before_more_code_cites_only_what_it_mentions() -> None:
 
 def test_cancelled_marks_the_response_without_an_event() -> None:
     b = builder()
-    events = b.created() + b.text_delta("partial")
+    events = b.created() + b.text.text_delta("partial")
     b.cancelled(USAGE)
     snap = b.snapshot()
     assert snap["status"] == "cancelled" and snap["usage"]["output_tokens"] == 7 and snap["completed_at"]
@@ -304,7 +320,7 @@ def test_cancelled_marks_the_response_without_an_event() -> None:
 
 def test_statuses_go_out_as_plain_strings() -> None:
     b = builder()
-    events = b.created() + b.text_delta("hi") + b.failed("boom", USAGE)
+    events = b.created() + b.text.text_delta("hi") + b.failed("boom", USAGE)
     assert [json.loads(json.dumps(e))["response"]["status"] for e in events if "response" in e] == [
         "in_progress",
         "in_progress",

@@ -11,7 +11,7 @@ from tests.fakes import TINY_PNG
 from vllm_responses.context.turns import code_result_text, input_to_items, items_to_turns
 from vllm_responses.engine.types import CODE_TOOL_NAME, Image, Message, Reasoning, ToolCall, ToolResult
 from vllm_responses.protocol.requests import parse_create_request
-from vllm_responses.tools.code import code_outputs
+from vllm_responses.tools.code_interpreter import code_outputs
 
 PNG_URL = "data:image/png;base64," + base64.b64encode(TINY_PNG).decode()
 NOT_KEPT = "(the output of this code was not kept)"

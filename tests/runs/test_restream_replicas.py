@@ -270,7 +270,7 @@ def test_a_response_whose_replica_died_ends_with_response_failed(durable_db: str
         store = store_for(durable_db)
         await store.open()
         run = Run(ResponseBuilder(echo_fields(background=True), include_outputs=False), background=True)
-        events = [*run.builder.created(), *run.builder.text_delta("half an ans")]
+        events = [*run.builder.created(), *run.builder.text.text_delta("half an ans")]
         await store.save(response_record(run, False, [], []))
         await store.append_events(run.id, [(e["sequence_number"], event_json(e)) for e in events])
         await store.aclose()

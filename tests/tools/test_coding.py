@@ -21,7 +21,7 @@ from tests.serving import LiveServer
 from tests.tools.test_functions import custom_call
 from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
-from vllm_responses.tools.coding import coding_call_item
+from vllm_responses.tools.shell_patch import coding_call_item
 
 MODEL = "fake-model"
 TOOLS: list[Any] = [

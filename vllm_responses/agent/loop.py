@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
 from interpreter_service import Interpreter
-from vllm_responses.agent.calls import CallTracker
+from vllm_responses.agent.open_calls import CallTracker
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.context.compaction import compact_loop
 from vllm_responses.context.reasoning_summary import needs_summary, summarise_reasoning
@@ -37,7 +37,7 @@ from vllm_responses.protocol.compaction import ContextManagement
 from vllm_responses.protocol.errors import APIError
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.items import CompactionItem
-from vllm_responses.tools.code import CodeRun
+from vllm_responses.tools.code_interpreter import CodeContainer, CodeRun
 from vllm_responses.tools.file_search import FileSearchPlan, FileSearchRun
 from vllm_responses.tools.mcp import McpPlan, McpRun
 from vllm_responses.tools.tool_search import DeferredTool, ToolSearch
@@ -61,8 +61,9 @@ class AgentPlan:
     max_tool_calls: int | None
     max_turns: int
     code_timeout_s: float | None
-    # Gives the container id for code calls (creating one on first use).
-    container: Callable[[], Awaitable[str]] | None = None
+    # The container the code calls run in (chosen on first use, pinned until the response ends); None: the
+    # response has no code interpreter.
+    container: CodeContainer | None = None
     # One structured-output constraint per model call (the last one repeats); empty: none.
     structured: tuple[dict[str, Any], ...] = ()
     # The compaction item of a context compacted before the loop (`context_management`), and what the
@@ -130,7 +131,7 @@ class AgentLoop:
         self._search_names = frozenset(t.name for t in plan.tools if t.web_search)
         self.search = SearchRun(plan.search) if plan.search is not None else None
         self.file_search = FileSearchRun(plan.file_search) if plan.file_search is not None else None
-        self.code = CodeRun(interpreter, plan.container, plan.code_timeout_s)
+        self.code = CodeRun(interpreter, plan.code_timeout_s)
         self.mcp = McpRun(plan.mcp) if plan.mcp is not None else None
         self.tools = plan.tools  # and, once listed, the MCP tools
 
@@ -140,7 +141,8 @@ class AgentLoop:
                 async for ev in events:
                     yield ev
         finally:
-            self.code.unpin()
+            if self.plan.container is not None:
+                self.plan.container.release()
 
     async def _events(self) -> AsyncGenerator[Event, None]:
         builder = self.builder
@@ -198,7 +200,7 @@ class AgentLoop:
         return CallTracker(
             self.builder,
             self._code_names,
-            self.code.container if self.plan.container else None,
+            self.plan.container,
             self._client_tools,
             self.mcp.routes if self.mcp is not None else None,
             self._search_names if self.search is not None else frozenset(),
@@ -222,25 +224,27 @@ class AgentLoop:
         # A message closed with no call left to run is the response's last: it cites every file. Calls the
         # client answers (function, custom, coding, MCP approval) end the response too.
         last = bool(function_calls or approvals) or not server_run
-        for ev in builder.close_open(final=last):
+        for ev in builder.text.close(final=last):
             yield ev
-        for call in code_calls:
-            async for ev in self.code.run(builder, call.index, call.name, call.error, self.turns):
+        for code in code_calls:
+            async for ev in self.code.run(builder, code, self.turns):
                 yield ev
-        for call in mcp_calls:
+        for mcp_call in mcp_calls:
             assert self.mcp is not None
-            async for ev in self.mcp.run(builder, call.index, self.turns):
+            async for ev in self.mcp.run(builder, mcp_call.index, self.turns):
                 yield ev
-        for call in searches:
+        for search in searches:
             assert self.search is not None
-            async for ev in self.search.run(builder, call.index, call.name, call.arguments, self.turns):
+            async for ev in self.search.run(builder, search.index, search.name, search.arguments, self.turns):
                 yield ev
-        for call in file_searches:
+        for file_search in file_searches:
             assert self.file_search is not None
-            async for ev in self.file_search.run(builder, call.index, call.arguments, self.turns):
+            async for ev in self.file_search.run(
+                builder, file_search.index, file_search.arguments, self.turns
+            ):
                 yield ev
-        for call in finds:
-            async for ev in self._find_tools(call.arguments):
+        for find in finds:
+            async for ev in self._find_tools(find.arguments):
                 yield ev
         self.tool_calls += len(code_calls) + len(function_calls) + len(mcp_calls) + len(approvals)
         self.tool_calls += len(searches) + len(finds) + len(file_searches)
@@ -316,12 +320,12 @@ class AgentLoop:
     async def _concise_summary(self) -> None:
         """`reasoning.summary: "concise"`: the open reasoning, when long, summarised by the served model in a
         call of its own (counted in the usage) before the item closes (context/reasoning_summary.py)."""
-        reasoning = self.builder.unsummarised_reasoning()
+        reasoning = self.builder.text.unsummarised()
         if reasoning is None or not needs_summary(reasoning, self.plan.concise_summary_over):
             return
         summary, usage = await summarise_reasoning(self.engine, reasoning, self.request_id)
         self.usage = self.usage + usage
-        self.builder.summarise(summary)
+        self.builder.text.summarise(summary)
 
     async def _call_model(self, request: GenerateRequest, tracker: CallTracker) -> AsyncIterator[Event]:
         """Stream one model call into events; how it finished and the calls it made are left on `tracker`. Its
@@ -338,10 +342,10 @@ class AgentLoop:
                     await self._concise_summary()
                 if isinstance(event, TextDelta):
                     said.append(event.text)
-                    events = builder.text_delta(event.text, event.logprobs) if event.text else []
+                    events = builder.text.text_delta(event.text, event.logprobs) if event.text else []
                 elif isinstance(event, ReasoningDelta):
                     thought.append(event.text)
-                    events = builder.reasoning_delta(event.text) if event.text else []
+                    events = builder.text.reasoning_delta(event.text) if event.text else []
                 elif isinstance(event, ToolCallStart):
                     if not request.tools:
                         logger.warning("dropping a call to %r: no tools were offered", event.name)

@@ -227,7 +227,7 @@ def _mcp_turns(raw: dict[str, Any], approvals: dict[str, dict[str, Any]]) -> lis
     ]
 
 
-# The coding tools' calls and outputs (offered under the tool's type: tools/coding.py), and tool searches', as
+# The coding tools' calls and outputs (offered under the tool's type: tools/shell_patch.py), and tool searches', as
 # turns.
 _TOOL_TURNS: dict[str, Callable[[dict[str, Any]], Turn]] = {
     "tool_search_call": tool_search_call_turn,

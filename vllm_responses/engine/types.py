@@ -113,7 +113,7 @@ class ToolSpec:
     custom: bool = False
     grammar: tuple[str, str] | None = None
     namespace: str | None = None  # a tool of a `namespace` tool, offered as `{namespace}__{its name}`
-    call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/coding.py)
+    call_type: str | None = None  # a coding tool's item type ("shell_call", ...: tools/shell_patch.py)
     web_search: bool = False  # the web search the server runs (tools/web_search.py)
     file_search: bool = False  # the file search the server runs (tools/file_search.py)
     tool_search: bool = False  # the search of deferred tools (tools/tool_search.py)

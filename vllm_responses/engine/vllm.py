@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from vllm import SamplingParams
 from vllm.engine.arg_utils import AsyncEngineArgs
@@ -51,55 +51,20 @@ from vllm_responses.engine.sampling import (
     to_sampling_params,
     with_format_tokens,
 )
+from vllm_responses.engine.sized_work import run_sized
 from vllm_responses.engine.types import (
     EngineEvent,
     Finish,
     FinishReason,
     GenerateRequest,
-    Message,
-    ToolCall,
-    ToolResult,
     ToolSpec,
-    Turn,
     Usage,
 )
 from vllm_responses.engine.vision import expanded_length, tokens_prompt
-from vllm_responses.executors import TOKENIZE, run_on
 
 __all__ = ["VLLMEngine"]
 
 _log = logging.getLogger(__name__)
-
-
-# Prompts of fewer characters than this are prechecked on the event loop (a thread hop costs more than it saves).
-PRECHECK_INLINE_CHARS = 16_384
-
-
-def _text_size(request: GenerateRequest) -> int:
-    """How many characters the turns and the tools hold (what rendering, tokenizing and converting custom
-    tools' grammars take time over); an image weighs as much as a long prompt (decoding and processing it take
-    milliseconds), so a request with images is always worked on in a thread."""
-    turns = sum(len(_turn_text(t)) for t in request.turns)
-    images = sum(len(t.images) for t in request.turns if isinstance(t, (Message, ToolResult)))
-    turns += images * PRECHECK_INLINE_CHARS
-    return turns + sum(len(t.description) + len(t.grammar[1] if t.grammar else "") for t in request.tools)
-
-
-def _turn_text(turn: Turn) -> str:
-    if isinstance(turn, ToolCall):
-        return turn.arguments
-    return turn.output if isinstance(turn, ToolResult) else turn.text
-
-
-_T = TypeVar("_T")
-
-
-async def _sized(work: Callable[[GenerateRequest], _T], request: GenerateRequest) -> _T:
-    """`work(request)` (rendering and tokenizing its prompt) on the event loop for a short prompt, in a worker
-    thread for one of `PRECHECK_INLINE_CHARS` or more, so that the loop keeps streaming meanwhile."""
-    if _text_size(request) < PRECHECK_INLINE_CHARS:
-        return work(request)
-    return await run_on(TOKENIZE, work, request)
 
 
 class VLLMEngine:
@@ -307,7 +272,7 @@ class VLLMEngine:
 
     async def count_tokens(self, request: GenerateRequest) -> int:
         """The prompt's tokens; a long one (as `precheck`) counted in a worker thread, off the event loop."""
-        return await _sized(self._count, request)
+        return await run_sized(self._count, request)
 
     def _count(self, request: GenerateRequest) -> int:
         prompt = self._prompt(request, self._encode(self._prepare(request).prompt))
@@ -361,7 +326,7 @@ class VLLMEngine:
         structured-output grammar its backend compiles): all that `generate` would refuse before any output.
         A short prompt is checked at once (well under 2 ms); a long one, whose tokenizing takes
         longer, in a worker thread so that the event loop keeps streaming meanwhile."""
-        return await _sized(self._precheck, request)
+        return await run_sized(self._precheck, request)
 
     def _precheck(self, request: GenerateRequest) -> int:
         prompt, _prefill, _parser, params = self._call(request)
@@ -384,7 +349,7 @@ class VLLMEngine:
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[EngineEvent, None]:
         if self._closed:
             raise EngineUnavailable("the engine is shut down", code="engine_closed")
-        prompt, prefill, parser, params = await _sized(self._call, request)  # as `precheck`
+        prompt, prefill, parser, params = await run_sized(self._call, request)  # as `precheck`
         prompt_tokens = len(prompt["prompt_token_ids"])
         vllm_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         tally = CallTally(one_call=not request.parallel_tool_calls)

@@ -43,7 +43,7 @@ class ResponseMeter:
         metrics.RESPONSES.labels(builder.status).inc()
         if turns:
             metrics.TURNS.observe(turns)
-        # code calls are counted where they run (tools/code.py); function and custom calls are handed to the client;
+        # code calls are counted where they run (tools/code_interpreter.py); function and custom calls are handed to the client;
         # MCP calls by their item's status
         outcome = "returned" if builder.status == ResponseStatus.COMPLETED else builder.status
         for item in builder.output:

@@ -352,7 +352,7 @@ class ToolSearchOutputItem(TypedDict):
     tools: list[dict[str, Any]]
 
 
-# The calls of the coding agents' client-run tools (tools/coding.py).
+# The calls of the coding agents' client-run tools (tools/shell_patch.py).
 CodingCallItem = Union[ShellCallItem, LocalShellCallItem, ApplyPatchCallItem]
 
 OutputItem = Union[

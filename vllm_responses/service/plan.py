@@ -61,7 +61,7 @@ from vllm_responses.service.conversations import ConversationService
 from vllm_responses.service.echo import max_output_tokens, response_echo
 from vllm_responses.store.base import DEFAULT_PROJECT, ResponseStore, StoredResponse
 from vllm_responses.store.sealing import ReasoningSeal
-from vllm_responses.tools.code import check_code_tool, container_resolver
+from vllm_responses.tools.code_interpreter import check_code_tool, code_container
 from vllm_responses.tools.containers import ContainerService
 from vllm_responses.tools.file_inputs import FileInputs
 from vllm_responses.tools.file_search import FileSearchPlan, file_search_plan, file_search_spec
@@ -192,14 +192,14 @@ class Planner:
         compact: bool = False,
     ) -> ResponsePlan:
         """The response's plan: its context compacted when `compact` (`compaction_due` said so: a model call),
-        its code interpreter's container (`project`'s) checked and resolved on first use, its sampling and
+        its code interpreter's container (`project`'s) checked now and chosen on first use, its sampling and
         echo."""
         context, turns = resolved.items, resolved.turns
         compacted = await self._compacted(req, resolved) if compact else None
         if compacted is not None:
             context, turns = compacted.items, _turns(req, compacted.items, self.opener(project))
         container = (
-            await container_resolver(req, self.containers, resolved.items, project) if req.code_tool else None
+            await code_container(req, self.containers, resolved.items, project) if req.code_tool else None
         )
         echo = response_echo(req, self.model_names[0], self.engine.default_sampling)
         agent = AgentPlan(
@@ -420,7 +420,7 @@ def engine_tool_choice(req: CreateResponseRequest) -> ToolChoice:
     if isinstance(choice, ToolChoiceFileSearch):
         return ForcedTool(FILE_SEARCH_NAME)
     if isinstance(choice, ToolChoiceCoding):
-        return ForcedTool(choice.type)  # offered under its type (tools/coding.py)
+        return ForcedTool(choice.type)  # offered under its type (tools/shell_patch.py)
     if isinstance(choice, ToolChoiceAllowed):
         return choice.mode
     if isinstance(choice, ToolChoiceMcp):

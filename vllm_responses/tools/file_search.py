@@ -139,12 +139,12 @@ class FileSearchRun:
         """Search for the call at `index`: its events, then the call and what the model reads added to
         `turns`."""
         queries = call_queries(arguments)
-        for ev in builder.file_search_searching(index, queries):
+        for ev in builder.file_search.searching(index, queries):
             yield ev
         results, error = await self._search(queries)
-        for ev in builder.file_search_done(index, results):
+        for ev in builder.file_search.done(index, results):
             yield ev
-        call_id = builder.file_search_item(index)["id"]
+        call_id = builder.state.file_search_call(index)["id"]
         turns.append(ToolCall(call_id, FILE_SEARCH_NAME, json.dumps({"queries": queries})))
         turns.append(ToolResult(call_id, FILE_SEARCH_NAME, file_results_text(results or [], error)))
 

@@ -21,7 +21,7 @@ from vllm_responses.protocol.inputs import (
 )
 from vllm_responses.protocol.requests import CreateResponseRequest
 from vllm_responses.protocol.tool_choice import ToolChoiceAllowed
-from vllm_responses.tools.coding import coding_tool_spec
+from vllm_responses.tools.shell_patch import coding_tool_spec
 
 __all__ = [
     "CUSTOM_PARAMETERS",

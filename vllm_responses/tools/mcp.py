@@ -235,7 +235,7 @@ class McpRun:
         for label, server in self.plan.servers.items():
             if label in self.listings:
                 continue
-            index, events = builder.mcp_list_start(label)
+            index, events = builder.mcp.list_start(label)
             for ev in events:
                 yield ev
             error: str | None = None
@@ -246,15 +246,15 @@ class McpRun:
                 listed, error = [], str(exc)
             if error is None:
                 self.listings[label] = listed
-            for ev in builder.mcp_list_done(index, listed, error):
+            for ev in builder.mcp.list_done(index, listed, error):
                 yield ev
         self._offer(set(taken))
         self.ready = True
         for call in self.plan.approved:
-            index, events = builder.mcp_call_start(call.server_label, call.name, call.request_id)
-            for ev in events + builder.mcp_call_delta(index, call.arguments):
+            index, events = builder.mcp.call_start(call.server_label, call.name, call.request_id)
+            for ev in events + builder.mcp.call_delta(index, call.arguments):
                 yield ev
-            for ev in builder.mcp_call_arguments_done(index, call.arguments):
+            for ev in builder.mcp.call_arguments_done(index, call.arguments):
                 yield ev
             async for ev in self.run(builder, index, turns):
                 yield ev
@@ -313,7 +313,7 @@ class McpRun:
     async def run(self, builder: ResponseBuilder, index: int, turns: list[Turn]) -> AsyncIterator[Event]:
         """Run the `mcp_call` item at `index` (its arguments complete), finish it, and append the call and its
         result to `turns`."""
-        item = builder.mcp_call_item(index)
+        item = builder.state.mcp_call(index)
         name, label = item["name"], item["server_label"]
         route = self.routes.get(name)
         output: str | None = None
@@ -334,7 +334,7 @@ class McpRun:
             except McpFailure as exc:
                 logger.warning("MCP call %r on %r failed: %s", name, label, exc)
                 error = exc.error
-        for ev in builder.mcp_call_finished(index, output, error):
+        for ev in builder.mcp.call_finished(index, output, error):
             yield ev
         turns.append(ToolCall(item["id"], name, item["arguments"] or "{}"))
         turns.append(ToolResult(item["id"], name, mcp_result_text(output, error)))

@@ -83,7 +83,7 @@ class ToolSearch:
         offer); the call and what it found added to `turns`."""
         query = _query(arguments)
         found = await run_on(SEARCH, self.find, query)
-        call_id, events = builder.tool_search(
+        call_id, events = builder.calls.tool_search(
             {"query": query}, [t.definition for t in found], execution="server"
         )
         for ev in events:

@@ -118,7 +118,7 @@ class PageRun:
         reads of it added to `turns`; a page opened is cited where a later message mentions its URL."""
         args = _arguments(arguments, call_name)
         action = {"type": call_name, **args}
-        for ev in builder.web_search_searching(index, action):
+        for ev in builder.web_search.searching(index, action):
             yield ev
         if call_name == FIND_IN_PAGE_NAME and not args["pattern"].split():
             outcome: Page | _Failed = _Failed("find_in_page needs a pattern to look for")
@@ -132,9 +132,9 @@ class PageRun:
                 text = find_text(outcome, args["pattern"], self.chars)
         else:
             text = f"Error: {outcome.reason}."
-        for ev in builder.web_search_done(index, None, text, failed=not isinstance(outcome, Page)):
+        for ev in builder.web_search.done(index, None, text, failed=not isinstance(outcome, Page)):
             yield ev
-        call_id = builder.web_search_item(index)["id"]
+        call_id = builder.state.web_search_call(index)["id"]
         turns.append(ToolCall(call_id, call_name, json.dumps(args)))
         turns.append(ToolResult(call_id, call_name, text))
 

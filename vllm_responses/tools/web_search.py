@@ -250,14 +250,14 @@ class SearchRun:
                 yield ev
             return
         query = _query(arguments)
-        for ev in builder.web_search_searching(index, {"type": "search", "query": query}):
+        for ev in builder.web_search.searching(index, {"type": "search", "query": query}):
             yield ev
         found = await search(self.plan, query) if query else Found([], [], "the call gave no query")
         builder.note_sources(found.sources)
         sources = [s.url for s in found.sources]  # kept; on the wire where the client asks (builder)
         text = result_text(query, found)
-        for ev in builder.web_search_done(index, sources, text, failed=found.error is not None):
+        for ev in builder.web_search.done(index, sources, text, failed=found.error is not None):
             yield ev
-        call_id = builder.web_search_item(index)["id"]
+        call_id = builder.state.web_search_call(index)["id"]
         turns.append(ToolCall(call_id, call_name, json.dumps({"query": query})))
         turns.append(ToolResult(call_id, call_name, text))

@@ -1,9 +1,9 @@
-"""The builder's tool-call steps: function calls, custom tool calls and code interpreter calls."""
+"""The builder's tool-call steps: function, custom, coding-tool, tool search and code interpreter calls."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from vllm_responses.builder import events as ev
 from vllm_responses.builder.core import ResponseState
@@ -11,17 +11,14 @@ from vllm_responses.builder.text import OpenText
 from vllm_responses.protocol.events import Event
 from vllm_responses.protocol.ids import new_id
 from vllm_responses.protocol.items import (
-    SEARCH_RESULTS,
     CodeInterpreterCallItem,
     CodeOutput,
     CodingCallItem,
     CustomToolCallItem,
     FunctionCallItem,
-    SearchActionType,
     ShellCallItem,
     ToolSearchCallItem,
     ToolSearchOutputItem,
-    WebSearchCallItem,
 )
 
 __all__ = ["CallSteps"]
@@ -153,10 +150,11 @@ class CallSteps:
 
     # --- tool search (tools/tool_search.py) -------------------------------------------------------------
 
-    def tool_search_call(
-        self, arguments: Any, execution: Literal["server", "client"]
+    def tool_search(
+        self, arguments: Any, tools: list[dict[str, Any]] | None, *, execution: Literal["server", "client"]
     ) -> tuple[str, list[Event]]:
-        """A tool search call, added whole (in progress) and done (completed): its `call_id` and events."""
+        """A tool search call, added whole (in progress) and done (completed), and, run by the server, the
+        `tool_search_output` of what it found (`tools`), added and done: the call's `call_id` and events."""
         call_id = new_id("call")
         item: ToolSearchCallItem = {
             "id": new_id("tsc"),
@@ -166,65 +164,18 @@ class CallSteps:
             "execution": execution,
             "status": "completed",
         }
-        return call_id, self._whole(item)[1]
-
-    def tool_search_output(self, call_id: str, tools: list[dict[str, Any]]) -> list[Event]:
-        """What a server-run search found, added and done."""
-        item: ToolSearchOutputItem = {
-            "id": new_id("tso"),
-            "type": "tool_search_output",
-            "call_id": call_id,
-            "execution": "server",
-            "status": "completed",
-            "tools": tools,
-        }
-        return self._whole(item)[1]
-
-    # --- web search calls (run by the server) ----------------------------------------------------------
-
-    def web_search_start(self, action: SearchActionType = "search") -> tuple[int, list[Event]]:
-        """A web search call begins: its item added with an `action` of that type, its fields empty until the
-        call's arguments are read (`web_search_searching`)."""
-        new: WebSearchCallItem = {
-            "id": new_id("ws"),
-            "type": "web_search_call",
-            "status": "in_progress",
-            "action": _empty_action(action),
-        }
-        index, events = self.text.start_item(new)
-        ref = self.state.ref(index)
-        return index, [
-            *events,
-            ev.web_search_event("response.web_search_call.in_progress", self.state.seq(), ref),
-        ]
-
-    def web_search_searching(self, index: int, action: dict[str, Any]) -> list[Event]:
-        """The call's `action` read from its arguments (a search's `query`, a page's `url` and `pattern`)."""
-        item = self.state.web_search_call(index)
-        item["status"] = "searching"
-        item["action"] = dict(action)
-        return [
-            ev.web_search_event("response.web_search_call.searching", self.state.seq(), self.state.ref(index))
-        ]
-
-    def web_search_done(
-        self, index: int, sources: list[str] | None, results: str, *, failed: bool = False
-    ) -> list[Event]:
-        """The search ended: its item `completed` (with `action.sources` when the client asked for them) or
-        `failed`; `results`, what the model read of it, kept on the server's copy of the item (`SEARCH_RESULTS`,
-        never sent)."""
-        state = self.state
-        item = state.web_search_call(index)
-        item["status"] = "failed" if failed else "completed"
-        cast(dict[str, Any], item)[SEARCH_RESULTS] = results
-        if sources is not None:
-            item["action"]["sources"] = [{"type": "url", "url": url} for url in sources]
-        events: list[Event] = []
-        if not failed:
-            events.append(
-                ev.web_search_event("response.web_search_call.completed", state.seq(), state.ref(index))
-            )
-        return [*events, state.item_done(index)]
+        events = self._whole(item)[1]
+        if tools is not None:
+            found: ToolSearchOutputItem = {
+                "id": new_id("tso"),
+                "type": "tool_search_output",
+                "call_id": call_id,
+                "execution": "server",
+                "status": "completed",
+                "tools": tools,
+            }
+            events += self._whole(found)[1]
+        return call_id, events
 
     # --- code interpreter calls -----------------------------------------------------------------------
 
@@ -259,12 +210,3 @@ class CallSteps:
         if failed:
             return [state.item_done(index)]
         return [ev.code_call_completed(state.seq(), state.ref(index)), state.item_done(index)]
-
-
-def _empty_action(action: SearchActionType) -> dict[str, Any]:
-    """A web search call's `action` before its arguments are read: its type, its required fields empty."""
-    if action == "search":
-        return {"type": "search", "query": ""}
-    if action == "open_page":
-        return {"type": "open_page", "url": ""}
-    return {"type": "find_in_page", "url": "", "pattern": ""}
