@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "setup":
-        from interpreter_service.distribution import SetupError, setup_distribution
+        from interpreter_service.dist.distribution import SetupError, setup_distribution
 
         try:
             setup_distribution(args.dist_dir, args.vendor_dir)
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.cmd == "add-package":
-        from interpreter_service.distribution import SetupError
-        from interpreter_service.packages import add_packages
+        from interpreter_service.dist.distribution import SetupError
+        from interpreter_service.dist.packages import add_packages
 
         try:
             add_packages(args.packages, dist_dir=args.dist_dir, resolve_deps=not args.no_deps)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"add-package failed: {e}", file=sys.stderr)
             return 1
         return 0
-    from interpreter_service.http import serve
+    from interpreter_service.service.app import serve
 
     return serve(args)
 

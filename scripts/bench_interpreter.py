@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import machine_info, percentile, write_json
 
-from interpreter_service.distribution import default_dist_dir
-from interpreter_service.launch import WorkerConfig
+from interpreter_service.dist.distribution import default_dist_dir
+from interpreter_service.dist.start_cache import ARTIST_DOCS, START_DIR
 from interpreter_service.pool import WorkerPool
-from interpreter_service.start_cache import ARTIST_DOCS, START_DIR
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerProcess
 
 __all__ = ["main"]
 

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import machine_info, percentile, write_json
 
-from interpreter_service.capacity import available_cores
-from interpreter_service.distribution import default_dist_dir
+from interpreter_service.dist.distribution import default_dist_dir
 from interpreter_service.pool import WorkerPool
+from interpreter_service.pool.capacity import available_cores
 
 __all__ = ["main", "summary"]
 

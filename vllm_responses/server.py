@@ -40,7 +40,7 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
     if not config.code_interpreter:
         return None
     if config.code_interpreter_url:
-        from interpreter_service.client import HTTPInterpreter
+        from interpreter_service.service.client import HTTPInterpreter
 
         return HTTPInterpreter(
             config.code_interpreter_url,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.distribution import default_dist_dir, setup_distribution
+from interpreter_service.dist.distribution import default_dist_dir, setup_distribution
 from interpreter_service.pool import WorkerPool
 
 __all__ = ["png_size"]

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import ExecutionResult
-from interpreter_service.launch import WorkerConfig
 from interpreter_service.pool import WorkerPool
+from interpreter_service.process.launch import WorkerConfig
 
 __all__ = ["ExecWorker", "ScriptedPool"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import PoolExhausted
-from interpreter_service.capacity import pool_sizing
-from interpreter_service.charges import DEFAULT_RESERVE, READY_SAMPLES, Charges
-from interpreter_service.launch import WorkerConfig
 from interpreter_service.pool import WorkerPool
+from interpreter_service.pool.capacity import pool_sizing
+from interpreter_service.pool.charges import DEFAULT_RESERVE, READY_SAMPLES, Charges
+from interpreter_service.process.launch import WorkerConfig
 
 M, G = 1 << 20, 1 << 30
 CAPS = 1536 * M  # a default worker's caps: 1 GiB WebAssembly heap + 512 MiB JS heap

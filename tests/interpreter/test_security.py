@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.distribution import default_dist_dir
-from interpreter_service.launch import WorkerConfig, find_deno
+from interpreter_service.dist.distribution import default_dist_dir
 from interpreter_service.pool import WorkerPool
-from interpreter_service.sandbox_dir import resolve_user
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.process.launch import WorkerConfig, find_deno
+from interpreter_service.process.sandbox_dir import resolve_user
+from interpreter_service.process.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 

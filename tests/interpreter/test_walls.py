@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.confine import detect
+from interpreter_service.dist.start_cache import START_DIR
 from interpreter_service.pool import WorkerPool
-from interpreter_service.procfs import proc_status
-from interpreter_service.start_cache import START_DIR
+from interpreter_service.process.confine import detect
+from interpreter_service.process.procfs import proc_status
 
 pytestmark = pytest.mark.sandbox
 

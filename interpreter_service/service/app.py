@@ -31,12 +31,12 @@ from interpreter_service.api import (
     PoolExhausted,
     QuotaExceeded,
 )
-from interpreter_service.auth import TOKEN_ENV, TokenGuard, check_bind
-from interpreter_service.wire import to_json
+from interpreter_service.service.auth import TOKEN_ENV, TokenGuard, check_bind
+from interpreter_service.service.wire import to_json
 
 __all__ = ["create_app", "serve"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("interpreter_service.http")  # the name it has always logged under
 Handler = Callable[[Request], Awaitable[Response]]
 
 

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import time
 
-from interpreter_service.capacity import Capacity
-from interpreter_service.container import Container
+from interpreter_service.pool.capacity import Capacity
+from interpreter_service.pool.containers import Container
 
 __all__ = ["IdleContainers"]
 

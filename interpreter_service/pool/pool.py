@@ -22,22 +22,33 @@ from interpreter_service.api import (
     OwnerQuota,
     PoolStats,
 )
-from interpreter_service.capacity import NO_QUOTA, Capacity, growth_sizing, memory_tier, pool_sizing
-from interpreter_service.charges import Charges
-from interpreter_service.confine import detect
-from interpreter_service.container import Container, ContainerFiles, FileRequest
-from interpreter_service.demand import Demand
-from interpreter_service.distribution import checked_dist_dir
-from interpreter_service.housekeeping import IdleContainers
-from interpreter_service.launch import DEFAULT_PRELOAD, WORKER_SCRIPT, WorkerConfig, find_deno, heaps_cost
-from interpreter_service.sandbox_dir import SandboxDir, prepare_sandbox_dir, remove_sandbox_dir, resolve_user
-from interpreter_service.warm import WarmWorkers
-from interpreter_service.watchdog import Watchdog
-from interpreter_service.worker import WorkerDied, WorkerProcess
+from interpreter_service.dist.distribution import checked_dist_dir
+from interpreter_service.pool.capacity import NO_QUOTA, Capacity, growth_sizing, memory_tier, pool_sizing
+from interpreter_service.pool.charges import Charges
+from interpreter_service.pool.containers import Container, ContainerFiles, FileRequest
+from interpreter_service.pool.demand import Demand
+from interpreter_service.pool.housekeeping import IdleContainers
+from interpreter_service.pool.warm import WarmWorkers
+from interpreter_service.pool.watchdog import Watchdog
+from interpreter_service.process.confine import detect
+from interpreter_service.process.launch import (
+    DEFAULT_PRELOAD,
+    WORKER_SCRIPT,
+    WorkerConfig,
+    find_deno,
+    heaps_cost,
+)
+from interpreter_service.process.sandbox_dir import (
+    SandboxDir,
+    prepare_sandbox_dir,
+    remove_sandbox_dir,
+    resolve_user,
+)
+from interpreter_service.process.worker import WorkerDied, WorkerProcess
 
 __all__ = ["ExecutionHook", "WorkerPool"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("interpreter_service.pool")
 # Called after every `execute` with its duration in seconds and its outcome: "ok" or the result's
 # `error_kind` ("exception", "timeout", "memory", "crashed", "cancelled").
 ExecutionHook = Callable[[float, str], None]

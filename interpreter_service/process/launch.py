@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import DATA_DIR
-from interpreter_service.confine import Confiner, Limits
-from interpreter_service.sandbox_dir import WorkerUser
-from interpreter_service.spawn import spawn_setup
+from interpreter_service.process.confine import Confiner, Limits
+from interpreter_service.process.sandbox_dir import WorkerUser
+from interpreter_service.process.spawn import spawn_setup
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -29,7 +29,7 @@ __all__ = [
     "parse_size",
 ]
 
-WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
+WORKER_SCRIPT = Path(__file__).resolve().parents[1] / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
 DEFAULT_PRELOAD = ("numpy", "matplotlib")  # what a worker imports before it is ready
 DEFAULT_MEMORY_LIMIT = 1 << 30  # a worker's WebAssembly heap cap unless asked otherwise ('1g')

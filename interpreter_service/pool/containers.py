@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from interpreter_service.api import DATA_DIR, FileInfo, InterpreterError, data_path
-from interpreter_service.worker import Reply, WorkerProcess
+from interpreter_service.process.worker import Reply, WorkerProcess
 
 __all__ = ["CHUNK_BYTES", "Container", "ContainerFiles", "FileRequest"]
 

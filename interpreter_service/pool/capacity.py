@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from interpreter_service.api import MemoryLimitRefused, OwnerQuota, PoolExhausted, QuotaExceeded
-from interpreter_service.launch import parse_size
+from interpreter_service.process.launch import parse_size
 
 __all__ = [
     "pool_sizing",

@@ -1,0 +1,5 @@
+"""The in-process pool: containers each owning a worker; warm workers, admission, charges, expiry, watchdog."""
+
+from interpreter_service.pool.pool import WorkerPool
+
+__all__ = ["WorkerPool"]
