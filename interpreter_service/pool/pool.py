@@ -23,7 +23,7 @@ from interpreter_service.api import (
     PoolStats,
 )
 from interpreter_service.dist.distribution import checked_dist_dir
-from interpreter_service.pool.capacity import NO_QUOTA, Capacity, growth_sizing, memory_tier, pool_sizing
+from interpreter_service.pool.capacity import NO_QUOTA, Capacity, growth_sizing, pool_sizing
 from interpreter_service.pool.charges import Charges
 from interpreter_service.pool.containers import Container, ContainerFiles, FileRequest
 from interpreter_service.pool.demand import Demand
@@ -45,6 +45,7 @@ from interpreter_service.process.sandbox_dir import (
     resolve_user,
 )
 from interpreter_service.process.worker import WorkerDied, WorkerProcess
+from interpreter_service.sizes import memory_tier
 
 __all__ = ["ExecutionHook", "WorkerPool"]
 

@@ -30,9 +30,9 @@ from interpreter_service.api import (
     PoolStats,
     QuotaExceeded,
 )
-from interpreter_service.pool.capacity import format_size, memory_tier
 from interpreter_service.service.auth import BOOT_HEADER
 from interpreter_service.service.wire import container_from_json, file_from_json, result_from_json
+from interpreter_service.sizes import format_size, memory_tier
 
 __all__ = ["HTTPInterpreter"]
 
