@@ -1,25 +1,15 @@
-"""`Container`, the pool's record of one container, and `ContainerFiles`, the file operations on it."""
+"""`Container`, the pool's record of one container, and `ContainerTable`, the live ones by id."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import time
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
-from interpreter_service.api import DATA_DIR, FileInfo, InterpreterError, data_path
-from interpreter_service.process.worker import Reply, WorkerProcess
+from interpreter_service.api import ContainerNotFound, FileInfo
+from interpreter_service.process.worker import WorkerProcess
 
-__all__ = ["CHUNK_BYTES", "Container", "ContainerFiles", "FileRequest"]
-
-# Files travel to and from a worker in chunks of this size (one request each), well under the protocol's
-# line limit (worker.STREAM_LIMIT) once base64-encoded.
-CHUNK_BYTES = 4 << 20
-FileRequest = Callable[..., Awaitable[Reply]]  # (op, **fields): one request to a container's worker
+__all__ = ["Container", "ContainerTable"]
 
 
 @dataclass
@@ -44,88 +34,46 @@ class Container:
     owner: str | None = None  # the label its creator gave (`ContainerInfo.owner`)
 
 
-class ContainerFiles:
-    """`write_file`, `read_file`, `delete_file` and `list_files` of `Interpreter`, for a pool that provides
-    `_get` (a container by id) and `_file_requests` (its worker's `FileRequest`, under its lock while the
-    context is open: the chunks of one transfer take the lock once)."""
+class ContainerTable(Mapping[str, Container]):
+    """The pool's live containers by id: read as a mapping, changed by `add` and `pop`."""
 
-    def _get(self, container_id: str) -> Container:
-        raise NotImplementedError
+    def __init__(self) -> None:
+        self._by_id: dict[str, Container] = {}
 
-    def _file_requests(self, c: Container) -> AbstractAsyncContextManager[FileRequest]:
-        raise NotImplementedError
+    def __getitem__(self, container_id: str) -> Container:
+        return self._by_id[container_id]
 
-    async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
-        async with self._file_requests(c) as request:
-            return await request(op, **fields)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
 
-    def _file_info(
-        self, c: Container, path: str, size: int, source: Literal["user", "assistant"]
-    ) -> FileInfo:
-        old = c.files.get(path)
-        fid = "cfile_" + hashlib.sha256(f"{c.id}:{path}".encode()).hexdigest()[:24]
-        info = FileInfo(
-            id=fid,
-            container_id=c.id,
-            path=path,
-            bytes=size,
-            created_at=old.created_at if old else time.time(),
-            source=old.source if old else source,
-        )
-        c.files[path] = info
-        return info
+    def __len__(self) -> int:
+        return len(self._by_id)
 
-    async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
-        """Written in chunks; the container's files may take at most its memory_limit (a file past it is
-        refused, or deleted if the room ran out part way)."""
-        c = self._get(container_id)
-        full = data_path(path)
-        if len(data) > c.tier:
-            raise InterpreterError(
-                f"cannot write {full}: {len(data)} bytes does not fit in the container's memory (its files "
-                f"may take at most {c.tier} bytes, its memory_limit)"
-            )
-        view = memoryview(data)
-        try:
-            async with self._file_requests(c) as request:
-                for off in range(0, max(len(data), 1), CHUNK_BYTES):
-                    chunk = base64.b64encode(view[off : off + CHUNK_BYTES]).decode()
-                    reply = await request(
-                        "write_file", path=full, data_b64=chunk, append=off > 0, max_bytes=c.tier
-                    )
-        except InterpreterError as e:
-            raise InterpreterError(f"cannot write {full}: {e}") from e
-        c.files.pop(reply["path"], None)
-        return self._file_info(c, reply["path"], int(reply["bytes"]), "user")
+    def live(self, container_id: str) -> Container:
+        """The container with this id; `ContainerNotFound` when there is none."""
+        c = self._by_id.get(container_id)
+        if c is None:
+            raise ContainerNotFound(container_id)
+        return c
 
-    async def read_file(self, container_id: str, path: str) -> bytes:
-        """Read in chunks of `CHUNK_BYTES`, all under one hold of the container's lock."""
-        c = self._get(container_id)
-        full = data_path(path)
-        parts: list[bytes] = []
-        got, size = 0, 1
-        try:
-            async with self._file_requests(c) as request:
-                while got < size:
-                    reply = await request("read_file", path=full, offset=got, length=CHUNK_BYTES)
-                    parts.append(part := base64.b64decode(reply["data_b64"]))
-                    got, size = got + len(part), int(reply["size"])
-                    if not part:
-                        break
-        except InterpreterError as e:
-            raise InterpreterError(f"cannot read {full}: {e}") from e
-        return b"".join(parts)
+    def add(self, c: Container) -> None:
+        self._by_id[c.id] = c
 
-    async def delete_file(self, container_id: str, path: str) -> None:
-        c = self._get(container_id)
-        full = data_path(path)
-        try:
-            reply = await self._file_request(c, "delete_file", path=full)
-        except InterpreterError as e:
-            raise InterpreterError(f"cannot delete {full}: {e}") from e
-        c.files.pop(reply["path"], None)
+    def pop(self, container_id: str) -> Container | None:
+        """Forget the container with this id; it, or None when there was none."""
+        return self._by_id.pop(container_id, None)
 
-    async def list_files(self, container_id: str) -> list[FileInfo]:
-        c = self._get(container_id)
-        reply = await self._file_request(c, "list_files", dir=DATA_DIR)
-        return [self._file_info(c, f["path"], int(f["bytes"]), "assistant") for f in reply["files"]]
+    def clear(self) -> None:
+        self._by_id.clear()
+
+    def workers(self) -> list[WorkerProcess]:
+        """The containers' workers (those that have one)."""
+        return [c.worker for c in self._by_id.values() if c.worker]
+
+    def busy(self) -> int:
+        """Containers running a call now (their lock held)."""
+        return sum(1 for c in self._by_id.values() if c.lock.locked())
+
+    def unbound(self, tier: int) -> int:
+        """Containers of this WebAssembly heap cap without a worker (none yet, or none since theirs died)."""
+        return sum(1 for c in self._by_id.values() if c.worker is None and c.tier == tier)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import PoolExhausted
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
 from interpreter_service.pool.capacity import pool_sizing
 from interpreter_service.pool.charges import DEFAULT_RESERVE, READY_SAMPLES, Charges
 from interpreter_service.process.launch import WorkerConfig
@@ -85,12 +85,12 @@ def fake_pool(dist_dir: Path, rss: list[int], **overrides: object) -> WorkerPool
         "queue_timeout_s": 0.2,
         **overrides,
     }
-    pool = WorkerPool(**fields)  # type: ignore[arg-type]
+    pool = WorkerPool(PoolConfig(**fields))  # type: ignore[arg-type]
 
     async def take(tier: int) -> FakeWorker:
         return FakeWorker(rss.pop(0))
 
-    pool._take_worker = take  # type: ignore[assignment,method-assign]
+    pool._binder.take = take  # type: ignore[assignment,method-assign]
     pool._replenish = lambda: None  # type: ignore[method-assign]
     pool._started = True
     return pool
