@@ -6,6 +6,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interpreter_service.pool.config import PoolConfig
 
 __all__ = ["main"]
 
@@ -86,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "setup":
-        from interpreter_service.distribution import SetupError, setup_distribution
+        from interpreter_service.dist.distribution import SetupError, setup_distribution
 
         try:
             setup_distribution(args.dist_dir, args.vendor_dir)
@@ -95,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if args.cmd == "add-package":
-        from interpreter_service.distribution import SetupError
-        from interpreter_service.packages import add_packages
+        from interpreter_service.dist.distribution import SetupError
+        from interpreter_service.dist.packages import add_packages
 
         try:
             add_packages(args.packages, dist_dir=args.dist_dir, resolve_deps=not args.no_deps)
@@ -104,9 +108,50 @@ def main(argv: list[str] | None = None) -> int:
             print(f"add-package failed: {e}", file=sys.stderr)
             return 1
         return 0
-    from interpreter_service.http import serve
+    return _serve(args)
 
-    return serve(args)
+
+def _pool_config(args: argparse.Namespace) -> PoolConfig:
+    """The pool `serve` runs, from its flags."""
+    from interpreter_service.pool.config import PoolConfig
+
+    return PoolConfig(
+        workers=args.workers,
+        spares=args.spares,
+        max_spares=args.max_spares,
+        max_starting=args.max_starting,
+        max_workers=args.max_workers,
+        memory_budget=args.memory_budget,
+        budget_counts=args.budget_counts,
+        worker_reserve=args.worker_reserve,
+        queue_timeout_s=args.queue_timeout,
+        user=args.user,
+        isolation=args.isolation,
+        timeout_s=args.timeout,
+        memory_limit=args.memory_limit,
+        idle_expiry_s=args.idle_expiry,
+        dist_dir=args.dist_dir,
+        allow_net=[h for h in args.allow_net.split(",") if h.strip()],
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run a `WorkerPool` behind the HTTP API (blocking); the exit status (2: refused to start)."""
+    import uvicorn
+
+    from interpreter_service.pool import WorkerPool
+    from interpreter_service.service.app import create_app
+    from interpreter_service.service.auth import TOKEN_ENV, check_bind
+
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    refusal = check_bind(args.host, token)
+    if refusal is not None:
+        print(f"interpreter_service: {refusal}", file=sys.stderr)
+        return 2
+    pool = WorkerPool(_pool_config(args))
+    app = create_app(pool, token=token, max_timeout_s=args.timeout)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
 
 
 if __name__ == "__main__":

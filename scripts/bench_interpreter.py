@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import machine_info, percentile, write_json
 
-from interpreter_service.distribution import default_dist_dir
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.pool import WorkerPool
-from interpreter_service.start_cache import ARTIST_DOCS, START_DIR
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.dist.distribution import default_dist_dir
+from interpreter_service.dist.start_cache import ARTIST_DOCS, START_DIR
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerProcess
 
 __all__ = ["main"]
 
@@ -182,7 +182,7 @@ async def worker_start(dist: Path, repeats: int) -> dict[str, Any]:
 
 
 async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any]:
-    async with WorkerPool(workers=1, spares=1, dist_dir=dist) as pool:
+    async with WorkerPool(PoolConfig(workers=1, spares=1, dist_dir=dist)) as pool:
         isolation = dict(pool.stats()).get("isolation", "(no OS limits)")
         create = []
         for _ in range(n_cells):
@@ -235,7 +235,7 @@ async def single_worker(dist: Path, n_print: int, n_cells: int) -> dict[str, Any
 async def scaling(dist: Path, counts: list[int], seconds: float) -> dict[str, Any]:
     """Calls/s with k workers, each looping on its own container for `seconds`, for two kinds of cell."""
     out: dict[str, Any] = {}
-    async with WorkerPool(workers=max(counts), spares=0, dist_dir=dist, preload=()) as pool:
+    async with WorkerPool(PoolConfig(workers=max(counts), spares=0, dist_dir=dist, preload=())) as pool:
         cids = [(await pool.create_container()).id for _ in range(max(counts))]
         for cid in cids:
             await timed_calls(pool, cid, CPU_CELL, 2)  # warm-up
@@ -265,8 +265,8 @@ async def isolation_cost(dist: Path, rounds: int, n_print: int) -> dict[str, Any
     alternating rounds within this run: the ratio of their p50s (1.0: the limits cost nothing)."""
     times: dict[str, dict[str, list[float]]] = {m: {"print": [], "plot": []} for m in ("none", "auto")}
     async with (
-        WorkerPool(workers=1, spares=0, dist_dir=dist, isolation="none") as plain,
-        WorkerPool(workers=1, spares=0, dist_dir=dist, isolation="auto") as walled,
+        WorkerPool(PoolConfig(workers=1, spares=0, dist_dir=dist, isolation="none")) as plain,
+        WorkerPool(PoolConfig(workers=1, spares=0, dist_dir=dist, isolation="auto")) as walled,
     ):
         pools = {"none": plain, "auto": walled}
         cids = {m: (await p.create_container()).id for m, p in pools.items()}

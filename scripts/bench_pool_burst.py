@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import machine_info, percentile, write_json
 
-from interpreter_service.capacity import available_cores
-from interpreter_service.distribution import default_dist_dir
-from interpreter_service.pool import WorkerPool
+from interpreter_service.dist.distribution import default_dist_dir
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.pool.capacity import available_cores
 
 __all__ = ["main", "summary"]
 
@@ -83,17 +83,19 @@ async def run_config(
     """A fresh pool of 1 warm worker in configuration `name`: two bursts of `n`, settled and paused between."""
     dist = default_dist_dir()
     pool = WorkerPool(
-        workers=1,
-        spares=0,
-        max_workers=max(n, 2),
-        memory_budget=f"{max(n, 2) * 2}g",  # the caps, not what the workers use (a few hundred MB each)
-        memory_limit="512m",
-        js_heap_mb=512,
-        queue_timeout_s=600,
-        start_timeout_s=300,
-        dist_dir=dist,
-        preload=preload,
-        **CONFIGS[name],
+        PoolConfig(
+            workers=1,
+            spares=0,
+            max_workers=max(n, 2),
+            memory_budget=f"{max(n, 2) * 2}g",  # the caps, not what the workers use (a few hundred MB each)
+            memory_limit="512m",
+            js_heap_mb=512,
+            queue_timeout_s=600,
+            start_timeout_s=300,
+            dist_dir=dist,
+            preload=preload,
+            **CONFIGS[name],
+        )
     )
     out: dict[str, Any] = {"max_spares": pool.max_spares, "max_starting": min(pool.max_starting, n)}
     async with pool:

@@ -20,7 +20,7 @@ if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
     say "no chromium and no root apt-get: the playground browser test will be skipped"
   fi
 fi
-say "checks: ruff check, ruff format --check, mypy --strict, lint-imports (the layers, no cycles)"
+say "checks: ruff check, ruff format --check, mypy --strict, lint-imports (the server's layers, the sandbox's layers, no cycles)"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

@@ -113,7 +113,7 @@ def tiny_model_server(
     the engine and returns what the server uses (a test's engine in front of the real one); `asgi`, the app
     and returns what uvicorn serves (`LiveServer`'s); `open_embedder`, the embedding model's opener (default:
     none)."""
-    from interpreter_service.pool import WorkerPool
+    from interpreter_service.pool import PoolConfig, WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.vllm import VLLMEngine
     from vllm_responses.server import interpreter_from_config
@@ -129,7 +129,7 @@ def tiny_model_server(
                 pool = await stack.enter_async_context(shared)
             else:
                 pool = (
-                    await stack.enter_async_context(WorkerPool(workers=workers, timeout_s=20))
+                    await stack.enter_async_context(WorkerPool(PoolConfig(workers=workers, timeout_s=20)))
                     if workers
                     else None
                 )

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer, free_port
 from vllm_responses.config import Config
@@ -101,16 +101,18 @@ def pool_gateway(dist_dir: Path, *, max_workers: int, code_interpreter_timeout: 
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         pool = WorkerPool(
-            workers=1,
-            spares=0,
-            max_workers=max_workers,
-            memory_budget="1536m",
-            memory_limit="256m",
-            js_heap_mb=256,
-            queue_timeout_s=120,
-            dist_dir=dist_dir,
-            preload=(),
-            start_timeout_s=120,
+            PoolConfig(
+                workers=1,
+                spares=0,
+                max_workers=max_workers,
+                memory_budget="1536m",
+                memory_limit="256m",
+                js_heap_mb=256,
+                queue_timeout_s=120,
+                dist_dir=dist_dir,
+                preload=(),
+                start_timeout_s=120,
+            )
         )
         async with pool:
             yield FakeEngine(), pool, MemoryStore()

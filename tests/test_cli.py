@@ -263,7 +263,7 @@ def test_admission_counts_default_to_the_engine_and_refuse_nonsense(
 def test_the_shared_sandbox_flags_reach_the_config_and_the_interpreter(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from interpreter_service.client import HTTPInterpreter
+    from interpreter_service.service.client import HTTPInterpreter
     from vllm_responses.server import interpreter_from_config
 
     seen: list[Config] = []

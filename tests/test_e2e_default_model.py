@@ -28,7 +28,7 @@ MODEL = "SmolLM2-135M-Instruct"
 
 @pytest.fixture(scope="module")
 def default_server() -> Iterator[LiveServer]:
-    from interpreter_service.pool import WorkerPool
+    from interpreter_service.pool import PoolConfig, WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import default_model_path
     from vllm_responses.engine.vllm import VLLMEngine
@@ -38,7 +38,7 @@ def default_server() -> Iterator[LiveServer]:
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
-            pool = await stack.enter_async_context(WorkerPool(workers=1, timeout_s=20))
+            pool = await stack.enter_async_context(WorkerPool(PoolConfig(workers=1, timeout_s=20)))
             parser = add_engine_cli_args(argparse.ArgumentParser())
             args = engine_args_from_namespace(parser.parse_args(["--seed", "0"]), str(path))
             engine = await VLLMEngine.start(args, model_name=MODEL)

@@ -15,7 +15,7 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseCodeInterpreterToolCall
 
-from interpreter_service.client import HTTPInterpreter
+from interpreter_service.service.client import HTTPInterpreter
 from tests.fakes import FakeEngine, code_call, say
 from tests.sandbox_service import SandboxService, gateway
 from tests.serving import LiveServer

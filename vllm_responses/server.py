@@ -40,28 +40,30 @@ def interpreter_from_config(config: Config) -> Interpreter | None:
     if not config.code_interpreter:
         return None
     if config.code_interpreter_url:
-        from interpreter_service.client import HTTPInterpreter
+        from interpreter_service.service.client import HTTPInterpreter
 
         return HTTPInterpreter(
             config.code_interpreter_url,
             token=config.code_interpreter_token,
             default_timeout_s=config.code_interpreter_timeout,
         )
-    from interpreter_service.pool import WorkerPool
+    from interpreter_service.pool import PoolConfig, WorkerPool
 
     return WorkerPool(
-        workers=config.code_interpreter_workers,
-        timeout_s=config.code_interpreter_timeout,
-        idle_expiry_s=config.code_interpreter_idle_expiry,
-        allow_net=config.code_interpreter_allow_net,
-        max_workers=config.code_interpreter_max_workers,
-        max_spares=config.code_interpreter_max_spares,
-        memory_budget=config.code_interpreter_memory_budget,
-        budget_counts=config.code_interpreter_budget_counts,
-        worker_reserve=config.code_interpreter_worker_reserve,
-        queue_timeout_s=config.code_interpreter_queue_timeout,
-        user=config.code_interpreter_user,
-        isolation=config.code_interpreter_isolation,
+        PoolConfig(
+            workers=config.code_interpreter_workers,
+            timeout_s=config.code_interpreter_timeout,
+            idle_expiry_s=config.code_interpreter_idle_expiry,
+            allow_net=config.code_interpreter_allow_net,
+            max_workers=config.code_interpreter_max_workers,
+            max_spares=config.code_interpreter_max_spares,
+            memory_budget=config.code_interpreter_memory_budget,
+            budget_counts=config.code_interpreter_budget_counts,
+            worker_reserve=config.code_interpreter_worker_reserve,
+            queue_timeout_s=config.code_interpreter_queue_timeout,
+            user=config.code_interpreter_user,
+            isolation=config.code_interpreter_isolation,
+        )
     )
 
 

@@ -77,7 +77,7 @@ class Switch:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[LiveServer]:
-    from interpreter_service.pool import WorkerPool
+    from interpreter_service.pool import PoolConfig, WorkerPool
     from vllm_responses.engine.args import add_engine_cli_args, engine_args_from_namespace
     from vllm_responses.engine.models import tiny_model_path
     from vllm_responses.engine.vllm import VLLMEngine
@@ -86,7 +86,7 @@ def server() -> Iterator[LiveServer]:
     @asynccontextmanager
     async def opener(cfg: Config) -> AsyncIterator[tuple[Any, Any, Any]]:
         async with AsyncExitStack() as stack:
-            pool = await stack.enter_async_context(WorkerPool(workers=1, timeout_s=20))
+            pool = await stack.enter_async_context(WorkerPool(PoolConfig(workers=1, timeout_s=20)))
             flags = ["--max-model-len", "2048", "--seed", "0"]
             ns = add_engine_cli_args(argparse.ArgumentParser()).parse_args(flags)
             engine = await VLLMEngine.start(

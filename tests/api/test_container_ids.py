@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from interpreter_service.api import ContainerNotFound
-from interpreter_service.client import HTTPInterpreter
+from interpreter_service.service.client import HTTPInterpreter
 from tests.fakes import FakeEngine
 from tests.serving import LiveServer
 from vllm_responses.config import Config

@@ -12,8 +12,8 @@ import httpx
 import openai
 import pytest
 
-from interpreter_service.client import HTTPInterpreter
-from interpreter_service.http import create_app
+from interpreter_service.service.app import create_app
+from interpreter_service.service.client import HTTPInterpreter
 from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
 from tests.keys import write_keys_file
 from tests.serving import LiveServer

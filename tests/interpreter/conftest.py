@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.distribution import default_dist_dir, setup_distribution
-from interpreter_service.pool import WorkerPool
+from interpreter_service.dist.distribution import default_dist_dir, setup_distribution
+from interpreter_service.pool import PoolConfig, WorkerPool
 
 __all__ = ["png_size"]
 
@@ -48,16 +48,18 @@ def dist_copy(dist_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 async def pool(dist_dir: Path):
     p = WorkerPool(
-        workers=2,
-        spares=1,
-        max_workers=2,
-        queue_timeout_s=1.0,
-        timeout_s=20.0,
-        max_output=20_000,
-        dist_dir=dist_dir,
-        memory_limit="512m",
-        grace_s=3.0,
-        evict_idle=False,
+        PoolConfig(
+            workers=2,
+            spares=1,
+            max_workers=2,
+            queue_timeout_s=1.0,
+            timeout_s=20.0,
+            max_output=20_000,
+            dist_dir=dist_dir,
+            memory_limit="512m",
+            grace_s=3.0,
+            evict_idle=False,
+        )
     )
     async with p:
         yield p

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import ExecutionResult
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.process.launch import WorkerConfig
 
 __all__ = ["ExecWorker", "ScriptedPool"]
 
@@ -53,7 +53,7 @@ class ScriptedPool(WorkerPool):
         (tmp / "pyodide.mjs").write_text("")
         (tmp / "pyodide-lock.json").write_text("{}")
         kwargs.setdefault("budget_counts", "caps")
-        super().__init__(dist_dir=tmp, **kwargs)
+        super().__init__(PoolConfig(dist_dir=tmp, **kwargs))
 
         async def start_worker(cfg: WorkerConfig) -> Any:
             return ExecWorker(cfg)

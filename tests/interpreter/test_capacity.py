@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from interpreter_service.api import InterpreterError, MemoryLimitRefused, PoolExhausted
-from interpreter_service.capacity import Capacity, default_memory_budget, format_size, memory_tier
+from interpreter_service.pool.capacity import Capacity, default_memory_budget
+from interpreter_service.sizes import format_size, memory_tier
 
 G = 1 << 30
 

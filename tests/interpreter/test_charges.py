@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import PoolExhausted
-from interpreter_service.capacity import pool_sizing
-from interpreter_service.charges import DEFAULT_RESERVE, READY_SAMPLES, Charges
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.pool.capacity import pool_sizing
+from interpreter_service.pool.charges import DEFAULT_RESERVE, READY_SAMPLES, Charges
+from interpreter_service.process.launch import WorkerConfig
 
 M, G = 1 << 20, 1 << 30
 CAPS = 1536 * M  # a default worker's caps: 1 GiB WebAssembly heap + 512 MiB JS heap
@@ -85,12 +85,12 @@ def fake_pool(dist_dir: Path, rss: list[int], **overrides: object) -> WorkerPool
         "queue_timeout_s": 0.2,
         **overrides,
     }
-    pool = WorkerPool(**fields)  # type: ignore[arg-type]
+    pool = WorkerPool(PoolConfig(**fields))  # type: ignore[arg-type]
 
     async def take(tier: int) -> FakeWorker:
         return FakeWorker(rss.pop(0))
 
-    pool._take_worker = take  # type: ignore[assignment,method-assign]
+    pool._binder.take = take  # type: ignore[assignment,method-assign]
     pool._replenish = lambda: None  # type: ignore[method-assign]
     pool._started = True
     return pool

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.confine import WorkerGroup, detect, sweep_stale
+from interpreter_service.process.confine import WorkerGroup, detect, sweep_stale
 
 
 def _dead_pid() -> int:

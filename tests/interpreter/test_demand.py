@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.capacity import SPARES_PER_CORE, growth_sizing
-from interpreter_service.demand import Demand
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.warm import WarmWorkers
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.pool.capacity import SPARES_PER_CORE, growth_sizing
+from interpreter_service.pool.demand import Demand
+from interpreter_service.pool.warm import WarmWorkers
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerProcess
 
 
 class Clock:

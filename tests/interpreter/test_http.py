@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
-from interpreter_service.client import HTTPInterpreter
-from interpreter_service.http import create_app
 from interpreter_service.pool import WorkerPool
+from interpreter_service.service.app import create_app
+from interpreter_service.service.client import HTTPInterpreter
 
 from .conftest import png_size
 

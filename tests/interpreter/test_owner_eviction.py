@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from interpreter_service.api import MemoryLimitRefused, OwnerQuota, PoolExhausted, QuotaExceeded
-from interpreter_service.capacity import Capacity
-from interpreter_service.client import HTTPInterpreter
-from interpreter_service.http import create_app
+from interpreter_service.pool.capacity import Capacity
+from interpreter_service.service.app import create_app
+from interpreter_service.service.client import HTTPInterpreter
 from tests.interpreter.scripted import ScriptedPool
 
 M = 1 << 20

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.distribution import CORE_FILES, OFFICIAL_LOCK, SetupError, setup_distribution
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.packages import add_packages
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.dist.distribution import CORE_FILES, OFFICIAL_LOCK, SetupError, setup_distribution
+from interpreter_service.dist.packages import add_packages
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from interpreter_service.api import ContainerNotFound, InterpreterError, PoolExhausted
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
 
 from .conftest import png_size
 
@@ -303,15 +303,17 @@ async def test_unknown_container(pool: WorkerPool) -> None:
 async def test_exhaustion_and_expiry(dist_dir) -> None:
     async with asyncio.timeout(120):
         async with WorkerPool(
-            workers=1,
-            spares=0,
-            max_workers=1,
-            queue_timeout_s=0.5,
-            dist_dir=dist_dir,
-            idle_expiry_s=1.5,
-            reap_interval_s=0.3,
-            preload=(),
-            evict_idle=False,
+            PoolConfig(
+                workers=1,
+                spares=0,
+                max_workers=1,
+                queue_timeout_s=0.5,
+                dist_dir=dist_dir,
+                idle_expiry_s=1.5,
+                reap_interval_s=0.3,
+                preload=(),
+                evict_idle=False,
+            )
         ) as small:
             c = await small.create_container()
             with pytest.raises(PoolExhausted, match="no code-interpreter container became free within 0.5 s"):
@@ -335,7 +337,9 @@ async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
     async with asyncio.timeout(60):
         t0 = time.monotonic()
         with pytest.raises(InterpreterError, match="no worker could be started.*failed to load"):
-            async with WorkerPool(workers=1, spares=0, dist_dir=tmp_path, preload=(), start_timeout_s=30):
+            async with WorkerPool(
+                PoolConfig(workers=1, spares=0, dist_dir=tmp_path, preload=(), start_timeout_s=30)
+            ):
                 pass
         assert time.monotonic() - t0 < 15, "a broken distribution must fail fast, not by start timeout"
 
@@ -343,7 +347,7 @@ async def test_broken_distribution_fails_loudly(dist_dir, tmp_path) -> None:
 async def test_full_pool_evicts_the_least_recently_used_idle_container(dist_dir) -> None:
     async with asyncio.timeout(180):
         async with WorkerPool(
-            workers=2, spares=0, max_workers=2, queue_timeout_s=1.0, dist_dir=dist_dir, preload=()
+            PoolConfig(workers=2, spares=0, max_workers=2, queue_timeout_s=1.0, dist_dir=dist_dir, preload=())
         ) as small:
             a = await small.create_container()
             b = await small.create_container()

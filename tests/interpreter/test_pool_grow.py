@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import PoolExhausted
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
 
 
 def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
@@ -27,7 +27,7 @@ def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
         "start_timeout_s": 120,
         "queue_timeout_s": 240,
     }
-    return WorkerPool(**{**fields, **overrides})  # type: ignore[arg-type]
+    return WorkerPool(PoolConfig(**{**fields, **overrides}))  # type: ignore[arg-type]
 
 
 def test_spare_target_is_bounded_by_the_budget_and_the_most_containers(dist_dir: Path) -> None:
@@ -133,7 +133,7 @@ async def test_a_container_may_get_its_worker_in_the_background(dist_dir: Path) 
         gone = await pool.create_container(wait_for_worker=False)
         await pool.delete_container(gone.id)
         await pool._warm.wait_started(120)
-        await asyncio.gather(*pool._binding)
+        await asyncio.gather(*pool._binder.pending)
         live = {id(c.worker) for c in pool._containers.values()}
         assert set(pool._containers) == {first.id, later.id} and len(live) == 2
         assert pool.stats()["containers_live"] == 2
@@ -153,7 +153,7 @@ async def test_a_burst_admitted_at_once_takes_the_warm_workers_none_killed(dist_
         assert started == 3
         infos = [await pool.create_container(wait_for_worker=False) for _ in range(3)]
         assert pool._about_to_take() == 3 and pool._target_idle() == 3  # all three still to take theirs
-        await asyncio.gather(*pool._binding)
+        await asyncio.gather(*pool._binder.pending)
         bound = {pool._containers[i.id].worker.pid for i in infos}  # type: ignore[union-attr]
         stats = pool.stats()
         assert bound == warm and stats["workers_started"] == started, (bound, warm, stats)

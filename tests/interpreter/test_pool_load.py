@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import ContainerNotFound, MemoryLimitRefused, PoolExhausted
-from interpreter_service.pool import WorkerPool
+from interpreter_service.pool import PoolConfig, WorkerPool
 
 pytestmark = pytest.mark.sandbox
 
@@ -28,7 +28,7 @@ def small_pool(dist_dir: Path, **overrides: object) -> WorkerPool:
         "js_heap_mb": 256,
         "start_timeout_s": 120,
     }
-    return WorkerPool(**{**fields, **overrides})  # type: ignore[arg-type]
+    return WorkerPool(PoolConfig(**{**fields, **overrides}))  # type: ignore[arg-type]
 
 
 async def test_callers_beyond_the_pool_wait_their_turn_and_all_complete(dist_dir: Path) -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.distribution import default_dist_dir
-from interpreter_service.launch import WorkerConfig, find_deno
-from interpreter_service.pool import WorkerPool
-from interpreter_service.sandbox_dir import resolve_user
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.dist.distribution import default_dist_dir
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.process.launch import WorkerConfig, find_deno
+from interpreter_service.process.sandbox_dir import resolve_user
+from interpreter_service.process.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 
@@ -295,7 +295,7 @@ async def test_workers_run_as_nobody_when_root(pool: WorkerPool, container: str)
 async def test_an_empty_user_keeps_the_servers_own(dist_dir: Path) -> None:
     async with (
         asyncio.timeout(120),
-        WorkerPool(workers=1, spares=0, dist_dir=dist_dir, preload=(), user="") as p,
+        WorkerPool(PoolConfig(workers=1, spares=0, dist_dir=dist_dir, preload=(), user="")) as p,
     ):
         (w,) = p._warm.idle
         uids = dict(line.split(":", 1) for line in Path(f"/proc/{w.pid}/status").read_text().splitlines())

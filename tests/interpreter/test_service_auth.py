@@ -23,9 +23,9 @@ from interpreter_service.api import (
     PoolExhausted,
     PoolStats,
 )
-from interpreter_service.auth import BOOT_HEADER, check_bind, is_loopback
-from interpreter_service.client import HTTPInterpreter
-from interpreter_service.http import create_app
+from interpreter_service.service.app import create_app
+from interpreter_service.service.auth import BOOT_HEADER, check_bind, is_loopback
+from interpreter_service.service.client import HTTPInterpreter
 from tests.fakes import FakeInterpreter
 
 ROOT = Path(__file__).resolve().parents[2]

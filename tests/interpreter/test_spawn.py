@@ -1,4 +1,4 @@
-"""A worker's set-up before exec (`interpreter_service.spawn`): through `sh` + `setpriv` (vfork, no Python in
+"""A worker's set-up before exec (`interpreter_service.process.spawn`): through `sh` + `setpriv` (vfork, no Python in
 the child) and through the forked child's `child_setup` where those tools are missing, each checked on a real
 child process: its cgroup files joined, exactly its environment, no core dumps, `no_new_privs`, and SIGKILL
 when the parent dies. Real processes, no Pyodide: these run in the fast subset."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service import spawn as spawn_mod
-from interpreter_service.spawn import spawn_setup
+from interpreter_service.process import spawn as spawn_mod
+from interpreter_service.process.spawn import spawn_setup
 
 NEEDS_SETPRIV = pytest.mark.skipif(spawn_mod.setpriv_tool() is None, reason="no util-linux setpriv here")
 PATHS = [pytest.param("setpriv", marks=NEEDS_SETPRIV), "preexec"]
@@ -77,7 +77,7 @@ def test_a_group_that_cannot_be_joined_stops_the_start(tmp_path: Path) -> None:
 PARENT = """
 import subprocess, sys, time
 sys.path.insert(0, {root!r})
-from interpreter_service import spawn as m
+from interpreter_service.process import spawn as m
 if {fallback}:
     m.setpriv_tool = lambda: None
 s = m.spawn_setup(None)

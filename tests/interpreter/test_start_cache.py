@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.launch import WorkerConfig, find_deno
-from interpreter_service.start_cache import ARTIST_DOCS, START_DIR, cached_packages, prepare_start_cache
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.dist.start_cache import ARTIST_DOCS, START_DIR, cached_packages, prepare_start_cache
+from interpreter_service.process.launch import WorkerConfig, find_deno
+from interpreter_service.process.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.confine import detect
-from interpreter_service.pool import WorkerPool
-from interpreter_service.procfs import proc_status
-from interpreter_service.start_cache import START_DIR
+from interpreter_service.dist.start_cache import START_DIR
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.process.confine import detect
+from interpreter_service.process.procfs import proc_status
 
 pytestmark = pytest.mark.sandbox
 
@@ -65,14 +65,16 @@ def threads(n: int, body: str) -> str:
 @pytest.fixture(params=["auto", "none"], scope="module")
 async def walled(request: pytest.FixtureRequest, dist_dir: Path) -> AsyncIterator[WorkerPool]:
     pool = WorkerPool(
-        workers=2,
-        spares=1,
-        memory_limit="256m",
-        js_heap_mb=128,
-        preload=(),
-        timeout_s=20,
-        dist_dir=dist_dir,
-        isolation=request.param,
+        PoolConfig(
+            workers=2,
+            spares=1,
+            memory_limit="256m",
+            js_heap_mb=128,
+            preload=(),
+            timeout_s=20,
+            dist_dir=dist_dir,
+            isolation=request.param,
+        )
     )
     async with asyncio.timeout(120):
         await pool.start()
@@ -176,7 +178,7 @@ async def test_the_mechanism_is_named(walled: WorkerPool) -> None:
     assert walled.isolation.startswith(
         {"cgroup1": "cgroup v1", "cgroup2": "cgroup v2", "none": "no cgroup"}[stats["isolation"]]
     )
-    if walled.isolation_mode == "none":
+    if walled.config.isolation == "none":
         assert stats["isolation"] == "none"
     elif os.geteuid() == 0:  # root may make cgroups wherever the hierarchy is writable: expect one here
         probe = detect("auto")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.warm import WarmWorkers
-from interpreter_service.worker import WorkerDied, WorkerProcess
+from interpreter_service.pool.warm import WarmWorkers
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerDied, WorkerProcess
 
 
 class StubWorker:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service import watchdog
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.procfs import ProcStatus
-from interpreter_service.watchdog import IDLE_STRIKES, V8_HELPERS, Watchdog
+from interpreter_service.pool import watchdog
+from interpreter_service.pool.watchdog import IDLE_STRIKES, V8_HELPERS, Watchdog
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.procfs import ProcStatus
 
 INTERVAL = 0.25
 
@@ -136,7 +136,7 @@ async def test_threads_are_read_only_for_an_idle_worker_using_cpu(clock: Clock) 
 
 def test_thread_cpu_reads_this_process_threads_by_name() -> None:
     """The real /proc: threads named as /comm has them, CPU seconds summed per name; nothing for no process."""
-    from interpreter_service.procfs import thread_cpu
+    from interpreter_service.process.procfs import thread_cpu
 
     spent = thread_cpu(os.getpid())
     name = Path("/proc/self/comm").read_text().strip()

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerProcess
 
 pytestmark = pytest.mark.sandbox
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.pool import WorkerPool
-from interpreter_service.worker import WorkerDied, WorkerProcess
+from interpreter_service.pool import PoolConfig, WorkerPool
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerDied, WorkerProcess
 
 
 def fake_deno(tmp_path: Path, body: str) -> str:
@@ -63,9 +63,11 @@ async def test_the_pool_logs_why_a_worker_did_not_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     deno = fake_deno(tmp_path, 'echo "boom: the worker cannot start" >&2\nexit 3')
-    monkeypatch.setattr("interpreter_service.pool.find_deno", lambda: deno)
+    monkeypatch.setattr("interpreter_service.pool.walls.find_deno", lambda: deno)
     caplog.set_level(logging.ERROR, logger="interpreter_service.pool")
-    pool = WorkerPool(workers=1, spares=0, dist_dir=fake_dist(tmp_path), preload=(), start_timeout_s=30)
+    pool = WorkerPool(
+        PoolConfig(workers=1, spares=0, dist_dir=fake_dist(tmp_path), preload=(), start_timeout_s=30)
+    )
     async with asyncio.timeout(60):
         with pytest.raises(
             InterpreterError, match="no worker could be started.*boom: the worker cannot start"

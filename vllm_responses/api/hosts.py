@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from interpreter_service.auth import is_loopback  # the sandbox service's own start-up check uses it too
+from interpreter_service.service.auth import (
+    is_loopback,  # the sandbox service's own start-up check uses it too
+)
 from vllm_responses.config import Config
 
 __all__ = [

@@ -7,7 +7,7 @@ runtime (`import js`) and can allocate off-heap buffers and start threads. The k
   server's cgroup, when its controllers can be enabled there (a delegated subtree, or root);
 - **cgroup v1** (`memory.limit_in_bytes` and `memory.memsw.limit_in_bytes`, `pids.max`,
   `cpu.cfs_quota_us`) under the server's own groups of those controllers, when they are writable;
-- otherwise none, and the pool's watchdog (`interpreter_service.watchdog`) and RLIMITs stand in.
+- otherwise none, and the pool's watchdog (`interpreter_service.pool.watchdog`) and RLIMITs stand in.
 
 `detect(mode)` picks the strongest one available ("auto"), or the one asked for (an error if it is not).
 Each worker gets its own group (`WorkerGroup`): its pid is written to the group's `cgroup.procs` by the

@@ -12,8 +12,8 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from interpreter_service.confine import write_control
-from interpreter_service.sandbox_dir import WorkerUser
+from interpreter_service.process.confine import write_control
+from interpreter_service.process.sandbox_dir import WorkerUser
 
 __all__ = ["Spawn", "child_setup", "setpriv_tool", "spawn_setup"]
 

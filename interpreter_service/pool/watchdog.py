@@ -7,8 +7,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from interpreter_service.procfs import proc_status, thread_cpu
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.process.procfs import proc_status, thread_cpu
+from interpreter_service.process.worker import WorkerProcess
 
 __all__ = ["Watchdog"]
 

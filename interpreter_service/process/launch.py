@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from interpreter_service.api import DATA_DIR
-from interpreter_service.confine import Confiner, Limits
-from interpreter_service.sandbox_dir import WorkerUser
-from interpreter_service.spawn import spawn_setup
+from interpreter_service.process.confine import Confiner, Limits
+from interpreter_service.process.sandbox_dir import WorkerUser
+from interpreter_service.process.spawn import spawn_setup
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -26,10 +26,9 @@ __all__ = [
     "find_deno",
     "heaps_cost",
     "limit_data",
-    "parse_size",
 ]
 
-WORKER_SCRIPT = Path(__file__).resolve().parent / "runtime" / "worker.mjs"
+WORKER_SCRIPT = Path(__file__).resolve().parents[1] / "runtime" / "worker.mjs"
 WASM_PAGE = 65536
 DEFAULT_PRELOAD = ("numpy", "matplotlib")  # what a worker imports before it is ready
 DEFAULT_MEMORY_LIMIT = 1 << 30  # a worker's WebAssembly heap cap unless asked otherwise ('1g')
@@ -41,17 +40,6 @@ DEFAULT_MEMORY_LIMIT = 1 << 30  # a worker's WebAssembly heap cap unless asked o
 # Sandboxed code cannot read it (no --allow-env).
 WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 RUNTIME_MEMORY = 256 << 20  # a worker's memory outside its two heaps' caps: Deno's code, V8's other spaces
-
-
-def parse_size(text: str | int) -> int:
-    """'1g' / '512m' / '1048576' -> bytes."""
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgKMG]?)(?:i?[bB])?\s*", text)
-    if not m:
-        raise ValueError(f"bad size {text!r} (use e.g. '512m' or '1g')")
-    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
-    return int(float(m.group(1)) * mult)
 
 
 def find_deno() -> str:

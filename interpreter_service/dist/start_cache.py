@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from interpreter_service.launch import DEFAULT_MEMORY_LIMIT, DEFAULT_PRELOAD, codegen_flags, find_deno
+from interpreter_service.process.launch import DEFAULT_MEMORY_LIMIT, DEFAULT_PRELOAD, codegen_flags, find_deno
 
 __all__ = [
     "ARTIST_DOCS",
@@ -23,7 +23,7 @@ __all__ = [
     "start_cache_key",
 ]
 
-PREPARE_SCRIPT = Path(__file__).resolve().parent / "runtime" / "prepare.mjs"
+PREPARE_SCRIPT = Path(__file__).resolve().parents[1] / "runtime" / "prepare.mjs"
 # Under the distribution: site/, site.json, python_stdlib.zip, pyodide.asm.js (+ .v8cache), asm.json,
 # mpl-fontlist.json, mpl-artist-docs.json (what each holds: runtime/prepare.mjs).
 START_DIR = "start"

@@ -1,59 +1,36 @@
-"""`Container`, the pool's record of one container, and `ContainerFiles`, the file operations on it."""
+"""`ContainerFiles`: the file operations on a container, carried out by its worker in chunks."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Literal
 
 from interpreter_service.api import DATA_DIR, FileInfo, InterpreterError, data_path
-from interpreter_service.worker import Reply, WorkerProcess
+from interpreter_service.pool.containers import Container, ContainerTable
+from interpreter_service.process.worker import Reply
 
-__all__ = ["CHUNK_BYTES", "Container", "ContainerFiles", "FileRequest"]
+__all__ = ["CHUNK_BYTES", "ContainerFiles", "FileRequest", "OpenRequests"]
 
 # Files travel to and from a worker in chunks of this size (one request each), well under the protocol's
 # line limit (worker.STREAM_LIMIT) once base64-encoded.
 CHUNK_BYTES = 4 << 20
 FileRequest = Callable[..., Awaitable[Reply]]  # (op, **fields): one request to a container's worker
-
-
-@dataclass
-class Container:
-    """One container: its worker, the lock its calls queue on, its room in the budget, its files."""
-
-    id: str
-    created_at: float
-    last_active_at: float
-    name: str | None
-    memory_limit: str | None
-    cost: int  # the worker's caps: its WebAssembly heap cap + JS heap cap
-    charge: int  # bytes charged in the memory budget now (`charges.Charges.of`)
-    tier: int  # the WebAssembly heap cap
-    worker: WorkerProcess | None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    files: dict[str, FileInfo] = field(default_factory=dict)
-    lost_state: bool = False  # the worker was replaced and no result has said so yet
-    lost_reason: str = ""  # why (the old worker's end), said with that result
-    pins: int = 0  # callers using it between calls (never evicted while pinned)
-    expires_after_s: float | None = None  # its own idle expiry, when shorter than the pool's
-    owner: str | None = None  # the label its creator gave (`ContainerInfo.owner`)
+OpenRequests = Callable[[Container], AbstractAsyncContextManager[FileRequest]]
 
 
 class ContainerFiles:
-    """`write_file`, `read_file`, `delete_file` and `list_files` of `Interpreter`, for a pool that provides
-    `_get` (a container by id) and `_file_requests` (its worker's `FileRequest`, under its lock while the
-    context is open: the chunks of one transfer take the lock once)."""
+    """`write_file`, `read_file`, `delete_file` and `list_files` of `Interpreter` over the pool's containers.
 
-    def _get(self, container_id: str) -> Container:
-        raise NotImplementedError
+    `requests(c)` opens a container's worker for file requests: its `FileRequest`, under the container's
+    lock while the context is open (the chunks of one transfer take the lock once), with a live worker."""
 
-    def _file_requests(self, c: Container) -> AbstractAsyncContextManager[FileRequest]:
-        raise NotImplementedError
+    def __init__(self, containers: ContainerTable, requests: OpenRequests) -> None:
+        self._containers = containers
+        self._file_requests = requests
 
     async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
         async with self._file_requests(c) as request:
@@ -78,7 +55,7 @@ class ContainerFiles:
     async def write_file(self, container_id: str, path: str, data: bytes) -> FileInfo:
         """Written in chunks; the container's files may take at most its memory_limit (a file past it is
         refused, or deleted if the room ran out part way)."""
-        c = self._get(container_id)
+        c = self._containers.live(container_id)
         full = data_path(path)
         if len(data) > c.tier:
             raise InterpreterError(
@@ -100,7 +77,7 @@ class ContainerFiles:
 
     async def read_file(self, container_id: str, path: str) -> bytes:
         """Read in chunks of `CHUNK_BYTES`, all under one hold of the container's lock."""
-        c = self._get(container_id)
+        c = self._containers.live(container_id)
         full = data_path(path)
         parts: list[bytes] = []
         got, size = 0, 1
@@ -117,7 +94,7 @@ class ContainerFiles:
         return b"".join(parts)
 
     async def delete_file(self, container_id: str, path: str) -> None:
-        c = self._get(container_id)
+        c = self._containers.live(container_id)
         full = data_path(path)
         try:
             reply = await self._file_request(c, "delete_file", path=full)
@@ -126,6 +103,6 @@ class ContainerFiles:
         c.files.pop(reply["path"], None)
 
     async def list_files(self, container_id: str) -> list[FileInfo]:
-        c = self._get(container_id)
+        c = self._containers.live(container_id)
         reply = await self._file_request(c, "list_files", dir=DATA_DIR)
         return [self._file_info(c, f["path"], int(f["bytes"]), "assistant") for f in reply["files"]]

@@ -30,13 +30,13 @@ from interpreter_service.api import (
     PoolStats,
     QuotaExceeded,
 )
-from interpreter_service.auth import BOOT_HEADER
-from interpreter_service.capacity import format_size, memory_tier
-from interpreter_service.wire import container_from_json, file_from_json, result_from_json
+from interpreter_service.service.auth import BOOT_HEADER
+from interpreter_service.service.wire import container_from_json, file_from_json, result_from_json
+from interpreter_service.sizes import format_size, memory_tier
 
 __all__ = ["HTTPInterpreter"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("interpreter_service.client")  # the name it has always logged under
 
 
 def _seg(container_id: str) -> str:

@@ -16,15 +16,15 @@ import time
 from typing import Any
 
 from interpreter_service.api import ErrorKind, ExecutionResult, InterpreterError
-from interpreter_service.confine import WorkerGroup
-from interpreter_service.launch import (
+from interpreter_service.process.confine import WorkerGroup
+from interpreter_service.process.launch import (
     WORKER_ENV,
     WorkerConfig,
     deno_command,
     limit_data,
 )
-from interpreter_service.procfs import proc_status
-from interpreter_service.spawn import spawn_setup
+from interpreter_service.process.procfs import proc_status
+from interpreter_service.process.spawn import spawn_setup
 
 __all__ = [
     "Reply",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from interpreter_service.distribution import SetupError, default_dist_dir, pip_download_pure, sha256_file
+from interpreter_service.dist.distribution import SetupError, default_dist_dir, pip_download_pure, sha256_file
 
 if TYPE_CHECKING:
     from pyodide_lock import PyodideLockSpec

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from interpreter_service.api import InterpreterError
-from interpreter_service.start_cache import lock_closure, prepare_start_cache
+from interpreter_service.dist.start_cache import lock_closure, prepare_start_cache
 
 __all__ = [
     "checked_dist_dir",
@@ -78,7 +78,7 @@ def checked_dist_dir(dist_dir: Path | str | None) -> Path:
 
 
 def default_vendor_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "vendor" / "pyodide"
+    return Path(__file__).resolve().parents[2] / "vendor" / "pyodide"
 
 
 def sha256_file(path: Path) -> str:

@@ -10,8 +10,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from interpreter_service.launch import WorkerConfig
-from interpreter_service.worker import WorkerDied, WorkerProcess
+from interpreter_service.process.launch import WorkerConfig
+from interpreter_service.process.worker import WorkerDied, WorkerProcess
 
 __all__ = ["WarmWorkers"]
 

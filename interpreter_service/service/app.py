@@ -1,4 +1,4 @@
-"""Starlette app exposing an `Interpreter` over HTTP (used by `python -m interpreter_service serve`).
+"""Starlette app exposing an `Interpreter` over HTTP (what `python -m interpreter_service serve` runs).
 
 Every `Interpreter` method has a route, so gateways can share the pool (`client.HTTPInterpreter`). The pool's
 own limits hold whatever a caller asks: its capacity and memory budget (a create waits at most its queue
@@ -7,13 +7,10 @@ timeout, then 503 `pool_exhausted`), and a call runs at most `max_timeout_s` (`s
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -31,12 +28,12 @@ from interpreter_service.api import (
     PoolExhausted,
     QuotaExceeded,
 )
-from interpreter_service.auth import TOKEN_ENV, TokenGuard, check_bind
-from interpreter_service.wire import to_json
+from interpreter_service.service.auth import TokenGuard
+from interpreter_service.service.wire import to_json
 
-__all__ = ["create_app", "serve"]
+__all__ = ["create_app"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("interpreter_service.http")  # the name it has always logged under
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -252,37 +249,3 @@ def create_app(
     app = Starlette(routes=routes, lifespan=_lifespan(interp, manage_lifecycle))
     app.add_middleware(TokenGuard, token=token, boot_id=boot)
     return app
-
-
-def serve(args: argparse.Namespace) -> int:
-    """Run a `WorkerPool` behind the HTTP API (blocking); the exit status (2: refused to start)."""
-    import uvicorn
-
-    from interpreter_service.pool import WorkerPool
-
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    refusal = check_bind(args.host, token)
-    if refusal is not None:
-        print(f"interpreter_service: {refusal}", file=sys.stderr)
-        return 2
-    pool = WorkerPool(
-        workers=args.workers,
-        spares=args.spares,
-        max_spares=args.max_spares,
-        max_starting=args.max_starting,
-        max_workers=args.max_workers,
-        memory_budget=args.memory_budget,
-        budget_counts=args.budget_counts,
-        worker_reserve=args.worker_reserve,
-        queue_timeout_s=args.queue_timeout,
-        user=args.user,
-        isolation=args.isolation,
-        timeout_s=args.timeout,
-        memory_limit=args.memory_limit,
-        idle_expiry_s=args.idle_expiry,
-        dist_dir=args.dist_dir,
-        allow_net=[h for h in args.allow_net.split(",") if h.strip()],
-    )
-    app = create_app(pool, token=token, max_timeout_s=args.timeout)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
-    return 0

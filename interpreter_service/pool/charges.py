@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 from typing import Literal
 
-from interpreter_service.launch import parse_size
-from interpreter_service.worker import WorkerProcess
+from interpreter_service.process.worker import WorkerProcess
+from interpreter_service.sizes import parse_size
 
 __all__ = ["BUDGET_COUNTS", "DEFAULT_RESERVE", "READY_SAMPLES", "BudgetCounts", "Charges"]
 

@@ -1,0 +1,1 @@
+"""The offline Pyodide distribution: its assembly and checks, wheels added to it, its start cache."""
