@@ -125,3 +125,54 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert OUTSIDE.search("[notes](../shared/notes/style.md)") and OUTSIDE.search("/work/main/models")
     link = LINK.search("see [a](missing.md#part)")
     assert link is not None and link.group(1) == "missing.md#part"
+
+
+def _architecture_sections() -> dict[str, set[str]]:
+    """architecture.md's sections: each `## ` heading's text -> the names in the first cells of its tables."""
+    sections: dict[str, set[str]] = {}
+    heading = ""
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        if line.startswith("## "):
+            heading = line
+            sections[heading] = set()
+        elif line.startswith("| `") and heading:
+            sections[heading].update(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    return sections
+
+
+def _modules(package: str) -> Iterator[Path]:
+    """A package's modules (.py, and the sandbox's .mjs): sub-packages' `__init__.py` files are docstrings only."""
+    root = ROOT / package
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in (".py", ".mjs") or "__pycache__" in path.parts or "static" in path.parts:
+            continue
+        if path.name == "__init__.py" and path.parent != root:
+            continue
+        yield path.relative_to(root)
+
+
+def _listed(module: Path, names: set[str]) -> bool:
+    """A module is listed by its path, its file name, or a folder above it (`parsers/`)."""
+    return (
+        str(module) in names
+        or module.name in names
+        or any(f"{parent}/" in names for parent in module.parents if str(parent) != ".")
+    )
+
+
+@pytest.mark.parametrize("package", ["vllm_responses", "interpreter_service"])
+def test_architecture_lists_every_module(package: str) -> None:
+    """Each module has a row in architecture.md, in its own package's section (`## `api/`` for api/routes.py)."""
+    sections = _architecture_sections()
+    missing = []
+    for module in _modules(package):
+        if package == "vllm_responses":
+            top = module.parts[0] if len(module.parts) > 1 else None
+            wanted = f"`{top}/`" if top else "The top of `vllm_responses/`"
+        else:
+            wanted = "`interpreter_service/`"
+        names = set().union(*(n for heading, n in sections.items() if wanted in heading))
+        inner = Path(*module.parts[1:]) if package == "vllm_responses" and len(module.parts) > 1 else module
+        if not _listed(inner, names):
+            missing.append(str(module))
+    assert not missing, f"docs/architecture.md has no row for {package}'s {missing}"
