@@ -26,7 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("packages", nargs="+")
     a.add_argument("--dist-dir", type=Path, default=None)
     a.add_argument("--no-deps", action="store_true", help="do not resolve the packages' dependencies")
-    v = sub.add_parser("serve", help="serve a worker pool over HTTP")
+    _serve_arguments(sub.add_parser("serve", help="serve a worker pool over HTTP"))
+    return p
+
+
+def _serve_arguments(v: argparse.ArgumentParser) -> None:
+    """`serve`'s flags: where it listens, the pool's size and limits, and who may call it."""
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=8765)
     v.add_argument("--dist-dir", type=Path, default=None)
@@ -84,7 +89,6 @@ def _parser() -> argparse.ArgumentParser:
         help="bearer token every request must carry (default: $VR_INTERPRETER_TOKEN); "
         "required unless --host is a loopback address",
     )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
