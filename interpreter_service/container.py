@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from interpreter_service.api import DATA_DIR, FileInfo, InterpreterError, data_path
-from interpreter_service.worker import Reply, WorkerProcess
+from interpreter_service.worker import WorkerProcess
+from interpreter_service.worker_protocol import AnyReply
 
 __all__ = ["CHUNK_BYTES", "Container", "ContainerFiles", "FileRequest"]
 
 # Files travel to and from a worker in chunks of this size (one request each), well under the protocol's
 # line limit (worker.STREAM_LIMIT) once base64-encoded.
 CHUNK_BYTES = 4 << 20
-FileRequest = Callable[..., Awaitable[Reply]]  # (op, **fields): one request to a container's worker
+FileRequest = Callable[..., Awaitable[AnyReply]]  # (op, **fields): one request to a container's worker
 
 
 @dataclass
@@ -55,7 +56,7 @@ class ContainerFiles:
     def _file_requests(self, c: Container) -> AbstractAsyncContextManager[FileRequest]:
         raise NotImplementedError
 
-    async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
+    async def _file_request(self, c: Container, op: str, **fields: object) -> AnyReply:
         async with self._file_requests(c) as request:
             return await request(op, **fields)
 
