@@ -20,11 +20,14 @@ if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1; then
     say "no chromium and no root apt-get: the playground browser test will be skipped"
   fi
 fi
-say "checks: ruff check, ruff format --check, mypy --strict, lint-imports (the server's layers, the sandbox's layers, no cycles)"
+say "checks: ruff check, ruff format --check, mypy --strict, lint-imports (the server's layers, the sandbox's layers, no cycles), deno lint and deno check (the worker's runtime)"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
+runtime=interpreter_service/runtime  # its deno.json: the lint rules and the type checking of the JS
+.venv/bin/deno lint --config "$runtime/deno.json" "$runtime"
+.venv/bin/deno check --config "$runtime/deno.json" --no-lock --no-remote --no-npm "$runtime"/*.mjs
 if [ "$fast" = 1 ]; then
   say "fast tier: no engine, no sandbox, nothing marked slow"
   exec .venv/bin/python -m pytest -m "not engine and not sandbox and not slow" "$@"

@@ -16,6 +16,7 @@ from interpreter_service.process.launch import DEFAULT_MEMORY_LIMIT, DEFAULT_PRE
 __all__ = [
     "ARTIST_DOCS",
     "PREPARE_SCRIPT",
+    "PREPARE_SOURCES",
     "START_DIR",
     "cached_packages",
     "lock_closure",
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 PREPARE_SCRIPT = Path(__file__).resolve().parents[1] / "runtime" / "prepare.mjs"
+# What the preparing script runs: itself and the Python it imports (runtime/mpl_docs.py, start_files.py).
+PREPARE_SOURCES = (PREPARE_SCRIPT, *(PREPARE_SCRIPT.with_name(n) for n in ("mpl_docs.py", "start_files.py")))
 # Under the distribution: site/, site.json, python_stdlib.zip, pyodide.asm.js (+ .v8cache), asm.json,
 # mpl-fontlist.json, mpl-artist-docs.json (what each holds: runtime/prepare.mjs).
 START_DIR = "start"
@@ -49,13 +52,14 @@ def lock_closure(packages: dict[str, Any], roots: Iterable[str]) -> tuple[list[s
 
 
 def start_cache_key(dist: Path, packages: Iterable[str] = DEFAULT_PRELOAD, runtime: str = "") -> str:
-    """What the cache was made from: the preparing script, the lock's core build, the lock's entries of the
-    packages it holds (those preloaded and their dependencies) and `runtime` (the Deno that made it and the
-    V8 flags its code cache was made with, `_runtime`)."""
+    """What the cache was made from: the preparing script and its Python, the lock's core build, the lock's
+    entries of the packages it holds (those preloaded and their dependencies) and `runtime` (the Deno that
+    made it and the V8 flags its code cache was made with, `_runtime`)."""
     lock = json.loads((Path(dist) / "pyodide-lock.json").read_text())
     names, _ = lock_closure(lock.get("packages", {}), packages)
     entries = {name: lock["packages"][name] for name in names}
-    made_from = [PREPARE_SCRIPT.read_text(), lock.get("info"), entries, runtime]
+    script = "".join(path.read_text() for path in PREPARE_SOURCES)
+    made_from = [script, lock.get("info"), entries, runtime]
     return hashlib.sha256(json.dumps(made_from, sort_keys=True).encode()).hexdigest()
 
 

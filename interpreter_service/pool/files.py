@@ -11,14 +11,14 @@ from typing import Literal
 
 from interpreter_service.api import DATA_DIR, FileInfo, InterpreterError, data_path
 from interpreter_service.pool.containers import Container, ContainerTable
-from interpreter_service.process.worker import Reply
+from interpreter_service.process.worker_protocol import AnyReply
 
 __all__ = ["CHUNK_BYTES", "ContainerFiles", "FileRequest", "OpenRequests"]
 
 # Files travel to and from a worker in chunks of this size (one request each), well under the protocol's
 # line limit (worker.STREAM_LIMIT) once base64-encoded.
 CHUNK_BYTES = 4 << 20
-FileRequest = Callable[..., Awaitable[Reply]]  # (op, **fields): one request to a container's worker
+FileRequest = Callable[..., Awaitable[AnyReply]]  # (op, **fields): one request to a container's worker
 OpenRequests = Callable[[Container], AbstractAsyncContextManager[FileRequest]]
 
 
@@ -32,7 +32,7 @@ class ContainerFiles:
         self._containers = containers
         self._file_requests = requests
 
-    async def _file_request(self, c: Container, op: str, **fields: object) -> Reply:
+    async def _file_request(self, c: Container, op: str, **fields: object) -> AnyReply:
         async with self._file_requests(c) as request:
             return await request(op, **fields)
 

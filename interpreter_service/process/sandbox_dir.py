@@ -1,4 +1,4 @@
-"""The neutral folder workers run from (distribution, worker script, Deno binary) and the user they run as.
+"""The neutral folder workers run from (distribution, worker modules, Deno binary) and the user they run as.
 
 Sandboxed code can ask the JS runtime where it runs (`Deno.cwd()`, `Deno.mainModule`, `Deno.execPath()`,
 Pyodide's `indexURL`). Started from the cache in the user's home and the project's virtual environment,
@@ -6,7 +6,7 @@ those answers name host paths. So a pool starts its workers from a fresh folder 
 
     /tmp/vr-sandbox-XXXXXXXX/      mode 0711 (others may pass through, not list)
         pyodide/                   a copy of the distribution and its start cache, read-only (0444, 0555)
-        worker.mjs                 the worker script (a copy)
+        runtime/                   the worker's modules and Python (a copy of runtime/'s), read-only
         deno                       the Deno binary (a hard link, or a copy)
         cwd/                       mode 0111, empty: the workers' working directory, which they cannot read
 
@@ -107,6 +107,21 @@ def _copy_read_only(src_dir: Path, dist: Path) -> None:
         folder.chmod(0o555)
 
 
+RUNTIME_FILES = ("*.mjs", "*.py")  # what a worker loads: its modules, and its Python imported as text
+
+
+def _copy_runtime(src: Path, dst: Path) -> Path:
+    """Copy the worker's modules (the main script's folder, `RUNTIME_FILES`) to `dst`: files 0444, the
+    folder 0555 once filled. Deno loads the modules a script imports statically without a read grant."""
+    dst.mkdir(mode=0o755)
+    for pattern in RUNTIME_FILES:
+        for file in src.glob(pattern):
+            shutil.copyfile(file, dst / file.name)
+            (dst / file.name).chmod(0o444)
+    dst.chmod(0o555)
+    return dst
+
+
 def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> SandboxDir:
     """A fresh sandbox folder under the temp dir holding what workers need (see the module docstring)."""
     root = Path(tempfile.mkdtemp(prefix="vr-sandbox-"))
@@ -116,9 +131,7 @@ def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> S
         dist.mkdir(mode=0o755)
         dist.chmod(0o755)  # mkdir's mode is masked by the umask
         _copy_read_only(Path(dist_dir), dist)
-        script = root / "worker.mjs"
-        shutil.copyfile(worker_script, script)
-        script.chmod(0o444)
+        script = _copy_runtime(Path(worker_script).parent, root / "runtime") / Path(worker_script).name
         deno = root / "deno"
         _place(Path(deno_bin), deno, mode=_OTHERS_EXEC)
         cwd = root / "cwd"
@@ -132,7 +145,7 @@ def prepare_sandbox_dir(dist_dir: Path, worker_script: Path, deno_bin: str) -> S
 
 def remove_sandbox_dir(root: Path) -> None:
     """Delete a sandbox folder (the Deno hard link only drops a name: the original stays)."""
-    for folder in (root / "cwd", root / "pyodide", *(root / "pyodide").rglob("*")):
+    for folder in (root / "cwd", root / "runtime", root / "pyodide", *(root / "pyodide").rglob("*")):
         with contextlib.suppress(OSError):
             if folder.is_dir():
                 folder.chmod(0o755)

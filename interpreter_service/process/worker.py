@@ -13,7 +13,7 @@ import re
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import cast
 
 from interpreter_service.api import ErrorKind, ExecutionResult, InterpreterError
 from interpreter_service.process.confine import WorkerGroup
@@ -25,9 +25,16 @@ from interpreter_service.process.launch import (
 )
 from interpreter_service.process.procfs import proc_status
 from interpreter_service.process.spawn import spawn_setup
+from interpreter_service.process.worker_protocol import (
+    AnyReply,
+    ExecReply,
+    ExecRequest,
+    Op,
+    ReadyEvent,
+    Request,
+)
 
 __all__ = [
-    "Reply",
     "WorkerDied",
     "WorkerProcess",
 ]
@@ -37,7 +44,6 @@ TRUNCATION_MARKER = "\n[... output truncated: {n} more bytes not shown ...]\n"
 INTERRUPT_RESEND_S = 0.25  # while a timed-out call has not answered, re-send the interrupt this often
 STDERR_NOTE = 600  # characters of a worker's stderr quoted in an error
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Deno colours its error messages
-Reply = dict[str, Any]  # one JSON message from the worker (its fields depend on the request's op)
 
 
 class WorkerDied(InterpreterError):
@@ -55,9 +61,9 @@ class WorkerProcess:
         self.start_notes: dict[str, object] = {}  # what the start did (e.g. mpl_docs_replayed/_recorded)
         self.poisoned = False  # must be replaced (memory error, timed-out kill)
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Reply]] = {}
+        self._pending: dict[int, asyncio.Future[AnyReply]] = {}
         self._stderr: collections.deque[str] = collections.deque(maxlen=50)
-        self._ready: asyncio.Future[Reply] | None = None
+        self._ready: asyncio.Future[ReadyEvent] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr_task: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
@@ -187,7 +193,7 @@ class WorkerProcess:
                     continue
                 if "event" in msg and self._ready and not self._ready.done():
                     if msg["event"] == "ready":
-                        self._ready.set_result(msg)
+                        self._ready.set_result(cast(ReadyEvent, msg))
                     else:
                         error = str(msg.get("error") or "no reason given")[-STDERR_NOTE:]
                         self._ready.set_exception(WorkerDied(f"worker failed to start: {error}"))
@@ -195,7 +201,7 @@ class WorkerProcess:
                 rid = msg.get("id")
                 fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut is not None and not fut.done():
-                    fut.set_result(msg)
+                    fut.set_result(cast(AnyReply, msg))
         except (ValueError, asyncio.LimitOverrunError) as e:  # a line over STREAM_LIMIT
             reason = f"protocol error: {e}"
         finally:
@@ -237,18 +243,19 @@ class WorkerProcess:
             return f"; killed by the kernel: the worker's memory limit ({limit} MiB, all of its memory) was reached"
         return ""
 
-    def _send(self, op: str, **fields: object) -> asyncio.Future[Reply]:
+    def _send(self, message: Request) -> asyncio.Future[AnyReply]:
+        """Write one request (its `id` from `_ids`); the future gets its reply."""
         if not self.alive or self.proc is None or self.proc.stdin is None:
             raise WorkerDied(self._exit_reason or "worker is not running")
-        rid = next(self._ids)
-        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        self.proc.stdin.write(json.dumps({"op": op, "id": rid, **fields}).encode() + b"\n")
+        fut: asyncio.Future[AnyReply] = asyncio.get_running_loop().create_future()
+        self._pending[message["id"]] = fut
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         return fut
 
-    async def request(self, op: str, *, timeout_s: float = 30.0, **fields: object) -> Reply:
-        """Send one request; returns the reply dict. Raises `WorkerDied` or `InterpreterError`."""
-        fut = self._send(op, **fields)
+    async def request(self, op: Op, *, timeout_s: float = 30.0, **fields: object) -> AnyReply:
+        """Send one request (`op` and its fields: worker_protocol's request types); returns the reply (the
+        op's reply type). Raises `WorkerDied` or `InterpreterError` (the reply's error)."""
+        fut = self._send(cast(Request, {"op": op, "id": next(self._ids), **fields}))
         try:
             async with asyncio.timeout(timeout_s):
                 assert self.proc is not None and self.proc.stdin is not None
@@ -273,11 +280,11 @@ class WorkerProcess:
         cap = self.cfg.max_output if max_output is None else max_output
         t0 = time.monotonic()
         try:
-            fut = self._send("exec", code=code, max_output=cap)
+            fut = self._send(ExecRequest(op="exec", id=next(self._ids), code=code, max_output=cap))
         except WorkerDied as e:
             return _died(str(e), t0)
         timed_out = False
-        reply: Reply | None
+        reply: AnyReply | None
         try:
             try:
                 async with asyncio.timeout(timeout_s):
@@ -298,9 +305,9 @@ class WorkerProcess:
                 duration_s=time.monotonic() - t0,
                 worker_restarted=True,
             )
-        return self._to_result(reply, cap, t0, timeout_s if timed_out else None)
+        return self._to_result(cast(ExecReply, reply), cap, t0, timeout_s if timed_out else None)
 
-    async def _interrupt_and_wait(self, fut: asyncio.Future[Reply]) -> Reply | None:
+    async def _interrupt_and_wait(self, fut: asyncio.Future[AnyReply]) -> AnyReply | None:
         """Interrupt the running call; wait the grace period, else kill. Returns the reply if any."""
         # Re-sent until answered: one that lands before the code starts (while its imports load) is
         # cleared with the flag, and code may swallow a KeyboardInterrupt; a later one still gets through.
@@ -318,15 +325,17 @@ class WorkerProcess:
         await self.kill()
         return None
 
-    def _to_result(self, r: Reply, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
+    def _to_result(self, r: ExecReply, cap: int, t0: float, timed_out_after: float | None) -> ExecutionResult:
+        """The cell's result from its reply (an `ErrorReply` when the worker could not run the cell: then
+        only `error` is there, hence `get`)."""
         logs = r.get("logs", "")
         dropped = int(r.get("dropped", 0)) + int(r.get("clipped", 0))
         for msg in r.get("load_errors") or []:
             logs += f"[package loading] {msg}\n"
-        if r.get("value") is not None:
-            logs += r["value"] + "\n"
-        if r.get("traceback"):
-            logs += r["traceback"]
+        if (value := r.get("value")) is not None:
+            logs += value + "\n"
+        if traceback := r.get("traceback"):
+            logs += traceback
         if len(logs) > cap:
             dropped += len(logs) - cap
             logs = logs[:cap]

@@ -18,11 +18,15 @@
 //   mpl-fontlist.json  the font cache alone, for a worker that unpacks matplotlib itself;
 //   mpl-artist-docs.json  what importing matplotlib.pyplot computes for its Artist classes' generated `set`
 //               signatures and docstrings (`kwdoc`), in call order: about half of that import's time,
-//               the same in every process; a worker replays it (worker.mjs, MPL_DOCS_REPLAY).
-// Workers boot from this python_stdlib.zip and mount site/ read-only (worker.mjs) instead of unpacking wheels
-// and compiling sources in every process. No user code ever runs here.
+//               the same in every process; a worker replays it (mpl_docs.py).
+// Workers boot from this python_stdlib.zip and mount site/ read-only (start_cache.mjs) instead of unpacking
+// wheels and compiling sources in every process. No user code ever runs here. The Python run here is in the
+// .py files beside this one (imported as text: Deno reads what a module imports without a read permission).
+/** @import { PyodideInterface, PyodideModule, PyProxy } from "./pyodide.d.ts" */
 import { createRequire } from "node:module";
 import vm from "node:vm";
+import mplDocsSource from "./mpl_docs.py" with { type: "text" };
+import startFilesSource from "./start_files.py" with { type: "text" };
 
 const distDir = Deno.args[0].replace(/\/+$/, "") + "/";
 const packages = (Deno.args[1] ?? "").split(",").filter(Boolean);
@@ -31,6 +35,10 @@ globalThis.require = createRequire(import.meta.url);
 globalThis.__dirname = distDir.slice(0, -1);
 const BOOT_ENV = { HOME: "/home/pyodide", MPLBACKEND: "Agg" }; // the worker's
 
+/**
+ * @param {string} name
+ * @param {string | Uint8Array} data
+ */
 function writeAtomic(name, data) {
   const tmp = outDir + name + ".part";
   if (typeof data === "string") Deno.writeTextFileSync(tmp, data);
@@ -57,6 +65,7 @@ const LINKER_PATCHES = [
     "var reportUndefinedSymbols=()=>{for(var symName of vrUnset){var entry=GOT[symName];if(entry.value!=0){vrUnset.delete(symName);continue}{",
   ],
 ];
+/** @param {string} src */
 function patchLinker(src) {
   let out = src;
   for (const [find, replace] of LINKER_PATCHES) {
@@ -66,7 +75,7 @@ function patchLinker(src) {
   return { src: out, patched: true };
 }
 
-// Workers evaluate start/pyodide.asm.js the same way (worker.mjs, evaluatePyodideAsmJs), with this cache.
+// Workers evaluate start/pyodide.asm.js the same way (boot.mjs, evaluatePyodideAsmJs), with this cache.
 const asm = patchLinker(Deno.readTextFileSync(distDir + "pyodide.asm.js"));
 const asmScript = new vm.Script(asm.src, {
   filename: new URL("file://" + outDir + "pyodide.asm.js").href,
@@ -74,7 +83,9 @@ const asmScript = new vm.Script(asm.src, {
 });
 asmScript.runInThisContext();
 
-const { loadPyodide } = await import(new URL("file://" + distDir + "pyodide.mjs").href);
+const pyodideMjs = new URL("file://" + distDir + "pyodide.mjs").href;
+const { loadPyodide } = /** @type {PyodideModule} */ (await import(pyodideMjs));
+/** @type {PyodideInterface} */
 const pyodide = await loadPyodide({
   indexURL: distDir,
   lockFileURL: distDir + "pyodide-lock.json",
@@ -89,79 +100,33 @@ const installed = Object.fromEntries(
 const FS = pyodide.FS;
 FS.mkdirTree("/vr-start");
 FS.mount(FS.filesystems.NODEFS, { root: outDir }, "/vr-start");
-pyodide.globals.set("_VR_WITH_MPL", "matplotlib" in installed);
-// Records, in call order, what matplotlib.artist computes for each Artist class while matplotlib.pyplot is
-// imported the way a worker imports it: the generated set()'s keyword names and docstring, and kwdoc(class)
-// (outside set()). worker.mjs's MPL_DOCS_REPLAY hands the same values back in the same order.
-const MPL_DOCS_RECORD = `
-import json
-import matplotlib.artist as martist
+/**
+ * Runs one of the .py files beside this one in a namespace of its own and calls its function `name`.
+ * @param {string} source
+ * @param {string} filename
+ * @param {string} name
+ * @param {unknown[]} args
+ */
+function callPython(source, filename, name, ...args) {
+  const ns = pyodide.toPy({});
+  /** @type {PyProxy | undefined} */
+  let fn;
+  try {
+    pyodide.runPython(source, { globals: ns, filename });
+    fn = ns.get(name);
+    return fn(...args);
+  } finally {
+    fn?.destroy();
+    ns.destroy();
+  }
+}
 
-Artist = martist.Artist
-kwdoc0, update0 = martist.kwdoc, Artist.__dict__["_update_set_signature_and_docstring"]
-calls, inside = [], []
-
-def key(cls):
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-def kwdoc(artist):
-    doc = kwdoc0(artist)
-    if isinstance(artist, type) and not inside:
-        calls.append(["kwdoc", key(artist), doc])
-    return doc
-
-def update(cls):
-    inside.append(cls)
-    try:
-        update0.__func__(cls)
-    finally:
-        inside.pop()
-    self, *params = cls.set.__signature__.parameters.values()
-    if any(p.kind is not p.KEYWORD_ONLY or p.default is not martist._UNSET for p in params):
-        raise ValueError(f"{key(cls)}.set: a signature this cache cannot replay")
-    calls.append(["set", key(cls), [p.name for p in params], cls.set.__doc__])
-
-martist.kwdoc = kwdoc
-Artist._update_set_signature_and_docstring = classmethod(update)
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
-finally:
-    martist.kwdoc = kwdoc0
-    Artist._update_set_signature_and_docstring = update0
-json.dumps({"matplotlib": matplotlib.__version__, "calls": calls})
-`;
-const mplDocs = "matplotlib" in installed ? pyodide.runPython(MPL_DOCS_RECORD) : null;
-
-const fontlist = pyodide.runPython(`
-import compileall, importlib.util, os, py_compile, shutil, zipfile
-from importlib import _bootstrap_external
-
-mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
-site = "/lib/python3.12/site-packages"
-fontlist = None
-if _VR_WITH_MPL:
-    # Pyodide's matplotlib keeps its font cache beside its code (site-packages/matplotlib/fontlist.json).
-    import matplotlib.font_manager as fm
-    fontlist = open(os.path.join(os.path.dirname(fm.__file__), "fontlist.json")).read()
-compileall.compile_dir(site, quiet=1, force=True, invalidation_mode=mode)
-shutil.copytree(site, "/vr-start/site.part")
-stdlib = "/lib/python312.zip"
-with zipfile.ZipFile(stdlib) as src, zipfile.ZipFile("/vr-start/python_stdlib.zip.part", "w", zipfile.ZIP_DEFLATED) as out:
-    for info in src.infolist():
-        data = src.read(info)
-        out.writestr(info, data)
-        if not info.filename.endswith(".py"):
-            continue
-        try:
-            code = compile(data, f"{stdlib}/{info.filename}", "exec", dont_inherit=True)
-        except SyntaxError:
-            continue  # test data; zipimport compiles (and fails on) it as before
-        pyc = _bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
-        out.writestr(info.filename + "c", pyc, zipfile.ZIP_STORED)  # read at every start: not inflated
-fontlist
-`);
+// What matplotlib.artist computes for each Artist class while matplotlib.pyplot is imported the way a worker
+// imports it, in call order (mpl_docs.py, `record`; a worker's `replay` hands the same values back).
+const withMpl = "matplotlib" in installed;
+const mplDocs = withMpl ? callPython(mplDocsSource, "<vr-mpl-docs>", "record") : null;
+// site/ and python_stdlib.zip with bytecode (start_files.py); the font cache.
+const fontlist = callPython(startFilesSource, "<vr-start-files>", "write_start_files", withMpl);
 // After the boot and the imports above, the cache holds the functions they compiled (V8 adds every function
 // compiled so far); those a worker calls later are compiled as they would have been.
 writeAtomic("pyodide.asm.js", asm.src);
