@@ -16,9 +16,9 @@ import pytest
 from openai.types.responses import Response, ResponseCodeInterpreterToolCall
 
 from interpreter_service.client import HTTPInterpreter
-from tests.fakes import FakeEngine, code_call, say
-from tests.sandbox_service import SandboxService, gateway
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.sandbox_service import SandboxService, gateway
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]

@@ -9,8 +9,8 @@ import openai
 import pytest
 from openai.types.responses import ResponseCodeInterpreterToolCall
 
-from tests.real import TINY, exactly, hermes_call, tiny_model_server
-from tests.sandbox_service import SandboxService
+from tests.support.real import TINY, exactly, hermes_call, tiny_model_server
+from tests.support.sandbox_service import SandboxService
 from vllm_responses.config import Config
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]

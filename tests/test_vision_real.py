@@ -12,9 +12,15 @@ import openresponses_types as ort
 import pytest
 from openai import OpenAI
 
-from tests.real import TINY as MODEL
-from tests.real import ForcedEngine, exactly, hermes_call, tiny_model_server, tiny_vision_model_path_or_fail
-from tests.serving import LiveServer
+from tests.support.real import TINY as MODEL
+from tests.support.real import (
+    ForcedEngine,
+    exactly,
+    hermes_call,
+    tiny_model_server,
+    tiny_vision_model_path_or_fail,
+)
+from tests.support.serving import LiveServer
 from vllm_responses.engine.types import ToolResult
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from tests.fakes import FakeEngine, say, think
+from tests.support.fakes import FakeEngine, say, think
 from vllm_responses.engine.types import Reasoning
 
 MODEL = "fake-model"

@@ -11,9 +11,16 @@ import openai
 from openai.types.responses import ResponseCompactionCompactingEvent, ResponseConfigurationUpdateItem
 
 from tests.context.test_compaction import CONVERSATION, SUMMARY
-from tests.fakes import FakeEngine, say
-from tests.serving import LiveServer
-from tests.wire import MESSAGE_EVENT_RUNS, check_stream, event_runs, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, say
+from tests.support.serving import LiveServer
+from tests.support.wire import (
+    MESSAGE_EVENT_RUNS,
+    check_stream,
+    event_runs,
+    parse_sse,
+    validate_as,
+    validate_response,
+)
 from vllm_responses.context.turns import SUMMARY_HEADER
 from vllm_responses.engine.types import Message
 from vllm_responses.protocol.compaction import open_summary

@@ -14,10 +14,10 @@ import httpx
 import openai
 import pytest
 
-from tests.embedding_reference import ReferenceEmbedder
-from tests.real import TINY, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal, validate_as
+from tests.support.embedding_reference import ReferenceEmbedder
+from tests.support.real import TINY, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal, validate_as
 from vllm_responses.engine.models import EMBEDDING_MODEL_NAME, default_embedding_model_path
 from vllm_responses.server import open_embedder
 

@@ -18,10 +18,10 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.keys import write_keys_file
-from tests.pdfs import make_pdf, shared_stream_pdf
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.keys import write_keys_file
+from tests.support.pdfs import make_pdf, shared_stream_pdf
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.context.extraction import ExtractionPool
 

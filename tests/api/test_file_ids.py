@@ -15,9 +15,9 @@ import pytest
 from PIL import Image as PILImage
 
 from tests.api.test_files import KEY_A, KEY_B, keyed, sdk
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, sdk_refusal
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, sdk_refusal
 from vllm_responses.engine.types import Image, Message
 
 MODEL = "fake-model"

@@ -14,11 +14,11 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.keys import write_keys_file
-from tests.pdfs import encrypted_pdf, make_pdf
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.keys import write_keys_file
+from tests.support.pdfs import encrypted_pdf, make_pdf
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message, ToolResult
 

@@ -10,10 +10,10 @@ from typing import Any
 import openai
 import pytest
 
-from tests.pdfs import make_pdf
-from tests.real import TINY, exactly, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.pdfs import make_pdf
+from tests.support.real import TINY, exactly, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

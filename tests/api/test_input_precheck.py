@@ -20,9 +20,9 @@ import pytest
 from PIL import Image as PILImage
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message
 

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from tests.api.test_tenants import KEY_A, KEY_B, _keys_file
-from tests.fakes import FakeEngine, FakeInterpreter, Script, code_call, function_call, say, think
-from tests.mcp_server import McpTestServer
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, Script, code_call, function_call, say, think
+from tests.support.mcp_server import McpTestServer
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.context.turns import MCP_DENIED, SUMMARY_HEADER
 from vllm_responses.engine.types import Message, Reasoning, TextDelta, ToolCall, ToolResult, Turn

@@ -11,10 +11,10 @@ import pytest
 from openai.types.vector_stores import FileContentResponse, VectorStoreFile
 
 from tests.api.test_vector_stores import checked, sdk, serve, upload
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine
-from tests.office_docs import make_docx, make_pptx
-from tests.serving import LiveServer
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine
+from tests.support.office_docs import make_docx, make_pptx
+from tests.support.serving import LiveServer
 from vllm_responses.engine.types import Message
 
 DOCX = make_docx(["Owls hunt at night.", "The barn owl hears mice under snow."], [["owl", "night"]])

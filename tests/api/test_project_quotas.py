@@ -15,10 +15,10 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, code_call, say
 from tests.interpreter.scripted import ScriptedPool
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
 

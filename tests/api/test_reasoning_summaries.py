@@ -13,9 +13,9 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, say, think
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse
+from tests.support.fakes import FakeEngine, say, think
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse
 from vllm_responses.config import Config
 from vllm_responses.context.reasoning_summary import SUMMARY_SYSTEM
 from vllm_responses.engine.types import Message

@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from tests.api.test_tenants import KEY_A, KEY_B, MODEL, _keys_file
-from tests.fakes import FakeEngine, FakeInterpreter, say, think
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, say, think
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Message, Reasoning
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import openai
 
-from tests.fakes import FakeEngine, code_call, say
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.wire import validate_response
 
 MODEL = "fake-model"
 

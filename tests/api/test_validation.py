@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, function_call, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, function_call, say
+from tests.support.serving import LiveServer
 
 MODEL = "fake-model"
 FN = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}

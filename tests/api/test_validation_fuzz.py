@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.serving import LiveServer
+from tests.support.serving import LiveServer
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.requests import parse_create_request
 

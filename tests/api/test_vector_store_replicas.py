@@ -23,11 +23,11 @@ from openai.types.responses import ResponseFileSearchToolCall, ResponseOutputMes
 from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 
 from tests.api.test_vector_stores import DOCS, checked, upload, wait_for
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.postgres import PostgresServer
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.postgres import PostgresServer
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 
 LEASE = 1.0  # seconds a replica's claim on a file lasts unrenewed
@@ -181,12 +181,12 @@ def test_a_batch_cancelled_on_b_while_a_ingests_it(pgvector_url: str) -> None:
             server.stop()
 
 
-# --- a replica killed with SIGKILL while it ingests (a process of its own, tests/replica_proc.py) ----------
+# --- a replica killed with SIGKILL while it ingests (a process of its own, tests/support/replica_proc.py) ----------
 
 
 def spawn_stuck(db: str, replica_id: str, log: Path) -> tuple[subprocess.Popen[str], str]:
     """A replica whose embedder never answers: a file it claims stays in its ingestion, under its lease."""
-    argv = [sys.executable, "-m", "tests.replica_proc", db, replica_id, str(LEASE), "stuck"]
+    argv = [sys.executable, "-m", "tests.support.replica_proc", db, replica_id, str(LEASE), "stuck"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     assert proc.stdout is not None
     base = proc.stdout.readline().strip()

@@ -11,8 +11,8 @@ import pytest
 from openai.types import VectorStoreSearchResponse
 from openai.types.vector_stores import VectorStoreFileBatch
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.models import EMBEDDING_MODEL_NAME, default_embedding_model_path
 from vllm_responses.server import open_embedder

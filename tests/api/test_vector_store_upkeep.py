@@ -13,10 +13,10 @@ import pytest
 from openai.types import VectorStore
 
 from tests.api.test_vector_stores import DOCS, checked, sdk, serve, upload, wait_for
-from tests.fake_embedder import FakeEmbedder
-from tests.pdfs import make_pdf
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.pdfs import make_pdf
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.service.vector_stores import VectorStoreService
 
 DAY = 86400.0

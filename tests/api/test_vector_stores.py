@@ -17,11 +17,11 @@ import pytest
 from openai.types import VectorStore, VectorStoreSearchResponse
 from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.engine.embedder import Embedded, EmbedInput
 

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from tests.mcp_server import McpTestServer
-from tests.real import tiny_model_server
-from tests.serving import LiveServer
+from tests.support.mcp_server import McpTestServer
+from tests.support.real import tiny_model_server
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 
 @pytest.fixture(scope="package")
 def real_server(mcp_server: McpTestServer) -> Iterator[Any]:
     # Package-scoped: the engine takes about a minute to start, and every client module can share it.
-    # VR_CLIENTS_SERVER=http://127.0.0.1:PORT reuses a tiny-model server already running (tests/real.py's).
+    # VR_CLIENTS_SERVER=http://127.0.0.1:PORT reuses a tiny-model server already running (tests/support/real.py's).
     if url := os.environ.get("VR_CLIENTS_SERVER"):
         yield SimpleNamespace(base_url=url.rstrip("/"))
         return

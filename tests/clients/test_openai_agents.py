@@ -31,8 +31,8 @@ from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseCodeInterpreterToolCall, ResponseFunctionToolCall
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

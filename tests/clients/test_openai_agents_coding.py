@@ -40,9 +40,9 @@ from openai.types.responses import ResponseApplyPatchToolCall, ResponseFunctionS
 from openai.types.responses.response_output_item import LocalShellCall
 
 from tests.clients.test_openai_agents import ForcedModel, tool_call
-from tests.real import TINY as MODEL
-from tests.real import tiny_model_server
-from tests.wire import validate_as
+from tests.support.real import TINY as MODEL
+from tests.support.real import tiny_model_server
+from tests.support.wire import validate_as
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ from openai.types.conversations import ConversationItemList
 from openai.types.responses import ResponseCodeInterpreterToolCall
 
 from tests.clients.test_openai_agents import ForcedModel
-from tests.real import TINY as MODEL
-from tests.real import hermes_call
-from tests.wire import validate_as
+from tests.support.real import TINY as MODEL
+from tests.support.real import hermes_call
+from tests.support.wire import validate_as
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

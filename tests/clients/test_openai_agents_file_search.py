@@ -16,9 +16,9 @@ from agents.items import MessageOutputItem, ToolCallItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFileSearchToolCall
 
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 

@@ -19,8 +19,8 @@ from agents.tool import MCPToolApprovalFunctionResult, MCPToolApprovalRequest
 from openai.types.responses.response_output_item import McpCall
 
 from tests.clients.test_openai_agents import ForcedModel, tool_call
-from tests.mcp_server import McpTestServer
-from tests.real import TINY as MODEL
+from tests.support.mcp_server import McpTestServer
+from tests.support.real import TINY as MODEL
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

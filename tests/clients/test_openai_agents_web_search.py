@@ -14,9 +14,9 @@ from agents.items import ToolCallItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFunctionWebSearch
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 

@@ -18,9 +18,9 @@ from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFunctionWebSearch
 
 from tests.clients.test_openai_agents import tool_call
-from tests.real import TINY, ForcedEngine, tiny_model_server
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
+from tests.support.real import TINY, ForcedEngine, tiny_model_server
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 

@@ -19,9 +19,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
 )
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
-from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
+from tests.support.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

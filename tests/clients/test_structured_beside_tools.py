@@ -22,9 +22,9 @@ from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from pydantic import BaseModel, ConfigDict
 
-from tests.real import TINY as MODEL
-from tests.real import ForcedEngine, tiny_model_server
-from tests.serving import LiveServer
+from tests.support.real import TINY as MODEL
+from tests.support.real import ForcedEngine, tiny_model_server
+from tests.support.serving import LiveServer
 from vllm_responses.engine.types import EngineEvent, GenerateRequest
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from interpreter_service.pool import WorkerPool
-from tests.fakes import code_call, say
-from tests.sandbox_service import pool_gateway
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import code_call, say
+from tests.support.sandbox_service import pool_gateway
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
 
 pytestmark = pytest.mark.sandbox

@@ -26,7 +26,7 @@ from interpreter_service.api import (
 from interpreter_service.auth import BOOT_HEADER, check_bind, is_loopback
 from interpreter_service.client import HTTPInterpreter
 from interpreter_service.http import create_app
-from tests.fakes import FakeInterpreter
+from tests.support.fakes import FakeInterpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "t0ken-for-tests"

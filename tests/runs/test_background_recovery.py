@@ -16,9 +16,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.real import TINY
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.real import TINY
+from tests.support.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
 from vllm_responses.store.open import store_for
@@ -77,7 +77,7 @@ def test_a_background_response_is_stored_when_acknowledged(db: str) -> None:
 def test_a_restart_marks_responses_left_running_failed(db: str) -> None:
     async def leave_running() -> tuple[str, str]:
         """Two responses as a crashed process leaves them: acknowledged, never ended."""
-        from tests.fakes import echo_fields
+        from tests.support.fakes import echo_fields
         from vllm_responses.builder.response import ResponseBuilder
         from vllm_responses.runs.records import response_record
         from vllm_responses.runs.run import Run

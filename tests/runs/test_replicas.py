@@ -17,8 +17,8 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_CODE
 
@@ -142,11 +142,11 @@ def test_delete_through_another_replica_stops_the_run(durable_db: str, servers: 
             client.responses.retrieve(r.id)
 
 
-# --- a replica killed with SIGKILL (a process of its own, tests/replica_proc.py) ----------------------------
+# --- a replica killed with SIGKILL (a process of its own, tests/support/replica_proc.py) ----------------------------
 
 
 def _spawn(db: str, replica_id: str, lease: float, log: Path) -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "tests.replica_proc", db, replica_id, str(lease)]
+    argv = [sys.executable, "-m", "tests.support.replica_proc", db, replica_id, str(lease)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     assert proc.stdout is not None
     base = proc.stdout.readline().strip()

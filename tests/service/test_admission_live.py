@@ -20,9 +20,9 @@ import pytest
 from openai.types.responses import ResponseQueuedEvent
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.metrics_text import parse, value
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.metrics_text import parse, value
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import GenerateRequest

@@ -22,9 +22,9 @@ import pytest
 from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMessage
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer, free_port, proxy_trap
-from tests.wire import check_stream, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer, free_port, proxy_trap
+from tests.support.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 

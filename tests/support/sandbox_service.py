@@ -16,15 +16,15 @@ from typing import Any
 import httpx
 
 from interpreter_service.pool import WorkerPool
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.server import interpreter_from_config
 from vllm_responses.store.memory import MemoryStore
 
 __all__ = ["SandboxService", "gateway", "pool_gateway"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class SandboxService:

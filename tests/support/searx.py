@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.serving import free_port
+from tests.support.serving import free_port
 
 __all__ = ["HUGE", "RESULTS", "FakeSearx"]
 

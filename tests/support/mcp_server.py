@@ -18,7 +18,7 @@ import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
-from tests.serving import free_port
+from tests.support.serving import free_port
 
 __all__ = ["McpTestServer", "mcp_server", "mcp_sse_server"]
 

@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.real import tiny_model_path_or_fail
+from tests.support.real import tiny_model_path_or_fail
 
 __all__ = ["EFFORT_TEMPLATE", "THINK_TEMPLATE", "reasoning_tiny_model"]
 

@@ -1,5 +1,5 @@
 """A gateway replica in a process of its own, over the fake engine (slow output), the fake embedder and a shared
-`--db`, for the tests that kill one with SIGKILL: `python -m tests.replica_proc DB REPLICA_ID [LEASE_S] [stuck]`
+`--db`, for the tests that kill one with SIGKILL: `python -m tests.support.replica_proc DB REPLICA_ID [LEASE_S] [stuck]`
 (`stuck`: the embedder's calls never end, so that a vector store file stays in its ingestion); prints its base URL
 when up."""
 
@@ -9,9 +9,9 @@ import sys
 import threading
 import time
 
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 

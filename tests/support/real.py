@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.serving import LiveServer
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import EngineEvent, GenerateRequest
 from vllm_responses.store.memory import MemoryStore
