@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from openai.types import VectorStore
 
-from tests.api.test_vector_stores import DOCS, checked, sdk, serve, upload, wait_for
+from tests.service.test_vector_stores import DOCS, checked, sdk, serve, upload, wait_for
 from tests.support.fake_embedder import FakeEmbedder
 from tests.support.pdfs import make_pdf
 from tests.support.serving import LiveServer

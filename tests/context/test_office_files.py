@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from openai.types.vector_stores import FileContentResponse, VectorStoreFile
 
-from tests.api.test_vector_stores import checked, sdk, serve, upload
+from tests.service.test_vector_stores import checked, sdk, serve, upload
 from tests.support.fake_embedder import FakeEmbedder
 from tests.support.fakes import FakeEngine
 from tests.support.office_docs import make_docx, make_pptx

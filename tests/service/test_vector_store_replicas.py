@@ -22,7 +22,7 @@ from openai.types import VectorStore, VectorStoreSearchResponse
 from openai.types.responses import ResponseFileSearchToolCall, ResponseOutputMessage
 from openai.types.vector_stores import VectorStoreFile, VectorStoreFileBatch
 
-from tests.api.test_vector_stores import DOCS, checked, upload, wait_for
+from tests.service.test_vector_stores import DOCS, checked, upload, wait_for
 from tests.support.fake_embedder import FakeEmbedder
 from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
 from tests.support.postgres import PostgresServer
