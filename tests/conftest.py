@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import openai
 import pytest
@@ -78,10 +78,11 @@ def client(fake_server: LiveServer) -> openai.OpenAI:
 
 
 @pytest.fixture
-def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
+async def aclient(fake_server: LiveServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
         base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30
-    )
+    ) as sdk:
+        yield sdk
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,4 @@ def searx() -> Iterator[FakeSearx]:
     fake = FakeSearx()
     yield fake
     fake.server.shutdown()
+    fake.server.server_close()

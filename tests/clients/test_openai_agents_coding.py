@@ -11,7 +11,7 @@ reads the file the script wrote.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,7 @@ class Workspace:
 
 
 async def test_patch_shell_and_local_shell_run_in_the_agent_and_continue(
-    base_url: str, tmp_path: Path
+    base_url: str, tmp_path: Path, async_sdk: Callable[..., openai.AsyncOpenAI]
 ) -> None:
     set_tracing_disabled(True)
     work = Workspace(tmp_path)
@@ -126,7 +126,7 @@ async def test_patch_shell_and_local_shell_run_in_the_agent_and_continue(
             [answer],
         ],
         model=MODEL,
-        openai_client=openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300),
+        openai_client=async_sdk(base_url, timeout=300),
     )
     agent = Agent(
         name="coder",

@@ -187,7 +187,8 @@ def test_a_batch_cancelled_on_b_while_a_ingests_it(pgvector_url: str) -> None:
 def spawn_stuck(db: str, replica_id: str, log: Path) -> tuple[subprocess.Popen[str], str]:
     """A replica whose embedder never answers: a file it claims stays in its ingestion, under its lease."""
     argv = [sys.executable, "-m", "tests.support.replica_proc", db, replica_id, str(LEASE), "stuck"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+    with log.open("w") as err:  # the child has its own copy of the file
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
     assert proc.stdout is not None
     base = proc.stdout.readline().strip()
     assert base.startswith("http://"), log.read_text()[-3000:]
@@ -228,6 +229,8 @@ def test_a_killed_replicas_ingestion_is_taken_over(pgvector_url: str, tmp_path: 
     finally:
         proc.kill()
         proc.wait(timeout=30)
+        assert proc.stdout is not None
+        proc.stdout.close()
     try:
         assert b_server is not None
         row = b.vector_stores.files.poll(file_id, vector_store_id=store.id, poll_interval_ms=100)

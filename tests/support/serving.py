@@ -56,6 +56,7 @@ def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         yield proxied
     finally:
         proxy.shutdown()
+        proxy.server_close()
 
 
 class LiveServer:
