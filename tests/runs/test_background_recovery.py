@@ -134,7 +134,8 @@ def _serve(db: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         "--replica-id", "serve-under-test",  # restarted under its name: its leftovers fail at start, not after the lease
     ]  # fmt: skip
     # its own session: the kill reaches vLLM's engine-core child too, as a crash of the whole server would
-    return subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    with log.open("ab") as out:  # the child has its own copy of the file
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _wait_up(proc: subprocess.Popen[bytes], base: str, log: Path, timeout: float = 600) -> None:

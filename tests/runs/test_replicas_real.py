@@ -57,9 +57,10 @@ class Replica:
             "--code-interpreter-url", sandbox_url, "--log-level", "warning", *extra,
         ]  # fmt: skip
         env = {**os.environ, "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN": TOKEN}
-        self.proc = subprocess.Popen(
-            argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, env=env
-        )
+        with self.log.open("ab") as out:  # the child has its own copy of the file
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            )
 
     @property
     def base(self) -> str:
