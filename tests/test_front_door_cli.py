@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serving import free_port
+from tests.support.serving import free_port
 from vllm_responses import cli
 from vllm_responses.config import Config
 

@@ -1,5 +1,5 @@
 """A reasoning model served in full, on vLLM: the tiny model given a Qwen3-style `<think>` template
-(tests/reasoning_models.py), each model call forced to write the planned text (`ForcedEngine`), which records
+(tests/support/reasoning_models.py), each model call forced to write the planned text (`ForcedEngine`), which records
 what each call was asked; the prompt a call saw is `engine.render` of it.
 
 Its reasoning is given back to it: to the next model call of one response's tool loop, across
@@ -15,10 +15,10 @@ import openai
 import pytest
 
 from tests.clients.test_openai_agents import tool_call
-from tests.real import TINY, ForcedEngine, hermes_call, tiny_model_server
-from tests.reasoning_models import reasoning_tiny_model
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.real import TINY, ForcedEngine, hermes_call, tiny_model_server
+from tests.support.reasoning_models import reasoning_tiny_model
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Reasoning, ToolCall
 

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.metrics_text import parse, value
-from tests.real import TINY, exactly
-from tests.serving import free_port
+from tests.support.metrics_text import parse, value
+from tests.support.real import TINY, exactly
+from tests.support.serving import free_port
 from vllm_responses.engine.models import repo_root, tiny_model_path
 from vllm_responses.service.lifecycle import ENGINE_DEAD_EXIT
 

@@ -20,9 +20,9 @@ import openai
 import pytest
 from openai.types.responses import ResponseCodeInterpreterToolCall, ResponseFunctionToolCall
 
-from tests.real import TINY, exactly
-from tests.serving import LiveServer
-from tests.wire import check_stream, event_runs, parse_sse, validate_response
+from tests.support.real import TINY, exactly
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, event_runs, parse_sse, validate_response
 from vllm_responses.config import Config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from interpreter_service import PoolExhausted
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, echo_fields, function_call, say
-from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, echo_fields, function_call, say
+from tests.support.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 from vllm_responses.agent.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.base import EngineRejected

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.fakes import FakeEngine
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 KEY = "sk-good-0123456789abcdef0123456789abcdef"

@@ -15,8 +15,8 @@ import pytest
 
 from interpreter_service.api import ContainerNotFound
 from interpreter_service.service.client import HTTPInterpreter
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
 

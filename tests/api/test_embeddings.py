@@ -14,10 +14,10 @@ import httpx
 import openai
 import pytest
 
-from tests.fake_embedder import FakeEmbedder, fake_vector
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal, validate_as
+from tests.support.fake_embedder import FakeEmbedder, fake_vector
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal, validate_as
 from vllm_responses.api import embeddings as embeddings_route
 from vllm_responses.config import Config
 from vllm_responses.engine import remote_embedder

@@ -12,9 +12,9 @@ import pytest
 from openai.types.responses import ResponseIncludable
 from PIL import Image as PILImage
 
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
-from tests.sandbox_service import gateway
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say, think
+from tests.support.sandbox_service import gateway
+from tests.support.serving import LiveServer, free_port
 from vllm_responses.config import Config
 
 MODEL = "fake-model"
@@ -157,7 +157,7 @@ def test_code_interpreter_disabled_is_400() -> None:
 
 
 def test_unknown_tool_fields_are_not_echoed(fake_server: LiveServer, engine: FakeEngine) -> None:
-    from tests.wire import validate_response
+    from tests.support.wire import validate_response
 
     tools = [{"type": "code_interpreter", "container": {"type": "auto"}, "strict": True, "future_field": 1}]
     r = httpx.post(

@@ -15,10 +15,10 @@ import openai
 import pytest
 from openai.types import FileDeleted, FileObject
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore
 

@@ -15,8 +15,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
 from vllm_responses.api import middleware
 from vllm_responses.api.hosts import allowed_hosts, cors_origins, host_allowed, origin_allowed
 from vllm_responses.config import Config

@@ -8,7 +8,7 @@ import io
 import openai
 from PIL import Image as PILImage
 
-from tests.fakes import FakeEngine, say
+from tests.support.fakes import FakeEngine, say
 from vllm_responses.engine.types import Image, Message
 
 MODEL = "fake-model"

@@ -7,9 +7,9 @@ import openai
 import pytest
 from openai.types.responses import InputTokenCountResponse
 
-from tests.fakes import FakeEngine, say
-from tests.serving import LiveServer
-from tests.wire import validate_as
+from tests.support.fakes import FakeEngine, say
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_as
 
 MODEL = "fake-model"
 FN = {

@@ -18,9 +18,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine
-from tests.keys import write_keys_file
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer, free_port
 from vllm_responses import cli
 from vllm_responses.api.auth import MIN_KEY_CHARS, KeyRing, KeysFileError
 from vllm_responses.config import Config
@@ -137,7 +137,7 @@ def test_reload_takes_the_projects_new_bounds(live: LiveServer) -> None:
 _RUN = """
 import sys
 from contextlib import asynccontextmanager
-from tests.fakes import FakeEngine
+from tests.support.fakes import FakeEngine
 from vllm_responses import server
 from vllm_responses.config import Config
 from vllm_responses.store.memory import MemoryStore

@@ -11,8 +11,8 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
 from vllm_responses.api.params import MAX_JSON_DEPTH
 from vllm_responses.config import Config
 

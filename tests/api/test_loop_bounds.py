@@ -18,8 +18,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.service.admission import Admission
 

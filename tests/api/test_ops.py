@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.api.test_responses import wait_until
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
 from vllm_responses.api.ops import _sandbox_check
 from vllm_responses.config import Config
 

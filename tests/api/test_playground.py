@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from interpreter_service import ExecutionResult
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say, think
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say, think
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import Message, ToolCall

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.api.test_playground import CHROMIUM, CHROMIUM_ARGS, RECORD, open_page, send, wait_idle
-from tests.real import exactly, hermes_call, tiny_model_server
-from tests.serving import LiveServer
+from tests.support.real import exactly, hermes_call, tiny_model_server
+from tests.support.serving import LiveServer
 
 pytestmark = [
     pytest.mark.engine,

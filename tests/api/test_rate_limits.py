@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, say
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, say
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
 from vllm_responses.api import ratelimit
 from vllm_responses.config import Config
 

@@ -10,9 +10,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, code_call, function_call, say, think
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_response
+from tests.support.fakes import FakeEngine, code_call, function_call, say, think
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_response
 from vllm_responses.engine.base import EngineError, EngineRejected
 from vllm_responses.engine.types import CODE_TOOL_NAME, Message, ToolCall, ToolResult
 

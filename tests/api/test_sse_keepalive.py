@@ -9,9 +9,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse
 from vllm_responses.api.responses import SSE_KEEPALIVE
 from vllm_responses.config import Config
 

@@ -14,9 +14,9 @@ import pytest
 
 from interpreter_service.service.app import create_app
 from interpreter_service.service.client import HTTPInterpreter
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

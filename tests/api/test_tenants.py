@@ -14,9 +14,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
 from vllm_responses import cli
 from vllm_responses.api.auth import KeyRing, KeysFileError
 from vllm_responses.config import Config

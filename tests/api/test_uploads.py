@@ -16,9 +16,9 @@ from openai.types import Upload
 from openai.types.uploads import UploadPart
 
 from tests.api.test_files import KEY_A, KEY_B, UPLOAD_MOST, keyed, sdk
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.serving import LiveServer
-from tests.wire import sdk_refusal
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.serving import LiveServer
+from tests.support.wire import sdk_refusal
 from vllm_responses.store.memory import MemoryStore
 
 FILE_MOST = 300_000

@@ -14,9 +14,9 @@ from openai.types.responses.responses_server_event import ResponseWsError
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_as, validate_event
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_as, validate_event
 from vllm_responses.api import websocket
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError

@@ -12,10 +12,10 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.context.searches import NOT_KEPT
 from vllm_responses.engine.types import Message, ToolCall, ToolResult

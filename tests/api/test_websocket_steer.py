@@ -15,9 +15,9 @@ from openai.types.beta.beta_response_steer_pending_event import BetaResponseStee
 from websockets.sync.client import ClientConnection, connect
 
 from tests.api.test_websocket import create, ws_url
-from tests.fakes import FakeEngine, function_call, say
-from tests.serving import LiveServer
-from tests.wire import validate_as, validate_event
+from tests.support.fakes import FakeEngine, function_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_as, validate_event
 from vllm_responses.engine.types import Message, ToolResult
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")

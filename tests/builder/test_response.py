@@ -6,8 +6,8 @@ import json
 from functools import partial
 from typing import Any
 
-from tests.fakes import echo_fields
-from tests.wire import (
+from tests.support.fakes import echo_fields
+from tests.support.wire import (
     CODE_TURN_EVENT_RUNS,
     MESSAGE_EVENT_RUNS,
     check_stream,

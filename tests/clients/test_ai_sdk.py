@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from tests.clients.node_runner import run_script
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

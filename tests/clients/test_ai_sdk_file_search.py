@@ -12,9 +12,9 @@ import openai
 import pytest
 
 from tests.clients.node_runner import run_script
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

@@ -1,6 +1,6 @@
 """The Vercel AI SDK (`ai` + `@ai-sdk/openai`), unchanged (`node/ai_sdk_reasoning.mjs` on Node >= 22), on a
 reasoning model served in full on vLLM: the tiny model with a Qwen3-style `<think>` template
-(tests/reasoning_models.py), each model call forced by the server (`ForcedEngine`, which records what each call
+(tests/support/reasoning_models.py), each model call forced by the server (`ForcedEngine`, which records what each call
 was asked; the prompt a call saw is `engine.render` of it).
 
 `providerOptions.openai.reasoningSummary` makes the SDK stream the reasoning (its `reasoning-delta` parts come
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.clients.node_runner import run_script
-from tests.real import TINY, ForcedEngine, tiny_model_server
-from tests.reasoning_models import reasoning_tiny_model
-from tests.serving import LiveServer
+from tests.support.real import TINY, ForcedEngine, tiny_model_server
+from tests.support.reasoning_models import reasoning_tiny_model
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Reasoning
 from vllm_responses.engine.verbosity import VERBOSITY_NOTES

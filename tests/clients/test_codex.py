@@ -28,10 +28,10 @@ from starlette.types import Message as AsgiMessage
 
 from tests.clients.node_runner import NODE_DIR, node_binary
 from tests.clients.test_openai_agents import tool_call
-from tests.real import TINY, ForcedEngine, long_tiny_model, tiny_model_server
-from tests.reasoning_models import reasoning_tiny_model
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse
+from tests.support.real import TINY, ForcedEngine, long_tiny_model, tiny_model_server
+from tests.support.reasoning_models import reasoning_tiny_model
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse
 from vllm_responses.engine.types import Message, Reasoning, ToolCall, ToolResult
 
 CODEX = NODE_DIR / "node_modules" / "@openai" / "codex" / "bin" / "codex.js"
@@ -167,7 +167,7 @@ class Exchange:
     response: bytearray = field(default_factory=bytearray)
 
     def events(self) -> list[dict[str, Any]]:
-        """The response's SSE events, checked as sent (`tests/wire.py`)."""
+        """The response's SSE events, checked as sent (`tests/support/wire.py`)."""
         return parse_sse(self.response.decode())
 
 

@@ -15,8 +15,8 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_openai import ChatOpenAI
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.clients.node_runner import run_script
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
-from tests.wire import CODE_TURN_EVENT_RUNS, event_runs, validate_response
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
+from tests.support.wire import CODE_TURN_EVENT_RUNS, event_runs, validate_response
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

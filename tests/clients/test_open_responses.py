@@ -16,10 +16,10 @@ import pydantic
 import pytest
 from openai.types.responses import ResponseStreamEvent
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

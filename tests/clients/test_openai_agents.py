@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -31,8 +32,8 @@ from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseCodeInterpreterToolCall, ResponseFunctionToolCall
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -76,7 +77,9 @@ def lookup(key: str) -> str:
     return {"answer": "forty-two"}.get(key, "unknown")
 
 
-async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url: str) -> None:
+async def test_agent_with_code_interpreter_and_function_tool_two_turns(
+    base_url: str, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
     code1, code2 = "v = 6 * 7\nprint(v)", "print(v + 1)"
     answer1, answer2 = "It is 42, forty-two in words.", "Then 43."
@@ -90,7 +93,7 @@ async def test_agent_with_code_interpreter_and_function_tool_two_turns(base_url:
             [hermes_call(code2), answer2],  # run 2: code in the same container, then the answer
         ],
         model=MODEL,
-        openai_client=openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300),
+        openai_client=async_sdk(base_url, timeout=300),
     )
     agent = Agent(
         name="analyst",

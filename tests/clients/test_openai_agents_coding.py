@@ -11,7 +11,7 @@ reads the file the script wrote.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,9 @@ from openai.types.responses import ResponseApplyPatchToolCall, ResponseFunctionS
 from openai.types.responses.response_output_item import LocalShellCall
 
 from tests.clients.test_openai_agents import ForcedModel, tool_call
-from tests.real import TINY as MODEL
-from tests.real import tiny_model_server
-from tests.wire import validate_as
+from tests.support.real import TINY as MODEL
+from tests.support.real import tiny_model_server
+from tests.support.wire import validate_as
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -108,7 +108,7 @@ class Workspace:
 
 
 async def test_patch_shell_and_local_shell_run_in_the_agent_and_continue(
-    base_url: str, tmp_path: Path
+    base_url: str, tmp_path: Path, async_sdk: Callable[..., openai.AsyncOpenAI]
 ) -> None:
     set_tracing_disabled(True)
     work = Workspace(tmp_path)
@@ -126,7 +126,7 @@ async def test_patch_shell_and_local_shell_run_in_the_agent_and_continue(
             [answer],
         ],
         model=MODEL,
-        openai_client=openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300),
+        openai_client=async_sdk(base_url, timeout=300),
     )
     agent = Agent(
         name="coder",

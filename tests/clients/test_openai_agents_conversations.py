@@ -6,6 +6,7 @@ and appends the response's own). Outputs are forced as in `test_openai_agents.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -17,9 +18,9 @@ from openai.types.conversations import ConversationItemList
 from openai.types.responses import ResponseCodeInterpreterToolCall
 
 from tests.clients.test_openai_agents import ForcedModel
-from tests.real import TINY as MODEL
-from tests.real import hermes_call
-from tests.wire import validate_as
+from tests.support.real import TINY as MODEL
+from tests.support.real import hermes_call
+from tests.support.wire import validate_as
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -59,9 +60,11 @@ def _shape(items: list[dict[str, Any]]) -> list[str]:
 TWO_RUNS = ["message:user", "code_interpreter_call:", "message:assistant"] * 2
 
 
-async def test_openai_conversations_session_two_runs_with_code(base_url: str) -> None:
+async def test_openai_conversations_session_two_runs_with_code(
+    base_url: str, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
+    client = async_sdk(base_url, timeout=300)
     model = ForcedModel(
         [[hermes_call("v = 6 * 7\nprint(v)"), "It is 42."], [hermes_call("print(v + 1)"), "Then 43."]],
         model=MODEL,
@@ -98,9 +101,11 @@ async def test_openai_conversations_session_two_runs_with_code(base_url: str) ->
         await client.conversations.retrieve(conversation_id)
 
 
-async def test_conversation_id_two_runs_server_side(base_url: str) -> None:
+async def test_conversation_id_two_runs_server_side(
+    base_url: str, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
+    client = async_sdk(base_url, timeout=300)
     model = ForcedModel(
         [[hermes_call("w = 5\nprint(w * 2)"), "Ten."], [hermes_call("print(w * 3)"), "Fifteen."]],
         model=MODEL,

@@ -6,7 +6,7 @@ time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import openai
@@ -16,9 +16,9 @@ from agents.items import MessageOutputItem, ToolCallItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFileSearchToolCall
 
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
@@ -37,7 +37,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server.stop()
 
 
-async def test_two_runs_after_a_file_search(live: LiveServer) -> None:
+async def test_two_runs_after_a_file_search(
+    live: LiveServer, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
     sync = openai.OpenAI(base_url=live.base_url + "/v1", api_key="unused", max_retries=0)
     owls = sync.files.create(file=("owls.txt", OWLS.encode()), purpose="assistants").id
@@ -50,7 +52,7 @@ async def test_two_runs_after_a_file_search(live: LiveServer) -> None:
         say(f"Owls hunt at night [{owls}]."),
         say("Barn owls hear mice under snow."),
     )
-    client = openai.AsyncOpenAI(base_url=live.base_url + "/v1", api_key="unused", max_retries=0)
+    client = async_sdk(live.base_url + "/v1")
     agent = Agent(
         name="librarian",
         instructions="Search the files before you answer.",

@@ -10,6 +10,7 @@ there (the listing reused from the resent items, not listed again) and the model
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import openai
 import pytest
@@ -19,19 +20,21 @@ from agents.tool import MCPToolApprovalFunctionResult, MCPToolApprovalRequest
 from openai.types.responses.response_output_item import McpCall
 
 from tests.clients.test_openai_agents import ForcedModel, tool_call
-from tests.mcp_server import McpTestServer
-from tests.real import TINY as MODEL
+from tests.support.mcp_server import McpTestServer
+from tests.support.real import TINY as MODEL
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
-async def test_agent_with_hosted_mcp_tool_and_approval(base_url: str, mcp_server: McpTestServer) -> None:
+async def test_agent_with_hosted_mcp_tool_and_approval(
+    base_url: str, mcp_server: McpTestServer, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
     answer = "2 plus 3 is 5."
     model = ForcedModel(
         [[tool_call("add", {"a": 2, "b": 3})], [answer]],  # request 1: the call; request 2: the answer
         model=MODEL,
-        openai_client=openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300),
+        openai_client=async_sdk(base_url, timeout=300),
     )
     asked: list[tuple[str, str, dict[str, object]]] = []
 

@@ -5,7 +5,7 @@ read it the first time: its query and its results."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
@@ -14,9 +14,9 @@ from agents.items import ToolCallItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFunctionWebSearch
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
@@ -30,7 +30,9 @@ def live(searx: FakeSearx) -> Iterator[LiveServer]:
     server.stop()
 
 
-async def test_two_runs_after_a_search(live: LiveServer, searx: FakeSearx) -> None:
+async def test_two_runs_after_a_search(
+    live: LiveServer, searx: FakeSearx, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
     engine: FakeEngine = live.engine  # type: ignore[assignment]
     engine.reset(
@@ -39,7 +41,7 @@ async def test_two_runs_after_a_search(live: LiveServer, searx: FakeSearx) -> No
         say("It also adds free threading."),
         say("Both are experimental."),
     )
-    client = openai.AsyncOpenAI(base_url=live.base_url + "/v1", api_key="unused", max_retries=0)
+    client = async_sdk(live.base_url + "/v1")
     agent = Agent(
         name="searcher",
         instructions="Search the web when asked about news.",

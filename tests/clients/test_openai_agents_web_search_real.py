@@ -8,7 +8,7 @@ first run's answer read it: the call with its query, then the results."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
@@ -18,9 +18,9 @@ from agents.models.openai_responses import OpenAIResponsesModel
 from openai.types.responses import ResponseFunctionWebSearch
 
 from tests.clients.test_openai_agents import tool_call
-from tests.real import TINY, ForcedEngine, tiny_model_server
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer
+from tests.support.real import TINY, ForcedEngine, tiny_model_server
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
@@ -45,13 +45,13 @@ def search_as_read(prompt: str) -> str:
     return prompt[start:end]
 
 
-async def test_two_runs_after_a_search(server: LiveServer, searx: FakeSearx) -> None:
+async def test_two_runs_after_a_search(
+    server: LiveServer, searx: FakeSearx, async_sdk: Callable[..., openai.AsyncOpenAI]
+) -> None:
     set_tracing_disabled(True)
     engine: ForcedEngine = server.engine
     engine.plan = [tool_call("web_search", {"query": QUERY}), *ANSWERS]
-    client = openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300
-    )
+    client = async_sdk(server.base_url + "/v1", timeout=300)
     agent = Agent(
         name="searcher",
         instructions="Search the web when asked about news.",

@@ -7,6 +7,7 @@ Outputs are forced with the `structured_outputs` extension, sent the SDK's own w
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
@@ -19,9 +20,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
 )
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
-from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
+from tests.support.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 
@@ -44,13 +45,15 @@ def plain(resp: Any) -> Any:
 
 
 @pytest.fixture
-def client(base_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
+def client(base_url: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300) as sdk:
+        yield sdk
 
 
 @pytest.fixture
-def aclient(base_url: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
+async def aclient(base_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=300) as sdk:
+        yield sdk
 
 
 def test_sync_create_runs_code_and_three_turns_share_the_container(client: openai.OpenAI) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 import openai
@@ -22,9 +22,9 @@ from agents.items import ToolCallItem, ToolCallOutputItem
 from agents.models.openai_responses import OpenAIResponsesModel
 from pydantic import BaseModel, ConfigDict
 
-from tests.real import TINY as MODEL
-from tests.real import ForcedEngine, tiny_model_server
-from tests.serving import LiveServer
+from tests.support.real import TINY as MODEL
+from tests.support.real import ForcedEngine, tiny_model_server
+from tests.support.serving import LiveServer
 from vllm_responses.engine.types import EngineEvent, GenerateRequest
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -175,13 +175,11 @@ class SeededModel(OpenAIResponsesModel):
         return await super().get_response(system_instructions, input, settings, *a, **k)
 
 
-def _agent(server: LiveServer, seed: int) -> Agent[Any]:
+def _agent(sdk: openai.AsyncOpenAI, seed: int) -> Agent[Any]:
     model = SeededModel(
         seed * 100,
         model=MODEL,
-        openai_client=openai.AsyncOpenAI(
-            base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300
-        ),
+        openai_client=sdk,
     )
     return Agent(
         name="colors",
@@ -194,14 +192,15 @@ def _agent(server: LiveServer, seed: int) -> Agent[Any]:
 
 
 async def test_agent_output_type_with_a_tool_the_tool_runs_then_the_answer(
-    server: LiveServer, engine: PlannedEngine
+    server: LiveServer, engine: PlannedEngine, async_sdk: Callable[..., openai.AsyncOpenAI]
 ) -> None:
     """The path made exact: the model calls the tool, the agent runs it, the model answers in the schema."""
     set_tracing_disabled(True)
     looked_up.clear()
     call = '<tool_call>\n{"name": "lookup", "arguments": {"key": "grass"}}\n</tool_call>'
     engine.plan.extend([call, '{"color": "green", "ok": true}'])
-    result = await Runner.run(_agent(server, 0), "What color is the grass?")
+    sdk = async_sdk(server.base_url + "/v1", timeout=300)
+    result = await Runner.run(_agent(sdk, 0), "What color is the grass?")
     assert result.final_output == Answer(color="green", ok=True)
     assert looked_up == ["grass"]
     assert [
@@ -214,15 +213,16 @@ async def test_agent_output_type_with_a_tool_the_tool_runs_then_the_answer(
 
 
 async def test_agent_output_type_with_a_tool_unforced_always_ends_in_the_schema(
-    server: LiveServer, engine: PlannedEngine
+    server: LiveServer, engine: PlannedEngine, async_sdk: Callable[..., openai.AsyncOpenAI]
 ) -> None:
     """Unforced, several seeds: the run ends with an `Answer` (never a `ModelBehaviorError` over bad JSON), the
     tool running whenever the model called it."""
     set_tracing_disabled(True)
     ran: list[int] = []
+    sdk = async_sdk(server.base_url + "/v1", timeout=300)
     for seed in SEEDS:
         looked_up.clear()
-        result = await Runner.run(_agent(server, seed), "What color is the grass?", max_turns=ROUNDS)
+        result = await Runner.run(_agent(sdk, seed), "What color is the grass?", max_turns=ROUNDS)
         assert isinstance(result.final_output, Answer)
         calls = [i for i in result.new_items if isinstance(i, ToolCallItem)]
         assert len(looked_up) == len(calls)

@@ -16,9 +16,9 @@ from openai.types.responses import ResponseCodeInterpreterToolCall
 from openai.types.responses.responses_server_event import ResponseWsError
 
 from tests.clients.node_runner import run_script
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
-from tests.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs, validate_as
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
+from tests.support.wire import CODE_TURN_EVENT_RUNS, check_stream, event_runs, validate_as
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
 

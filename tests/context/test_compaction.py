@@ -16,10 +16,10 @@ from openai.types.responses import (
     ResponseOutputItem,
 )
 
-from tests.fakes import FakeEngine, code_call, say
 from tests.protocol.test_protocol_types import _check as check_typed_dict
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_as
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_as
 from vllm_responses.context.compaction import split
 from vllm_responses.context.turns import SUMMARY_HEADER
 from vllm_responses.engine.types import Message

@@ -9,8 +9,8 @@ import openai
 import pytest
 
 from tests.context.test_compaction import validate_compacted
-from tests.real import TINY, exactly
-from tests.wire import validate_response
+from tests.support.real import TINY, exactly
+from tests.support.wire import validate_response
 from vllm_responses.context.turns import SUMMARY_HEADER
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]

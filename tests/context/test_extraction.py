@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from tests.pdfs import _written, make_pdf
+from tests.support.pdfs import _written, make_pdf
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.context.file_text import FileLimits, Unreadable
 from vllm_responses.context.pdf_budget import PdfBudget

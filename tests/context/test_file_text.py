@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from tests.pdfs import encrypted_pdf, make_pdf
+from tests.support.pdfs import encrypted_pdf, make_pdf
 from vllm_responses.context.file_text import FileLimits, Unreadable, file_kind, read_file_text
 
 ROOMY = FileLimits(max_bytes=1 << 20, max_pages=100, max_chars=100_000)

@@ -78,7 +78,7 @@ def test_a_bad_source_is_a_400(url: str, says: str) -> None:
 
 def test_far_sources_pass_to_the_reader_and_output_parts_are_named() -> None:
     """A file_id or an http(s) URL is fetched later (tools/file_inputs.py), where its 400s are tested
-    (tests/api/test_image_sources.py); a part with neither is refused here."""
+    (tests/context/test_image_sources.py); a part with neither is refused here."""
     for far in ({"file_id": "cfile_1"}, {"image_url": "https://example.com/a.png"}):
         check_input_images(_input({"type": "input_image", **far}), ImageLimits())
     assert "neither" in _refused(_input({"type": "input_image"})).message

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from tests.office_docs import make_docx, make_pptx, with_part
+from tests.support.office_docs import make_docx, make_pptx, with_part
 from vllm_responses.context.extraction import ExtractionLimits, ExtractionPool
 from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_parts, read_file_text
 from vllm_responses.context.office_text import MAX_PART_BYTES

@@ -8,7 +8,7 @@ import io
 import pytest
 from pypdf import PdfReader
 
-from tests.pdfs import make_pdf, shared_form_pdf, shared_stream_pdf
+from tests.support.pdfs import make_pdf, shared_form_pdf, shared_stream_pdf
 from vllm_responses.context.file_text import FileLimits, Unreadable, read_file_text
 from vllm_responses.context.pdf_budget import OverBudget, PdfBudget, page_content_bytes
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from interpreter_service import ExecutionResult
-from tests.fakes import TINY_PNG
+from tests.support.fakes import TINY_PNG
 from vllm_responses.context.turns import code_result_text, input_to_items, items_to_turns
 from vllm_responses.engine.types import CODE_TOOL_NAME, Image, Message, Reasoning, ToolCall, ToolResult
 from vllm_responses.protocol.requests import parse_create_request

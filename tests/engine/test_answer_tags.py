@@ -10,7 +10,7 @@ import pytest
 
 from tests.engine.parsers.helpers import run, summarize
 from tests.engine.test_call_grammars import ADD, DIGITS, JSON_FORMATS, NOTE
-from tests.grammars import accepts, request
+from tests.support.grammars import accepts, request
 from vllm_responses.engine.call_shapes import SHAPES
 from vllm_responses.engine.sampling import answer_beside_tools, structured_constraint
 from vllm_responses.engine.types import ForcedTool, Sampling, code_tool_spec

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.engine.parsers.helpers import run, summarize
-from tests.grammars import accepts, request
+from tests.support.grammars import accepts, request
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_shapes import SHAPES
 from vllm_responses.engine.sampling import structured_constraint

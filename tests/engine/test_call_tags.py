@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.grammars import accepts, request
+from tests.support.grammars import accepts, request
 from vllm_responses.engine.base import EngineRejected
 from vllm_responses.engine.call_tags import free_calls_tag
 from vllm_responses.engine.sampling import structured_constraint

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_embedder import FakeEmbedder
+from tests.support.fake_embedder import FakeEmbedder
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError, EngineUnavailable
 from vllm_responses.engine.embedder import Embedder, LazyEmbedder

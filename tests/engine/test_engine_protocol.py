@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance import assert_implements
-from tests.fakes import FakeEngine
+from tests.support.conformance import assert_implements
+from tests.support.fakes import FakeEngine
 from vllm_responses.engine.base import Engine
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.test_prompt import CALL, CHATML, RESULT
-from tests.reasoning_models import EFFORT_TEMPLATE, THINK_TEMPLATE
+from tests.support.reasoning_models import EFFORT_TEMPLATE, THINK_TEMPLATE
 from vllm_responses.engine.parsers.base import get_parser
 from vllm_responses.engine.prompt import (
     TemplateCaps,

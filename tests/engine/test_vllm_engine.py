@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conformance import assert_implements
+from tests.support.conformance import assert_implements
 from vllm_responses.engine.base import Engine, EngineError, EngineRejected
 from vllm_responses.engine.types import (
     Finish,

@@ -12,9 +12,9 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, code_call, say
-from tests.sandbox_service import pool_gateway
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.sandbox_service import pool_gateway
+from tests.support.serving import LiveServer
 
 pytestmark = pytest.mark.sandbox
 

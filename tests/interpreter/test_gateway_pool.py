@@ -5,7 +5,7 @@ Containers API answers the memory budget with a 400 and a full pool with a 429."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from interpreter_service.pool import WorkerPool
-from tests.fakes import code_call, say
-from tests.sandbox_service import pool_gateway
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import code_call, say
+from tests.support.sandbox_service import pool_gateway
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.engine.types import GenerateRequest, Message, ToolResult
 
 pytestmark = pytest.mark.sandbox
@@ -43,14 +43,17 @@ def server(dist_dir: Path) -> Iterator[LiveServer]:
     live.stop()
 
 
-def aclient(server: LiveServer) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0, timeout=280)
+@pytest.fixture
+async def client(server: LiveServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="x", max_retries=0, timeout=280
+    ) as sdk:
+        yield sdk
 
 
-async def test_code_turns_beyond_the_pool_wait_and_complete(server: LiveServer) -> None:
+async def test_code_turns_beyond_the_pool_wait_and_complete(client: openai.AsyncOpenAI) -> None:
     """Three responses at once on a pool of one container: each code call waits for the container of the
     one before to be free (after that response ended), then runs; all three complete."""
-    client = aclient(server)
     codes = [f"import time\ntime.sleep(1)\nprint('answer {i}')" for i in range(3)]
     async with asyncio.timeout(290):
         responses = await asyncio.gather(
@@ -69,9 +72,10 @@ async def test_code_turns_beyond_the_pool_wait_and_complete(server: LiveServer) 
     assert len({r.output[0].container_id for r in responses}) == 3  # type: ignore[union-attr]
 
 
-async def test_no_container_in_time_is_a_tool_error_and_the_response_completes(server: LiveServer) -> None:
+async def test_no_container_in_time_is_a_tool_error_and_the_response_completes(
+    server: LiveServer, client: openai.AsyncOpenAI
+) -> None:
     pool: WorkerPool = server.interpreter
-    client = aclient(server)
     pool.queue_timeout_s = 2.0
     try:
         async with asyncio.timeout(280):

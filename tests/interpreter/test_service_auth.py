@@ -26,7 +26,7 @@ from interpreter_service.api import (
 from interpreter_service.service.app import create_app
 from interpreter_service.service.auth import BOOT_HEADER, check_bind, is_loopback
 from interpreter_service.service.client import HTTPInterpreter
-from tests.fakes import FakeInterpreter
+from tests.support.fakes import FakeInterpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "t0ken-for-tests"

@@ -104,6 +104,9 @@ def test_the_child_is_killed_when_its_parent_dies(path: str) -> None:
         assert _state(child) in (None, "Z"), "the child outlived its parent"
     finally:
         parent.kill()
+        parent.wait(timeout=10)
+        if parent.stdout is not None:
+            parent.stdout.close()
 
 
 def _state(pid: int) -> str | None:

@@ -15,8 +15,8 @@ import openai
 import pytest
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, code_call, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.serving import LiveServer
 from vllm_responses.observe.logs import (
     RESPONSE_LOGGER,
     JSONFormatter,

@@ -10,9 +10,9 @@ import httpx
 import openai
 
 from tests.api.test_responses import wait_until
-from tests.fakes import FakeEngine, code_call, function_call, say
-from tests.metrics_text import Samples, parse, value
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, code_call, function_call, say
+from tests.support.metrics_text import Samples, parse, value
+from tests.support.serving import LiveServer
 from vllm_responses.engine.base import EngineUnavailable
 from vllm_responses.observe.metrics import LiveCollector, LiveSources, render
 

@@ -43,7 +43,7 @@ from openai.types.responses.response_reasoning_item import Summary as ReasoningS
 from openai.types.responses.response_status import ResponseStatus as SDKResponseStatus
 from pydantic import BaseModel
 
-from tests.wire import RESPONSE_EXTRAS
+from tests.support.wire import RESPONSE_EXTRAS
 from vllm_responses.protocol import events, items
 from vllm_responses.protocol.status import END_EVENTS, TERMINAL, TERMINAL_EVENTS, UNFINISHED, ResponseStatus
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.serving import LiveServer
+from tests.support.serving import LiveServer
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.protocol.inputs import INPUT_ITEM_TYPES, TOOL_TYPES
 from vllm_responses.protocol.requests import SUPPORTED_INCLUDES, check_includes, parse_create_request

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.fake_embedder import FakeEmbedder, fake_vector
+from tests.support.fake_embedder import FakeEmbedder, fake_vector
 from vllm_responses.retrieval.chunk_vectors import BATCH, SPECIAL_TOKENS, embed_chunks, windows
 from vllm_responses.retrieval.word_tokens import WordTokenizer
 

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordPiece
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
-from tests.real import tiny_model_path_or_fail
+from tests.support.real import tiny_model_path_or_fail
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.retrieval.chunking import (
     AUTO,

@@ -16,9 +16,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.real import TINY
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.real import TINY
+from tests.support.serving import LiveServer, free_port
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_CODE, INTERRUPTED_MESSAGE
 from vllm_responses.store.open import store_for
@@ -77,7 +77,7 @@ def test_a_background_response_is_stored_when_acknowledged(db: str) -> None:
 def test_a_restart_marks_responses_left_running_failed(db: str) -> None:
     async def leave_running() -> tuple[str, str]:
         """Two responses as a crashed process leaves them: acknowledged, never ended."""
-        from tests.fakes import echo_fields
+        from tests.support.fakes import echo_fields
         from vllm_responses.builder.response import ResponseBuilder
         from vllm_responses.runs.records import response_record
         from vllm_responses.runs.run import Run
@@ -134,7 +134,8 @@ def _serve(db: str, port: int, log: Path) -> subprocess.Popen[bytes]:
         "--replica-id", "serve-under-test",  # restarted under its name: its leftovers fail at start, not after the lease
     ]  # fmt: skip
     # its own session: the kill reaches vLLM's engine-core child too, as a crash of the whole server would
-    return subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+    with log.open("ab") as out:  # the child has its own copy of the file
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _wait_up(proc: subprocess.Popen[bytes], base: str, log: Path, timeout: float = 600) -> None:

@@ -17,8 +17,8 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_CODE
 
@@ -142,12 +142,13 @@ def test_delete_through_another_replica_stops_the_run(durable_db: str, servers: 
             client.responses.retrieve(r.id)
 
 
-# --- a replica killed with SIGKILL (a process of its own, tests/replica_proc.py) ----------------------------
+# --- a replica killed with SIGKILL (a process of its own, tests/support/replica_proc.py) ----------------------------
 
 
 def _spawn(db: str, replica_id: str, lease: float, log: Path) -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "tests.replica_proc", db, replica_id, str(lease)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
+    argv = [sys.executable, "-m", "tests.support.replica_proc", db, replica_id, str(lease)]
+    with log.open("w") as err:  # the child has its own copy of the file
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
     assert proc.stdout is not None
     base = proc.stdout.readline().strip()
     assert base.startswith("http://"), log.read_text()[-3000:]
@@ -157,6 +158,8 @@ def _spawn(db: str, replica_id: str, lease: float, log: Path) -> tuple[subproces
 def _kill(proc: subprocess.Popen[str]) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    assert proc.stdout is not None
+    proc.stdout.close()
 
 
 def test_a_killed_replicas_response_is_failed_within_the_lease(

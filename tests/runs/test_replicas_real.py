@@ -23,11 +23,11 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseCodeInterpreterToolCall
 
-from tests.postgres import PostgresServer
-from tests.real import TINY, exactly, hermes_call
 from tests.runs.test_replicas import _eventually
-from tests.sandbox_service import SandboxService
-from tests.serving import free_port
+from tests.support.postgres import PostgresServer
+from tests.support.real import TINY, exactly, hermes_call
+from tests.support.sandbox_service import SandboxService
+from tests.support.serving import free_port
 from vllm_responses.runs.records import INTERRUPTED_CODE
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]
@@ -57,9 +57,10 @@ class Replica:
             "--code-interpreter-url", sandbox_url, "--log-level", "warning", *extra,
         ]  # fmt: skip
         env = {**os.environ, "VLLM_RESPONSES_CODE_INTERPRETER_TOKEN": TOKEN}
-        self.proc = subprocess.Popen(
-            argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, env=env
-        )
+        with self.log.open("ab") as out:  # the child has its own copy of the file
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            )
 
     @property
     def base(self) -> str:

@@ -19,12 +19,12 @@ import openai
 import psutil
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.real import TINY
 from tests.runs.test_background_recovery import _serve, _wait_up
 from tests.runs.test_restream_replicas import Frames
-from tests.serving import LiveServer, free_port
-from tests.wire import check_stream, validate_event
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.real import TINY
+from tests.support.serving import LiveServer, free_port
+from tests.support.wire import check_stream, validate_event
 from vllm_responses.config import Config
 
 

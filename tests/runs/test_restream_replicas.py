@@ -19,9 +19,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_event, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_event, validate_response
 from vllm_responses.api.state import AppState
 from vllm_responses.config import Config
 from vllm_responses.runs.records import INTERRUPTED_MESSAGE, fail_abandoned
@@ -261,7 +261,7 @@ def test_a_response_whose_replica_died_ends_with_response_failed(durable_db: str
     does) ends with a `response.failed` made from the stored record."""
 
     async def left_running() -> tuple[str, list[str]]:
-        from tests.fakes import echo_fields
+        from tests.support.fakes import echo_fields
         from vllm_responses.builder.response import ResponseBuilder
         from vllm_responses.runs.event_log import event_json
         from vllm_responses.runs.records import response_record

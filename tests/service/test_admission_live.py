@@ -20,9 +20,9 @@ import pytest
 from openai.types.responses import ResponseQueuedEvent
 from websockets.sync.client import connect
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.metrics_text import parse, value
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.metrics_text import parse, value
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import GenerateRequest
@@ -262,7 +262,7 @@ async def test_the_sdk_stream_helper_takes_a_queued_stream(server: LiveServer, e
     adm = admission(server)
     count, total = wait_metric(server)
     sdk = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
-    async with client_of(server) as client:
+    async with sdk, client_of(server) as client:
         started = [start(client) for _ in range(2)]  # both slots held
         await eventually(lambda: adm.running == 2)
         seen: list[Any] = []

@@ -15,8 +15,8 @@ import openai
 import pytest
 from vllm.v1.metrics.stats import RequestStateStats
 
-from tests.real import TINY, exactly, tiny_model_server
-from tests.serving import LiveServer
+from tests.support.real import TINY, exactly, tiny_model_server
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 pytestmark = pytest.mark.engine

@@ -12,9 +12,9 @@ import pytest
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItemList
 
 from tests.api.test_responses import raw_stream, wait_until
-from tests.fakes import FakeEngine, code_call, say
-from tests.serving import LiveServer
-from tests.wire import validate_as, validate_response
+from tests.support.fakes import FakeEngine, code_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_as, validate_response
 from vllm_responses.engine.base import EngineError
 from vllm_responses.engine.types import Message, ToolCall, ToolResult
 

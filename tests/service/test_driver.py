@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeEngine, echo_fields, say
+from tests.support.fakes import FakeEngine, echo_fields, say
 from vllm_responses.agent.loop import AgentLoop, AgentPlan
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.engine.types import Message, Sampling

@@ -15,9 +15,9 @@ import httpx
 import openai
 import pytest
 
-from tests.real import TINY, exactly, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_response
+from tests.support.real import TINY, exactly, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_response
 from vllm_responses.engine.models import tiny_model_path
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox, pytest.mark.slow]

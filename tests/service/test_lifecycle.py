@@ -14,8 +14,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from tests.api.test_responses import wait_until
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.service.lifecycle import ENGINE_DEAD_EXIT, Lifecycle
 

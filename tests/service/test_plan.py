@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
+from tests.support.fakes import FakeEngine, FakeInterpreter
 from vllm_responses.builder.response import ResponseBuilder
 from vllm_responses.config import Config
 from vllm_responses.engine.types import CODE_TOOL_NAME, ForcedTool, Message

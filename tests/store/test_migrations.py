@@ -17,9 +17,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer
 from tests.store.test_responses import record
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer
 from vllm_responses.cli import main
 from vllm_responses.config import Config
 from vllm_responses.store.migrations import (
@@ -225,9 +225,9 @@ async def test_db_upgrade_command(durable_db: str, capsys: pytest.CaptureFixture
 
 def test_the_postgres_fixture_fails_without_the_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
     import scripts.pg_cluster
-    import tests.postgres
+    import tests.support.postgres
 
     monkeypatch.setattr(scripts.pg_cluster.glob, "glob", lambda pattern: [])
     monkeypatch.setattr(scripts.pg_cluster.shutil, "which", lambda name: None)
     with pytest.raises(pytest.fail.Exception, match="run scripts/setup.sh"):
-        tests.postgres.start_cluster()
+        tests.support.postgres.start_cluster()

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.postgres import PostgresServer
 from tests.runs.test_restream_replicas import Frames
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.postgres import PostgresServer
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.store.notify import (
     LocalNotices,

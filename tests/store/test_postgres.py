@@ -6,9 +6,9 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, say
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, say
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.store.postgres import PostgresStore
 

@@ -9,9 +9,9 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter
-from tests.postgres import PostgresServer
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, FakeInterpreter
+from tests.support.postgres import PostgresServer
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 
 

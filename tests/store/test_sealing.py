@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeEngine
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine
+from tests.support.serving import LiveServer
 from vllm_responses.config import Config
 from vllm_responses.store import sealing
 from vllm_responses.store.sealing import KEY_FILE, ReasoningKeyError, ReasoningSeal, key_id, reasoning_seal

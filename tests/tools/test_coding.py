@@ -16,10 +16,10 @@ from openai.types.responses import ResponseShellCallCommandDeltaEvent as ShellDe
 from openai.types.responses import ResponseShellCallCommandDoneEvent as ShellDone
 from openai.types.responses.response_output_item import LocalShellCall
 
-from tests.fakes import FakeEngine, function_call, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, function_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from tests.tools.test_functions import custom_call
-from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 from vllm_responses.tools.shell_patch import coding_call_item
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from interpreter_service import DATA_DIR, ContainerNotFound, InterpreterError, PoolExhausted
-from tests.fakes import FakeInterpreter
+from tests.support.fakes import FakeInterpreter
 from vllm_responses.protocol.errors import InvalidRequest
 from vllm_responses.tools.containers import ContainerService
 

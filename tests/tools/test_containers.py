@@ -12,9 +12,9 @@ from openai.types import ContainerCreateResponse, ContainerListResponse, Contain
 from openai.types.containers import FileCreateResponse, FileListResponse
 
 from tests.api.test_responses import _plain, raw_stream
-from tests.fakes import FakeEngine, FakeInterpreter, code_call, say
-from tests.serving import LiveServer
-from tests.wire import validate_as, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, code_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import Finish
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.real import TINY as MODEL
-from tests.real import exactly, hermes_call
+from tests.support.real import TINY as MODEL
+from tests.support.real import exactly, hermes_call
 
 pytestmark = [pytest.mark.engine, pytest.mark.sandbox]
 

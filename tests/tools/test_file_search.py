@@ -18,11 +18,11 @@ import openai
 import pytest
 from openai.types.responses import ResponseFileSearchToolCall, ResponseOutputMessage
 
-from tests.fake_embedder import FakeEmbedder
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.keys import write_keys_file
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, sdk_refusal, validate_as, validate_response
+from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.keys import write_keys_file
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, sdk_refusal, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.base import EngineUnavailable
 from vllm_responses.engine.embedder import Embedded

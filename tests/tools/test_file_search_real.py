@@ -12,9 +12,9 @@ import pytest
 from openai.types.responses import Response, ResponseFileSearchToolCall, ResponseOutputMessage
 
 from tests.clients.test_openai_agents import tool_call
-from tests.real import TINY, ForcedEngine, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import check_stream, validate_response
+from tests.support.real import TINY, ForcedEngine, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, validate_response
 from vllm_responses.engine.models import default_embedding_model_path
 from vllm_responses.engine.types import ToolResult
 from vllm_responses.server import open_embedder

@@ -19,10 +19,10 @@ from openai.types.responses import (
     ResponseCustomToolCallOutputItem,
 )
 
-from tests.fakes import FakeEngine, chunks, function_call, say
-from tests.metrics_text import parse, value
-from tests.serving import LiveServer
-from tests.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, chunks, function_call, say
+from tests.support.metrics_text import parse, value
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.engine.types import (
     EngineEvent,
     Finish,

@@ -13,9 +13,9 @@ import openai
 import pytest
 from openai.types.responses import ResponseCustomToolCall, ResponseFunctionToolCall
 
-from tests.real import TINY, exactly, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import check_stream, event_runs, parse_sse, validate_response
+from tests.support.real import TINY, exactly, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, event_runs, parse_sse, validate_response
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -16,10 +16,10 @@ from openai.types.conversations import ConversationItem
 from openai.types.responses import ResponseItem, ResponseOutputItem
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.mcp_server import McpTestServer
-from tests.serving import LiveServer
-from tests.wire import _no_extras, check_stream, event_runs, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.mcp_server import McpTestServer
+from tests.support.serving import LiveServer
+from tests.support.wire import _no_extras, check_stream, event_runs, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 

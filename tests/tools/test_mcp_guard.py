@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes import FakeEngine, FakeInterpreter, say
-from tests.mcp_server import McpTestServer
-from tests.serving import LiveServer, free_port
+from tests.support.fakes import FakeEngine, FakeInterpreter, say
+from tests.support.mcp_server import McpTestServer
+from tests.support.serving import LiveServer, free_port
 from vllm_responses.config import Config
 
 MODEL = "fake-model"

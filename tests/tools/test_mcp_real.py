@@ -11,10 +11,10 @@ import openai
 import pytest
 from openai.types.responses.response_output_item import McpCall, McpListTools
 
-from tests.mcp_server import McpTestServer
-from tests.real import TINY, tiny_model_server
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_response
+from tests.support.mcp_server import McpTestServer
+from tests.support.real import TINY, tiny_model_server
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_response
 from vllm_responses.config import Config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -10,11 +10,11 @@ import openai
 import pytest
 from openai.types.responses.response_output_item import McpCall, McpListTools
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.mcp_server import McpTestServer
-from tests.mcp_server import mcp_sse_server as mcp_sse_server  # (fixture)
-from tests.serving import LiveServer
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.mcp_server import McpTestServer
+from tests.support.mcp_server import mcp_sse_server as mcp_sse_server  # (fixture)
+from tests.support.serving import LiveServer
+from tests.support.wire import validate_response
 from vllm_responses.config import Config
 from vllm_responses.tools import mcp_client
 

@@ -17,10 +17,10 @@ from openai.types.responses import (
     ResponseOutputItemDoneEvent,
 )
 
-from tests.fakes import FakeEngine, function_call, say
-from tests.serving import LiveServer
+from tests.support.fakes import FakeEngine, function_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_as, validate_response
 from tests.tools.test_functions import custom_call
-from tests.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 
 MODEL = "fake-model"

@@ -9,8 +9,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes import FakeEngine, say
-from tests.wire import validate_response
+from tests.support.fakes import FakeEngine, say
+from tests.support.wire import validate_response
 
 MODEL = "fake-model"
 REFERENCE = {"type": "skill_reference", "skill_id": "skill_abc"}

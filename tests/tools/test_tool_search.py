@@ -19,9 +19,9 @@ from openai.types.responses import (
     ResponseToolSearchOutputItem,
 )
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer
-from tests.wire import check_stream, parse_sse, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer
+from tests.support.wire import check_stream, parse_sse, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolResult
 from vllm_responses.tools import tool_search

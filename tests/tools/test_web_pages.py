@@ -22,9 +22,9 @@ import pytest
 from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMessage
 from openai.types.responses.response_function_web_search import ActionFind, ActionOpenPage
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.serving import LiveServer, free_port, proxy_trap
-from tests.wire import check_stream, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.serving import LiveServer, free_port, proxy_trap
+from tests.support.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ToolCall, ToolResult
 
@@ -134,6 +134,7 @@ def web() -> Iterator[FakeWeb]:
     fake = FakeWeb()
     yield fake
     fake.server.shutdown()
+    fake.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -451,7 +452,7 @@ def test_the_sdk_stream_helper_and_no_proxy(
             max_retries=0,
             http_client=httpx.Client(trust_env=False),
         )
-        with plain.responses.stream(model=MODEL, input="q", tools=WEB) as stream:  # type: ignore[arg-type]
+        with plain, plain.responses.stream(model=MODEL, input="q", tools=WEB) as stream:  # type: ignore[arg-type]
             kinds = [event.type for event in stream]
             final = stream.get_final_response()
         assert kinds.count("response.web_search_call.completed") == 2

@@ -13,10 +13,10 @@ import openai
 import pytest
 from openai.types.responses import ResponseFunctionWebSearch, ResponseOutputMessage
 
-from tests.fakes import FakeEngine, FakeInterpreter, function_call, say
-from tests.searx import RESULTS, FakeSearx
-from tests.serving import LiveServer, proxy_trap
-from tests.wire import check_stream, parse_sse, validate_as, validate_response
+from tests.support.fakes import FakeEngine, FakeInterpreter, function_call, say
+from tests.support.searx import RESULTS, FakeSearx
+from tests.support.serving import LiveServer, proxy_trap
+from tests.support.wire import check_stream, parse_sse, validate_as, validate_response
 from vllm_responses.config import Config
 from vllm_responses.engine.types import ForcedTool, ToolCall, ToolResult
 

@@ -35,7 +35,7 @@ def tokens_prompt(turns: Sequence[Turn], prompt_ids: list[int], *, takes_images:
 def expanded_length(llm: Any, prompt: TokensPrompt) -> int:
     """The prompt's tokens as the model reads them: each image's placeholder expanded by `llm`'s (an
     `AsyncLLM`'s) processor into the image's own tokens. That runs vLLM's renderer (`_process_tokens`, not a
-    public API: pinned by tests/test_vision_real.py), as the engine will on the call."""
+    public API: pinned by tests/engine/test_vision_real.py), as the engine will on the call."""
     if "multi_modal_data" not in prompt:
         return len(prompt["prompt_token_ids"])
     try:

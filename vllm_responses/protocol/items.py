@@ -432,7 +432,7 @@ class ResponseEcho(TypedDict):
     prompt_cache_key: str | None
     conversation: NotRequired[ConversationRef]  # only when the request named one
     # Beyond the openai types (which do not declare them; its `Response` keeps them as extras), as Open
-    # Responses requires and OpenAI's API sends them; tests/wire.py allows exactly these three.
+    # Responses requires and OpenAI's API sends them; tests/support/wire.py allows exactly these three.
     store: bool
     presence_penalty: float
     frequency_penalty: float
