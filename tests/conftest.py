@@ -73,8 +73,11 @@ def engine(fake_server: LiveServer) -> FakeEngine:
 
 
 @pytest.fixture
-def client(fake_server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30)
+def client(fake_server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(
+        base_url=fake_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=30
+    ) as sdk:
+        yield sdk
 
 
 @pytest.fixture
@@ -99,8 +102,11 @@ def real_server() -> Iterator[LiveServer]:
 
 
 @pytest.fixture
-def real_client(real_server: LiveServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
+def real_client(real_server: LiveServer) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(
+        base_url=real_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=300
+    ) as sdk:
+        yield sdk
 
 
 @pytest.fixture(scope="module")
